@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: (MIT OR Apache-2.0) */
+/*
+ * The one header shared by the BPF recorder and its Rust loader: constants and
+ * the ring-buffer records. Every record starts with `struct rec_hdr`. The Rust
+ * mirror lives in src/records.rs and asserts the sizes below.
+ */
+#ifndef HOLDUP_INTF_H
+#define HOLDUP_INTF_H
+
+#ifndef __KERNEL__
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+#endif
+
+enum consts {
+	MAX_KSTACK = 64,	/* kernel frames per sample */
+	MAX_FP = 64,		/* frame-pointer links walked in the user stack */
+	STACK_COPY_MAX = 4096,	/* bytes of user stack copied for CFI unwinding */
+	COMM_LEN = 16,
+	PATH_LEN = 256,
+	MAX_CPUS = 1024,
+};
+
+enum rec_kind {
+	REC_SAMPLE = 1,		/* on-CPU sample or blocked sample, with stacks */
+	REC_SEGMENT = 2,	/* one off-CPU interval, no stacks */
+	REC_FORK = 3,
+	REC_EXEC = 4,
+	REC_COMM = 5,
+	REC_EXIT = 6,
+	REC_BIO_ISSUE = 7,
+	REC_BIO_DONE = 8,
+};
+
+/* Sample classes. CLASS_CPU is an on-CPU sample, the rest are blocked subclasses. */
+enum sample_class {
+	CLASS_CPU = 0,
+	CLASS_IO = 1,
+	CLASS_LOCK = 2,
+	CLASS_SCHED = 3,
+	CLASS_OTHER = 4,
+};
+
+/* Who made a thread runnable. */
+enum waker_kind {
+	WAKER_NONE = 0,		/* preempted: never slept, nobody woke it */
+	WAKER_THREAD = 1,	/* waker_id = tid */
+	WAKER_IRQ = 2,		/* waker_id = irq number, or -1 when unknown */
+	WAKER_SOFTIRQ = 3,	/* waker_id = softirq vector */
+	WAKER_TIMER = 4,	/* an hrtimer or the tick, in hard-irq context */
+};
+
+enum sample_flags {
+	SF_KSTACK_LEAF_IS_IP = 1 << 0,	/* kstack[0] is the interrupted IP, not a return address */
+	SF_USER_REGS = 1 << 1,		/* ip/sp/bp are the thread's user registers */
+	SF_BLOCKED_TAIL = 1 << 2,	/* emitted at end of recording: interval still open */
+	SF_LATE_USTACK = 1 << 3,	/* user stack captured after the thread had run again */
+};
+
+enum bio_op {
+	BIO_READ = 0,
+	BIO_WRITE = 1,
+	BIO_FLUSH = 2,
+	BIO_DISCARD = 3,
+	BIO_OTHER = 4,
+};
+
+struct rec_hdr {
+	u32 kind;
+	u32 size;	/* bytes of the whole record */
+};
+
+/*
+ * On-CPU sample (class CLASS_CPU, weight 1) or blocked sample. A blocked sample
+ * covers one off-CPU interval: [start, wake) in `class` with `weight` sampling
+ * points, then [wake, end) runnable with `sched_weight` points. A preempted
+ * thread (class CLASS_SCHED) is runnable throughout: weight 0, all points in
+ * sched_weight. wake == 0 means no wakeup was seen (the interval is open).
+ * Variable tail: kstack[kstack_len], then fp[fp_len] (pairs: frame address,
+ * return address), then copy_len bytes of user stack starting at sp.
+ */
+struct sample_rec {
+	struct rec_hdr hdr;
+	u32 pid;
+	u32 tid;
+	u64 start;
+	u64 wake;
+	u64 end;
+	u64 ip;
+	u64 sp;
+	u64 bp;
+	u32 weight;
+	u32 sched_weight;
+	u32 waker_id;
+	u16 cpu;
+	u8 class;
+	u8 waker_kind;
+	u16 flags;
+	u16 kstack_len;
+	u16 fp_len;
+	u16 copy_len;
+	u32 _pad;
+};
+
+/* One off-CPU interval of a thread: [start, wake) waiting, [wake, end) runnable. */
+struct segment_rec {
+	struct rec_hdr hdr;
+	u32 pid;
+	u32 tid;
+	u64 start;
+	u64 wake;	/* 0 when preempted */
+	u64 end;
+	u32 waker_id;
+	u16 cpu;	/* CPU it was switched in on */
+	u8 class;
+	u8 waker_kind;
+};
+
+struct fork_rec {
+	struct rec_hdr hdr;
+	u64 time;
+	u32 parent_pid;
+	u32 parent_tid;
+	u32 pid;
+	u32 tid;
+	char comm[COMM_LEN];
+};
+
+struct exec_rec {
+	struct rec_hdr hdr;
+	u64 time;
+	u32 pid;
+	u32 tid;
+	char comm[COMM_LEN];
+	char filename[PATH_LEN];
+};
+
+/* REC_COMM (thread renamed) and REC_EXIT share this layout. */
+struct task_rec {
+	struct rec_hdr hdr;
+	u64 time;
+	u32 pid;
+	u32 tid;
+	char comm[COMM_LEN];
+};
+
+struct bio_rec {
+	struct rec_hdr hdr;
+	u64 time;
+	u64 sector;
+	u32 dev;	/* kernel dev_t: major << 20 | minor */
+	u32 bytes;
+	u32 pid;	/* issuing thread (REC_BIO_ISSUE), 0 for completions */
+	u32 tid;
+	u8 op;
+	u8 tracked;	/* issuer belongs to the recorded target */
+	u16 error;
+	u32 _pad;
+};
+
+#endif /* HOLDUP_INTF_H */

@@ -1,0 +1,913 @@
+// SPDX-License-Identifier: (MIT OR Apache-2.0)
+/*
+ * holdup's recorder: on-CPU samples and blocked samples on one scale.
+ *
+ * On-CPU samples come from a cpu-clock perf event per CPU firing every
+ * `period_ns`. Blocked samples follow bperf: the scheduler hooks only take
+ * timestamps (switch-out, wakeup, switch-in); when a thread is switched back in
+ * and its off-CPU interval covered at least one sampling point (a multiple of
+ * `period_ns` on the monotonic clock), one blocked sample is made whose weight
+ * is the number of points covered. The interval is split at the wakeup: the
+ * part before keeps the blocking subclass, the part after is runqueue time.
+ *
+ * Stacks are the expensive part, so they are taken only for intervals that
+ * produce a sample. The kernel stack is read at switch-in from the sleeping
+ * task; the user stack can only be read from the thread itself, so the sample
+ * is parked in the thread's storage and emitted when the thread returns from
+ * schedule() (or, failing that, at its next sample or switch-out). User stacks
+ * are a frame-pointer walk plus a copy of the top of the stack, which user
+ * space unwinds with CFI because Debian's libc has no frame pointers.
+ *
+ * Every off-CPU interval is also written as a compact segment (no stack) for
+ * the wait-for graph, together with block requests and task lifecycle.
+ * Records are submitted without wake-ups; user space drains on a timer.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "intf.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+#define TASK_RUNNING 0
+#define TASK_DEAD 0x80
+#define PF_KTHREAD 0x00200000
+#define LCB_F_SPIN (1U << 0)
+#define THREAD_SIZE (16384UL)
+#define REQ_OP_MASK 0xff
+
+/* Options, set by the loader between open and load. */
+const volatile u64 period_ns = 1000000;
+const volatile bool trace_all = false;		/* -a */
+const volatile bool follow_children = true;
+const volatile bool emit_segments = true;
+const volatile bool emit_bio = true;
+const volatile u32 stack_copy_bytes = 2048;
+const volatile u32 self_tgid = 0;		/* the recorder, never traced */
+
+/* Intervals that began before the recording are cut at its start. */
+u64 start_ns = 0;
+
+struct thread_state {
+	u64 out;		/* switch-out time, 0 while running */
+	u64 wake;		/* wakeup time, 0 until woken */
+	u32 waker_id;
+	u8 waker_kind;
+	u8 class;		/* subclass decided at switch-out */
+	u8 klock;		/* waiting for a sleeping kernel lock */
+	u8 seen;
+	/* A blocked sample waiting for the thread to run so that its user
+	 * stack can be read. */
+	u8 pending;
+	u8 p_class;
+	u8 p_waker_kind;
+	u16 p_kstack_len;
+	u16 p_cpu;
+	u32 p_waker_id;
+	u32 p_weight;
+	u32 p_sched_weight;
+	u64 p_start;
+	u64 p_wake;
+	u64 p_end;
+	u64 p_kstack[MAX_KSTACK];
+};
+
+/* What the CPU is doing besides running current: names the waker when a
+ * wakeup happens in interrupt context. */
+struct irq_context {
+	s32 hardirq;		/* irq number + 1 */
+	s32 softirq;		/* vector + 1 */
+	u32 timer;		/* inside an hrtimer expiry or the local timer */
+};
+
+struct scratch {
+	struct sample_rec rec;
+	u64 kstack[MAX_KSTACK];
+	u64 fp[MAX_FP * 2];
+	u8 copy[STACK_COPY_MAX];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 32 << 20);
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, u32);
+	__type(value, u8);
+} tracked_tgids SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct thread_state);
+} threads SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct scratch);
+} scratch_map SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct irq_context);
+} irq_ctx SEC(".maps");
+
+/* Records dropped because the ring buffer was full, per record kind. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 16);
+	__type(key, u32);
+	__type(value, u64);
+} lost SEC(".maps");
+
+static __always_inline void count_lost(u32 kind)
+{
+	u64 *n = bpf_map_lookup_elem(&lost, &kind);
+
+	if (n)
+		(*n)++;
+}
+
+static __always_inline bool is_tracked(struct task_struct *t)
+{
+	u32 tgid = BPF_CORE_READ(t, tgid);
+
+	if (tgid == 0 || tgid == self_tgid)
+		return false;
+	if (trace_all)
+		return true;
+	return bpf_map_lookup_elem(&tracked_tgids, &tgid) != NULL;
+}
+
+/* Sampling points k * period_ns in [a, b). */
+static __always_inline u32 points(u64 a, u64 b)
+{
+	if (b <= a || a == 0)
+		return 0;
+	return (b - 1) / period_ns - (a - 1) / period_ns;
+}
+
+/* Split [out, end) at the wakeup into blocked and runqueue sampling points. */
+static __always_inline void split_points(u64 out, u64 wake, u64 end, u8 class, u32 *w, u32 *ws)
+{
+	if (class == CLASS_SCHED) {
+		*w = 0;
+		*ws = points(out, end);
+	} else if (!wake) {
+		*w = points(out, end);
+		*ws = 0;
+	} else {
+		*w = points(out, wake);
+		*ws = points(wake, end);
+	}
+}
+
+static __always_inline void *reserve(u32 kind, u32 size)
+{
+	struct rec_hdr *h = bpf_ringbuf_reserve(&events, size, 0);
+
+	if (!h) {
+		count_lost(kind);
+		return NULL;
+	}
+	h->kind = kind;
+	h->size = size;
+	return h;
+}
+
+/* Who is waking a thread right now: current, unless we run in interrupt
+ * context, where current is just whoever was interrupted. */
+static __always_inline void current_waker(u8 *kind, u32 *id)
+{
+	u32 zero = 0;
+	struct irq_context *ic = bpf_map_lookup_elem(&irq_ctx, &zero);
+
+	if (ic) {
+		if (ic->hardirq) {
+			*kind = WAKER_IRQ;
+			*id = ic->hardirq - 1;
+			return;
+		}
+		if (ic->timer) {
+			*kind = WAKER_TIMER;
+			*id = 0;
+			return;
+		}
+		if (ic->softirq) {
+			*kind = WAKER_SOFTIRQ;
+			*id = ic->softirq - 1;
+			return;
+		}
+	}
+	*kind = WAKER_THREAD;
+	*id = bpf_get_current_pid_tgid();
+}
+
+/* The user half of a stack: registers, a frame-pointer walk and a copy of the
+ * top of the stack. Only valid when `task` is current. Returns the bytes of
+ * tail written after the kernel stack into s->fp and s->copy. */
+static __always_inline void capture_user(struct scratch *s, struct task_struct *task)
+{
+	struct pt_regs *regs;
+	u64 bp, sp, pair[2];
+	u32 n = 0, len;
+	int i;
+
+	if (BPF_CORE_READ(task, flags) & PF_KTHREAD)
+		return;
+	regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	if (!regs)
+		return;
+	s->rec.ip = BPF_CORE_READ(regs, ip);
+	sp = BPF_CORE_READ(regs, sp);
+	bp = BPF_CORE_READ(regs, bp);
+	s->rec.sp = sp;
+	s->rec.bp = bp;
+	s->rec.flags |= SF_USER_REGS;
+
+	for (i = 0; i < MAX_FP; i++) {
+		if (!bp || (bp & 7))
+			break;
+		if (bpf_probe_read_user(pair, sizeof(pair), (void *)bp))
+			break;
+		s->fp[(n * 2) & (MAX_FP * 2 - 1)] = bp;
+		s->fp[(n * 2 + 1) & (MAX_FP * 2 - 1)] = pair[1];
+		n++;
+		if (pair[0] <= bp)
+			break;
+		bp = pair[0];
+	}
+	s->rec.fp_len = n;
+
+	/* The copy must not run past the top of the stack mapping; on failure
+	 * retry with what is left of the current page. */
+	len = stack_copy_bytes;
+	if (len > STACK_COPY_MAX)
+		len = STACK_COPY_MAX;
+	if (bpf_probe_read_user(s->copy, len, (void *)sp)) {
+		u32 rest = 4096 - (sp & 4095);
+
+		len = rest < len ? rest : len;
+		if (len > STACK_COPY_MAX)
+			len = STACK_COPY_MAX;
+		if (bpf_probe_read_user(s->copy, len, (void *)sp))
+			len = 0;
+	}
+	s->rec.copy_len = len;
+}
+
+static __always_inline struct scratch *get_scratch(void)
+{
+	u32 zero = 0;
+	struct scratch *s = bpf_map_lookup_elem(&scratch_map, &zero);
+
+	if (s) {
+		__builtin_memset(&s->rec, 0, sizeof(s->rec));
+		s->rec.hdr.kind = REC_SAMPLE;
+	}
+	return s;
+}
+
+/* Write the sample in scratch, with `kstack` as its kernel stack. */
+static __always_inline void submit_sample(struct scratch *s, u64 *kstack)
+{
+	u32 klen = s->rec.kstack_len, fplen = s->rec.fp_len, clen = s->rec.copy_len;
+	u32 kbytes, fpbytes, size, off;
+	struct bpf_dynptr dp;
+
+	if (klen > MAX_KSTACK)
+		klen = MAX_KSTACK;
+	if (fplen > MAX_FP)
+		fplen = MAX_FP;
+	if (clen > STACK_COPY_MAX)
+		clen = STACK_COPY_MAX;
+	kbytes = klen * 8;
+	fpbytes = fplen * 16;
+	size = sizeof(s->rec) + kbytes + fpbytes + clen;
+	s->rec.hdr.size = size;
+	s->rec.kstack_len = klen;
+	s->rec.fp_len = fplen;
+	s->rec.copy_len = clen;
+
+	if (bpf_ringbuf_reserve_dynptr(&events, size, 0, &dp)) {
+		bpf_ringbuf_discard_dynptr(&dp, 0);
+		count_lost(REC_SAMPLE);
+		return;
+	}
+	off = sizeof(s->rec);
+	bpf_dynptr_write(&dp, 0, &s->rec, sizeof(s->rec), 0);
+	if (kbytes <= MAX_KSTACK * 8)
+		bpf_dynptr_write(&dp, off, kstack, kbytes, 0);
+	off += kbytes;
+	if (fpbytes <= MAX_FP * 16)
+		bpf_dynptr_write(&dp, off, s->fp, fpbytes, 0);
+	off += fpbytes;
+	if (clen <= STACK_COPY_MAX)
+		bpf_dynptr_write(&dp, off, s->copy, clen, 0);
+	bpf_ringbuf_submit_dynptr(&dp, BPF_RB_NO_WAKEUP);
+}
+
+/* Emit the parked blocked sample of `task`. Its user stack is read only if
+ * `user` says that the address space loaded on this CPU is the task's. */
+static __always_inline void emit_pending(struct thread_state *st, struct task_struct *task,
+					 bool user, u16 flags)
+{
+	struct scratch *s;
+
+	st->pending = 0;
+	s = get_scratch();
+	if (!s)
+		return;
+	s->rec.pid = BPF_CORE_READ(task, tgid);
+	s->rec.tid = BPF_CORE_READ(task, pid);
+	s->rec.start = st->p_start;
+	s->rec.wake = st->p_wake;
+	s->rec.end = st->p_end;
+	s->rec.weight = st->p_weight;
+	s->rec.sched_weight = st->p_sched_weight;
+	s->rec.class = st->p_class;
+	s->rec.waker_kind = st->p_waker_kind;
+	s->rec.waker_id = st->p_waker_id;
+	s->rec.cpu = st->p_cpu;
+	s->rec.flags = flags;
+	s->rec.kstack_len = st->p_kstack_len / 8;
+	if (user)
+		capture_user(s, task);
+	submit_sample(s, st->p_kstack);
+}
+
+static __always_inline struct thread_state *state_of(struct task_struct *t, bool create)
+{
+	return bpf_task_storage_get(&threads, t, 0, create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+}
+
+/* Blocked in futex(2) or futex_waitv(2): a pthread mutex, condition variable,
+ * barrier or rwlock. The syscall number is in the saved user registers, which
+ * is far cheaper than tracing every syscall (x86-64 numbers). */
+#define NR_futex 202
+#define NR_futex_waitv 449
+static __always_inline bool in_futex_wait(struct task_struct *t)
+{
+	struct pt_regs *regs;
+	long nr;
+
+	if (BPF_CORE_READ(t, flags) & PF_KTHREAD)
+		return false;
+	regs = (struct pt_regs *)bpf_task_pt_regs(t);
+	if (!regs)
+		return false;
+	nr = BPF_CORE_READ(regs, orig_ax);
+	return nr == NR_futex || nr == NR_futex_waitv;
+}
+
+static __always_inline u8 classify_sleep(struct task_struct *t, struct thread_state *st)
+{
+	if (BPF_CORE_READ_BITFIELD_PROBED(t, in_iowait))
+		return CLASS_IO;
+	if (st->klock || in_futex_wait(t))
+		return CLASS_LOCK;
+	return CLASS_OTHER;
+}
+
+/* The user memory of `t` is readable now: the address space loaded on this
+ * CPU (prev's, until the switch completes) is t's. */
+static __always_inline bool mm_loaded(struct task_struct *prev, struct task_struct *t)
+{
+	struct mm_struct *mm = BPF_CORE_READ(t, mm);
+
+	return mm && mm == BPF_CORE_READ(prev, active_mm);
+}
+
+static __always_inline void switch_out(struct task_struct *prev, bool preempt,
+				       unsigned int prev_state, u64 now)
+{
+	struct thread_state *st = state_of(prev, true);
+
+	if (!st)
+		return;
+	st->seen = 1;
+	if (st->pending)
+		emit_pending(st, prev, true, SF_LATE_USTACK);
+	if (prev_state & TASK_DEAD) {
+		st->out = 0;
+		return;
+	}
+	st->out = now;
+	st->wake = 0;
+	st->waker_kind = WAKER_NONE;
+	st->waker_id = 0;
+	if (preempt || prev_state == TASK_RUNNING)
+		st->class = CLASS_SCHED;
+	else
+		st->class = classify_sleep(prev, st);
+}
+
+static __always_inline void switch_in(struct task_struct *prev, struct task_struct *next, u64 now)
+{
+	struct thread_state *st = state_of(next, true);
+	u64 out, wake;
+	u32 w, ws;
+
+	if (!st)
+		return;
+	if (!st->seen) {
+		/* First sight of a thread that was already asleep when the
+		 * recording started. */
+		st->seen = 1;
+		if (!st->out && start_ns) {
+			st->out = start_ns;
+			st->class = classify_sleep(next, st);
+		}
+	}
+	out = st->out;
+	if (!out)
+		return;
+	st->out = 0;
+	if (out < start_ns)
+		out = start_ns;
+	wake = st->wake;
+	if (wake && wake < out)
+		wake = out;
+	if (wake > now)
+		wake = now;
+
+	if (emit_segments) {
+		struct segment_rec *r = reserve(REC_SEGMENT, sizeof(*r));
+
+		if (r) {
+			r->pid = BPF_CORE_READ(next, tgid);
+			r->tid = BPF_CORE_READ(next, pid);
+			r->start = out;
+			r->wake = wake;
+			r->end = now;
+			r->waker_id = st->waker_id;
+			r->waker_kind = st->waker_kind;
+			r->class = st->class;
+			r->cpu = bpf_get_smp_processor_id();
+			bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+		}
+	}
+
+	split_points(out, wake, now, st->class, &w, &ws);
+	if (w + ws == 0)
+		return;
+	if (st->pending)	/* the previous one never got to user space */
+		emit_pending(st, next, mm_loaded(prev, next), SF_LATE_USTACK);
+	st->pending = 1;
+	st->p_start = out;
+	st->p_wake = wake;
+	st->p_end = now;
+	st->p_weight = w;
+	st->p_sched_weight = ws;
+	st->p_class = st->class;
+	st->p_waker_kind = st->waker_kind;
+	st->p_waker_id = st->waker_id;
+	st->p_cpu = bpf_get_smp_processor_id();
+	{
+		long n = bpf_get_task_stack(next, st->p_kstack, sizeof(st->p_kstack), 0);
+
+		st->p_kstack_len = n > 0 ? n : 0;
+	}
+	/* Most switches stay inside one process: then the user stack can be
+	 * read right away, otherwise it waits for the thread to run. */
+	if (mm_loaded(prev, next))
+		emit_pending(st, next, true, 0);
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	u64 now = bpf_ktime_get_ns();
+
+	if (is_tracked(prev))
+		switch_out(prev, preempt, prev_state, now);
+	if (is_tracked(next))
+		switch_in(prev, next, now);
+	return 0;
+}
+
+SEC("tp_btf/sched_waking")
+int BPF_PROG(on_waking, struct task_struct *p)
+{
+	struct thread_state *st;
+
+	if (!is_tracked(p))
+		return 0;
+	st = state_of(p, false);
+	if (!st || !st->out || st->wake)
+		return 0;
+	st->wake = bpf_ktime_get_ns();
+	current_waker(&st->waker_kind, &st->waker_id);
+	return 0;
+}
+
+/* A new thread is runnable from its creation: all of it until its first
+ * switch-in is runqueue time, and its creator is its waker. */
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(on_wakeup_new, struct task_struct *p)
+{
+	struct thread_state *st;
+	u64 now;
+
+	if (!is_tracked(p))
+		return 0;
+	st = state_of(p, true);
+	if (!st)
+		return 0;
+	now = bpf_ktime_get_ns();
+	st->seen = 1;
+	st->out = now;
+	st->wake = now;
+	st->class = CLASS_SCHED;
+	current_waker(&st->waker_kind, &st->waker_id);
+	return 0;
+}
+
+/* The thread is on its way back to user space after being switched in (rseq
+ * notifies every switched-out task that has registered rseq, as glibc does):
+ * its user stack is still the one it blocked with. */
+SEC("tp_btf/rseq_update")
+int BPF_PROG(on_rseq_update, struct task_struct *t)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct thread_state *st = state_of(task, false);
+
+	if (st && st->pending)
+		emit_pending(st, task, true, 0);
+	return 0;
+}
+
+SEC("perf_event")
+int on_cpu_sample(struct bpf_perf_event_data *ctx)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct thread_state *st;
+	struct scratch *s;
+	long n;
+
+	if (!is_tracked(task))
+		return 0;
+	st = state_of(task, false);
+	if (st && st->pending)
+		emit_pending(st, task, true, SF_LATE_USTACK);
+
+	s = get_scratch();
+	if (!s)
+		return 0;
+	s->rec.pid = BPF_CORE_READ(task, tgid);
+	s->rec.tid = BPF_CORE_READ(task, pid);
+	s->rec.start = bpf_ktime_get_ns();
+	s->rec.end = s->rec.start;
+	s->rec.weight = 1;
+	s->rec.class = CLASS_CPU;
+	s->rec.cpu = bpf_get_smp_processor_id();
+	/* Empty when the sample hit user mode. */
+	n = bpf_get_stack(ctx, s->kstack, sizeof(s->kstack), 0);
+	if (n > 0) {
+		s->rec.kstack_len = (u64)n / 8;
+		s->rec.flags |= SF_KSTACK_LEAF_IS_IP;
+	}
+	capture_user(s, task);
+	submit_sample(s, s->kstack);
+	return 0;
+}
+
+/* Sleeping kernel locks (mutex, rwsem, semaphore, rt_mutex) count as lock
+ * waits; spinning does not sleep and is ignored. */
+SEC("tp_btf/contention_begin")
+int BPF_PROG(on_contention_begin, void *lock, unsigned int flags)
+{
+	struct task_struct *task;
+	struct thread_state *st;
+
+	if (flags & LCB_F_SPIN)
+		return 0;
+	task = bpf_get_current_task_btf();
+	if (!is_tracked(task))
+		return 0;
+	st = state_of(task, true);
+	if (st)
+		st->klock = 1;
+	return 0;
+}
+
+SEC("tp_btf/contention_end")
+int BPF_PROG(on_contention_end, void *lock, int ret)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct thread_state *st = state_of(task, false);
+
+	if (st)
+		st->klock = 0;
+	return 0;
+}
+
+/* Interrupt context bookkeeping, for naming wakers. */
+static __always_inline struct irq_context *this_irq_ctx(void)
+{
+	u32 zero = 0;
+
+	return bpf_map_lookup_elem(&irq_ctx, &zero);
+}
+
+SEC("tp_btf/irq_handler_entry")
+int BPF_PROG(on_irq_entry, int irq)
+{
+	struct irq_context *ic = this_irq_ctx();
+
+	if (ic)
+		ic->hardirq = irq + 1;
+	return 0;
+}
+
+SEC("tp_btf/irq_handler_exit")
+int BPF_PROG(on_irq_exit)
+{
+	struct irq_context *ic = this_irq_ctx();
+
+	if (ic)
+		ic->hardirq = 0;
+	return 0;
+}
+
+SEC("tp_btf/softirq_entry")
+int BPF_PROG(on_softirq_entry, unsigned int vec)
+{
+	struct irq_context *ic = this_irq_ctx();
+
+	if (ic)
+		ic->softirq = vec + 1;
+	return 0;
+}
+
+SEC("tp_btf/softirq_exit")
+int BPF_PROG(on_softirq_exit)
+{
+	struct irq_context *ic = this_irq_ctx();
+
+	if (ic)
+		ic->softirq = 0;
+	return 0;
+}
+
+SEC("tp_btf/hrtimer_expire_entry")
+int BPF_PROG(on_hrtimer_entry)
+{
+	struct irq_context *ic = this_irq_ctx();
+
+	if (ic)
+		ic->timer++;
+	return 0;
+}
+
+SEC("tp_btf/hrtimer_expire_exit")
+int BPF_PROG(on_hrtimer_exit)
+{
+	struct irq_context *ic = this_irq_ctx();
+
+	if (ic && ic->timer)
+		ic->timer--;
+	return 0;
+}
+
+SEC("tp_btf/local_timer_entry")
+int BPF_PROG(on_local_timer_entry)
+{
+	struct irq_context *ic = this_irq_ctx();
+
+	if (ic)
+		ic->timer++;
+	return 0;
+}
+
+SEC("tp_btf/local_timer_exit")
+int BPF_PROG(on_local_timer_exit)
+{
+	struct irq_context *ic = this_irq_ctx();
+
+	if (ic && ic->timer)
+		ic->timer--;
+	return 0;
+}
+
+/* Task lifecycle. */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
+{
+	struct fork_rec *r;
+	u32 child_tgid;
+
+	if (!is_tracked(parent))
+		return 0;
+	child_tgid = BPF_CORE_READ(child, tgid);
+	if (!trace_all && child_tgid != BPF_CORE_READ(parent, tgid)) {
+		u8 one = 1;
+
+		if (!follow_children)
+			return 0;
+		bpf_map_update_elem(&tracked_tgids, &child_tgid, &one, BPF_ANY);
+	}
+	r = reserve(REC_FORK, sizeof(*r));
+	if (!r)
+		return 0;
+	r->time = bpf_ktime_get_ns();
+	r->parent_pid = BPF_CORE_READ(parent, tgid);
+	r->parent_tid = BPF_CORE_READ(parent, pid);
+	r->pid = child_tgid;
+	r->tid = BPF_CORE_READ(child, pid);
+	BPF_CORE_READ_STR_INTO(&r->comm, child, comm);
+	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	struct exec_rec *r;
+
+	if (!is_tracked(p))
+		return 0;
+	r = reserve(REC_EXEC, sizeof(*r));
+	if (!r)
+		return 0;
+	r->time = bpf_ktime_get_ns();
+	r->pid = BPF_CORE_READ(p, tgid);
+	r->tid = BPF_CORE_READ(p, pid);
+	BPF_CORE_READ_STR_INTO(&r->comm, p, comm);
+	bpf_probe_read_kernel_str(r->filename, sizeof(r->filename), BPF_CORE_READ(bprm, filename));
+	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+static __always_inline void emit_task_rec(u32 kind, struct task_struct *t, const char *comm)
+{
+	struct task_rec *r = reserve(kind, sizeof(*r));
+
+	if (!r)
+		return;
+	r->time = bpf_ktime_get_ns();
+	r->pid = BPF_CORE_READ(t, tgid);
+	r->tid = BPF_CORE_READ(t, pid);
+	bpf_probe_read_kernel_str(r->comm, sizeof(r->comm), comm);
+	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+}
+
+SEC("tp_btf/task_rename")
+int BPF_PROG(on_rename, struct task_struct *task, const char *comm)
+{
+	if (is_tracked(task))
+		emit_task_rec(REC_COMM, task, comm);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
+{
+	struct thread_state *st;
+	u32 tgid;
+
+	if (!is_tracked(p))
+		return 0;
+	st = state_of(p, false);
+	if (st && st->pending)
+		emit_pending(st, p, true, SF_LATE_USTACK);
+	emit_task_rec(REC_EXIT, p, p->comm);
+	tgid = BPF_CORE_READ(p, tgid);
+	if (group_dead && !trace_all)
+		bpf_map_delete_elem(&tracked_tgids, &tgid);
+	return 0;
+}
+
+/* Block requests, for the device vertices of the wait-for graph. */
+static __always_inline u32 rq_dev(struct request *rq)
+{
+	struct gendisk *disk = BPF_CORE_READ(rq, q, disk);
+
+	if (!disk)
+		return 0;
+	return (BPF_CORE_READ(disk, major) << 20) | BPF_CORE_READ(disk, first_minor);
+}
+
+static __always_inline u8 rq_op(struct request *rq)
+{
+	u32 op = BPF_CORE_READ(rq, cmd_flags) & REQ_OP_MASK;
+
+	return op <= BIO_DISCARD ? op : BIO_OTHER;
+}
+
+SEC("tp_btf/block_rq_issue")
+int BPF_PROG(on_rq_issue, struct request *rq)
+{
+	struct task_struct *task;
+	struct bio_rec *r;
+
+	if (!emit_bio)
+		return 0;
+	r = reserve(REC_BIO_ISSUE, sizeof(*r));
+	if (!r)
+		return 0;
+	task = bpf_get_current_task_btf();
+	r->time = bpf_ktime_get_ns();
+	r->sector = BPF_CORE_READ(rq, __sector);
+	r->dev = rq_dev(rq);
+	r->bytes = BPF_CORE_READ(rq, __data_len);
+	r->pid = BPF_CORE_READ(task, tgid);
+	r->tid = BPF_CORE_READ(task, pid);
+	r->op = rq_op(rq);
+	r->tracked = is_tracked(task);
+	r->error = 0;
+	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+SEC("tp_btf/block_rq_complete")
+int BPF_PROG(on_rq_complete, struct request *rq, blk_status_t error, unsigned int nr_bytes)
+{
+	struct bio_rec *r;
+
+	if (!emit_bio)
+		return 0;
+	r = reserve(REC_BIO_DONE, sizeof(*r));
+	if (!r)
+		return 0;
+	r->time = bpf_ktime_get_ns();
+	r->sector = BPF_CORE_READ(rq, __sector);
+	r->dev = rq_dev(rq);
+	r->bytes = nr_bytes;
+	r->op = rq_op(rq);
+	r->error = error;
+	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+/* At the end of a recording, threads that are still off-CPU have an open
+ * interval, and threads switched in but not yet back in user space have a
+ * parked sample. Both are flushed by walking all tasks. */
+SEC("iter/task")
+int flush_open(struct bpf_iter__task *ctx)
+{
+	struct task_struct *task = ctx->task;
+	struct thread_state *st;
+	u64 now, out, wake;
+
+	if (!task || !is_tracked(task))
+		return 0;
+	st = state_of(task, false);
+	if (!st)
+		return 0;
+	if (st->pending)
+		emit_pending(st, task, false, SF_BLOCKED_TAIL);
+	out = st->out;
+	if (!out)
+		return 0;
+	now = bpf_ktime_get_ns();
+	if (out < start_ns)
+		out = start_ns;
+	wake = st->wake;
+	if (wake && wake < out)
+		wake = out;
+	if (emit_segments) {
+		struct segment_rec *r = reserve(REC_SEGMENT, sizeof(*r));
+
+		if (r) {
+			r->pid = BPF_CORE_READ(task, tgid);
+			r->tid = BPF_CORE_READ(task, pid);
+			r->start = out;
+			r->wake = wake;
+			r->end = now;
+			r->waker_id = st->waker_id;
+			r->waker_kind = st->waker_kind;
+			r->class = st->class;
+			r->cpu = 0xffff;	/* never switched in: still open */
+			bpf_ringbuf_submit(r, 0);
+		}
+	}
+	st->p_start = out;
+	st->p_wake = wake;
+	st->p_end = now;
+	split_points(out, wake, now, st->class, &st->p_weight, &st->p_sched_weight);
+	if (st->p_weight + st->p_sched_weight == 0)
+		return 0;
+	st->p_class = st->class;
+	st->p_waker_kind = st->waker_kind;
+	st->p_waker_id = st->waker_id;
+	st->p_cpu = 0xffff;
+	{
+		long n = bpf_get_task_stack(task, st->p_kstack, sizeof(st->p_kstack), 0);
+
+		st->p_kstack_len = n > 0 ? n : 0;
+	}
+	emit_pending(st, task, false, SF_BLOCKED_TAIL);
+	st->out = 0;
+	return 0;
+}

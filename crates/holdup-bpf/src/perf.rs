@@ -1,0 +1,240 @@
+//! The perf events the recorder needs besides BPF: the cpu-clock timer per CPU
+//! that drives on-CPU sampling, and a dummy event per CPU that reports every
+//! executable mmap (with its build-id), so that stacks of short-lived
+//! processes can still be unwound and symbolized.
+
+use perf_event_open_sys as sys;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+fn open(attr: &mut sys::bindings::perf_event_attr, cpu: i32) -> io::Result<OwnedFd> {
+    attr.size = std::mem::size_of::<sys::bindings::perf_event_attr>() as u32;
+    // SAFETY: attr is a fully initialised perf_event_attr.
+    let fd = unsafe { sys::perf_event_open(attr, -1, cpu, -1, sys::bindings::PERF_FLAG_FD_CLOEXEC as _) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// A cpu-clock event on `cpu` firing every `period_ns`; a BPF program is
+/// attached to it, so it never writes samples of its own.
+pub fn cpu_clock(cpu: i32, period_ns: u64) -> io::Result<OwnedFd> {
+    let mut attr = sys::bindings::perf_event_attr {
+        type_: sys::bindings::PERF_TYPE_SOFTWARE,
+        config: sys::bindings::PERF_COUNT_SW_CPU_CLOCK as u64,
+        ..Default::default()
+    };
+    attr.__bindgen_anon_1.sample_period = period_ns;
+    open(&mut attr, cpu)
+}
+
+/// CPUs that are online, from sysfs ("0-1,4").
+pub fn online_cpus() -> io::Result<Vec<i32>> {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/online")?;
+    let mut cpus = Vec::new();
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let parse = |s: &str| {
+            s.parse::<i32>()
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad cpu list"))
+        };
+        cpus.extend(parse(a)?..=parse(b)?);
+    }
+    Ok(cpus)
+}
+
+/// An executable file mapping reported by the kernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MmapEvent {
+    pub time: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub start: u64,
+    pub len: u64,
+    pub pgoff: u64,
+    pub build_id: Option<Vec<u8>>,
+    pub path: String,
+}
+
+const PERF_RECORD_LOST: u32 = 2;
+const PERF_RECORD_MMAP2: u32 = 10;
+const PERF_RECORD_MISC_MMAP_BUILD_ID: u16 = 1 << 14;
+const DATA_PAGES: usize = 64;
+
+/// Per-CPU rings of a dummy event that records executable mmaps.
+pub struct MmapEvents {
+    rings: Vec<(OwnedFd, *mut u8)>,
+    page: usize,
+    /// mmap events the kernel dropped because a ring was full.
+    pub lost: u64,
+}
+
+// SAFETY: the mapped rings are only accessed through &mut self.
+unsafe impl Send for MmapEvents {}
+
+impl MmapEvents {
+    pub fn open(cpus: &[i32]) -> io::Result<Self> {
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+        let mut rings = Vec::new();
+        for &cpu in cpus {
+            let mut attr = sys::bindings::perf_event_attr {
+                type_: sys::bindings::PERF_TYPE_SOFTWARE,
+                config: sys::bindings::PERF_COUNT_SW_DUMMY as u64,
+                sample_type: (sys::bindings::PERF_SAMPLE_TID | sys::bindings::PERF_SAMPLE_TIME) as u64,
+                clockid: libc::CLOCK_MONOTONIC,
+                ..Default::default()
+            };
+            attr.set_mmap(1);
+            attr.set_mmap2(1);
+            attr.set_build_id(1);
+            attr.set_sample_id_all(1);
+            attr.set_use_clockid(1);
+            let fd = open(&mut attr, cpu)?;
+            let len = page * (1 + DATA_PAGES);
+            let base = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED,
+                    fd.as_raw_fd(),
+                    0,
+                )
+            };
+            if base == libc::MAP_FAILED {
+                return Err(io::Error::last_os_error());
+            }
+            rings.push((fd, base as *mut u8));
+        }
+        Ok(Self { rings, page, lost: 0 })
+    }
+
+    /// Hand every pending mmap event to `f`.
+    pub fn drain(&mut self, mut f: impl FnMut(MmapEvent)) {
+        let data_size = (self.page * DATA_PAGES) as u64;
+        for &(_, base) in &self.rings {
+            // struct perf_event_mmap_page: data_head at 1024, data_tail at 1032.
+            let head_pos = unsafe { &*(base.add(1024) as *const AtomicU64) };
+            let tail_pos = unsafe { &*(base.add(1032) as *const AtomicU64) };
+            let head = head_pos.load(Ordering::Acquire);
+            let mut tail = tail_pos.load(Ordering::Relaxed);
+            let data = unsafe { base.add(self.page) };
+            let mut buf = Vec::new();
+            while tail < head {
+                let read = |off: u64, out: &mut Vec<u8>, n: usize| {
+                    out.clear();
+                    for i in 0..n as u64 {
+                        out.push(unsafe { *data.add(((off + i) % data_size) as usize) });
+                    }
+                };
+                let mut hdr = Vec::new();
+                read(tail, &mut hdr, 8);
+                let kind = u32::from_ne_bytes(hdr[0..4].try_into().unwrap());
+                let misc = u16::from_ne_bytes(hdr[4..6].try_into().unwrap());
+                let size = u16::from_ne_bytes(hdr[6..8].try_into().unwrap()) as usize;
+                if size < 8 {
+                    break;
+                }
+                read(tail, &mut buf, size);
+                match kind {
+                    PERF_RECORD_MMAP2 => {
+                        if let Some(ev) = parse_mmap2(&buf[8..], misc) {
+                            f(ev);
+                        }
+                    }
+                    PERF_RECORD_LOST => {
+                        if buf.len() >= 24 {
+                            self.lost += u64::from_ne_bytes(buf[16..24].try_into().unwrap());
+                        }
+                    }
+                    _ => {}
+                }
+                tail += size as u64;
+            }
+            tail_pos.store(tail, Ordering::Release);
+        }
+    }
+}
+
+impl Drop for MmapEvents {
+    fn drop(&mut self) {
+        for &(_, base) in &self.rings {
+            unsafe { libc::munmap(base as *mut libc::c_void, self.page * (1 + DATA_PAGES)) };
+        }
+    }
+}
+
+/// Body of PERF_RECORD_MMAP2 followed by sample_id {pid, tid, time}.
+fn parse_mmap2(b: &[u8], misc: u16) -> Option<MmapEvent> {
+    let u32_at = |o: usize| Some(u32::from_ne_bytes(b.get(o..o + 4)?.try_into().ok()?));
+    let u64_at = |o: usize| Some(u64::from_ne_bytes(b.get(o..o + 8)?.try_into().ok()?));
+    let pid = u32_at(0)?;
+    let tid = u32_at(4)?;
+    let start = u64_at(8)?;
+    let len = u64_at(16)?;
+    let pgoff = u64_at(24)?;
+    let build_id = if misc & PERF_RECORD_MISC_MMAP_BUILD_ID != 0 {
+        let n = (*b.get(32)? as usize).min(20);
+        Some(b.get(36..36 + n)?.to_vec()).filter(|id| !id.is_empty())
+    } else {
+        None
+    };
+    let prot = u32_at(56)?;
+    let name = b.get(64..)?;
+    let end = name.iter().position(|&c| c == 0)?;
+    let path = String::from_utf8_lossy(&name[..end]).into_owned();
+    // sample_id_all: pid, tid, time at the end of the record.
+    let time = u64_at(b.len().checked_sub(8)?)?;
+    if prot & libc::PROT_EXEC as u32 == 0 {
+        return None;
+    }
+    Some(MmapEvent {
+        time,
+        pid,
+        tid,
+        start,
+        len,
+        pgoff,
+        build_id,
+        path,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mmap2_body_with_build_id() {
+        let mut b = Vec::new();
+        b.extend(42u32.to_ne_bytes());
+        b.extend(43u32.to_ne_bytes());
+        b.extend(0x5555_0000u64.to_ne_bytes());
+        b.extend(0x2000u64.to_ne_bytes());
+        b.extend(0x1000u64.to_ne_bytes());
+        b.push(3); // build-id size
+        b.extend([0u8; 3]);
+        b.extend([0xab, 0xcd, 0xef]);
+        b.extend([0u8; 17]);
+        b.extend(((libc::PROT_READ | libc::PROT_EXEC) as u32).to_ne_bytes());
+        b.extend(0u32.to_ne_bytes());
+        b.extend(b"/usr/bin/x\0\0\0\0\0\0");
+        b.extend(42u32.to_ne_bytes());
+        b.extend(43u32.to_ne_bytes());
+        b.extend(777u64.to_ne_bytes());
+        let ev = parse_mmap2(&b, PERF_RECORD_MISC_MMAP_BUILD_ID).unwrap();
+        assert_eq!(ev.pid, 42);
+        assert_eq!(ev.start, 0x5555_0000);
+        assert_eq!(ev.pgoff, 0x1000);
+        assert_eq!(ev.build_id.as_deref(), Some(&[0xab, 0xcd, 0xef][..]));
+        assert_eq!(ev.path, "/usr/bin/x");
+        assert_eq!(ev.time, 777);
+    }
+
+    #[test]
+    fn cpu_list_ranges() {
+        assert!(!online_cpus().unwrap().is_empty());
+    }
+}

@@ -1,0 +1,273 @@
+//! Loads and attaches the recorder, and gives access to what it records.
+
+use crate::bpf_skel::{OpenRecorderSkel, RecorderSkel, RecorderSkelBuilder};
+use crate::perf::{self, MmapEvent, MmapEvents};
+use crate::records::{Record, REC_KINDS};
+use crate::ringbuf::RingReader;
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{Link, MapCore, MapFlags};
+use std::io::Read;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, IntoRawFd};
+
+/// Which tasks are recorded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// Every task on the system except the recorder itself (`-a`).
+    All,
+    /// These processes (thread-group ids); more can be added with
+    /// [`Recorder::track`], for a command that is started after loading.
+    Pids(Vec<u32>),
+}
+
+#[derive(Clone, Debug)]
+pub struct RecorderOptions {
+    pub target: Target,
+    pub period_ns: u64,
+    /// Also record processes forked by recorded processes.
+    pub follow_children: bool,
+    /// Write a segment record for every off-CPU interval (wait-for graph).
+    pub segments: bool,
+    /// Record block-device requests.
+    pub block_io: bool,
+    /// Bytes of user stack copied per sample for CFI unwinding.
+    pub stack_copy_bytes: u32,
+    /// Size of the ring buffer, a power of two ≥ one page.
+    pub ring_bytes: u32,
+}
+
+impl Default for RecorderOptions {
+    fn default() -> Self {
+        Self {
+            target: Target::Pids(Vec::new()),
+            period_ns: 1_000_000,
+            follow_children: true,
+            segments: true,
+            block_io: true,
+            stack_copy_bytes: 2048,
+            ring_bytes: 32 << 20,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    #[error("holdup record needs root (or CAP_BPF and CAP_PERFMON) to load its eBPF programs")]
+    Permission,
+    #[error("could not load the eBPF recorder: {0}")]
+    Load(String),
+    #[error("could not attach the eBPF program {prog}: {msg}")]
+    Attach { prog: &'static str, msg: String },
+    #[error("could not open perf event: {0}")]
+    Perf(std::io::Error),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+fn load_err(e: libbpf_rs::Error) -> Error {
+    Error::Load(e.to_string())
+}
+
+/// Per-kind count of records dropped because the ring buffer was full.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Lost {
+    pub by_kind: [u64; REC_KINDS],
+}
+
+impl Lost {
+    pub fn total(&self) -> u64 {
+        self.by_kind.iter().sum()
+    }
+}
+
+/// The loaded and attached recorder. Dropping it detaches everything.
+pub struct Recorder {
+    // Field order is drop order: links before the skeleton.
+    _links: Vec<Link>,
+    ring: RingReader,
+    mmaps: MmapEvents,
+    skel: RecorderSkel<'static>,
+    options: RecorderOptions,
+}
+
+fn is_eperm(e: &libbpf_rs::Error) -> bool {
+    e.kind() == libbpf_rs::ErrorKind::PermissionDenied
+}
+
+impl Recorder {
+    /// Load, configure and attach the recorder. Sampling starts at once for
+    /// the tasks in `options.target`.
+    pub fn start(options: RecorderOptions) -> Result<Self> {
+        if unsafe { libc::geteuid() } != 0 {
+            // Without root the kernel refuses in many different ways; say it once.
+            return Err(Error::Permission);
+        }
+        // The skeleton borrows its object storage for its whole life; one
+        // recorder lives as long as the process, so the storage is leaked.
+        let storage: &'static mut MaybeUninit<libbpf_rs::OpenObject> =
+            Box::leak(Box::new(MaybeUninit::uninit()));
+        let mut open: OpenRecorderSkel<'static> =
+            RecorderSkelBuilder::default().open(storage).map_err(load_err)?;
+        {
+            let ro = open.maps.rodata_data.as_deref_mut().expect("rodata is mmapable");
+            ro.period_ns = options.period_ns;
+            ro.trace_all = options.target == Target::All;
+            ro.follow_children = options.follow_children;
+            ro.emit_segments = options.segments;
+            ro.emit_bio = options.block_io;
+            ro.stack_copy_bytes = options.stack_copy_bytes.min(crate::records::STACK_COPY_MAX as u32);
+            ro.self_tgid = std::process::id();
+        }
+        open.maps
+            .events
+            .set_max_entries(options.ring_bytes)
+            .map_err(load_err)?;
+        open.progs.flush_open.set_autoattach(false);
+        let skel = open.load().map_err(load_err)?;
+
+        if let Target::Pids(pids) = &options.target {
+            for &pid in pids {
+                track(&skel, pid)?;
+            }
+        }
+
+        let cpus = perf::online_cpus()?;
+        // Mappings first, so that nothing the target maps from now on is missed.
+        let mmaps = MmapEvents::open(&cpus).map_err(Error::Perf)?;
+
+        let mut links = Vec::new();
+        macro_rules! attach {
+            ($($prog:ident),* $(,)?) => {$(
+                links.push(skel.progs.$prog.attach().map_err(|e| Error::Attach {
+                    prog: stringify!($prog),
+                    msg: if is_eperm(&e) { "permission denied".into() } else { e.to_string() },
+                })?);
+            )*};
+        }
+        attach!(
+            on_irq_entry, on_irq_exit, on_softirq_entry, on_softirq_exit,
+            on_hrtimer_entry, on_hrtimer_exit, on_local_timer_entry, on_local_timer_exit,
+            
+            on_contention_begin, on_contention_end,
+            on_fork, on_exec, on_rename, on_exit, on_rq_issue, on_rq_complete,
+            on_waking, on_wakeup_new, on_rseq_update, on_switch,
+        );
+        for &cpu in &cpus {
+            // The link owns the perf event fd from here on and closes it.
+            let fd = perf::cpu_clock(cpu, options.period_ns).map_err(Error::Perf)?;
+            links.push(
+                skel.progs
+                    .on_cpu_sample
+                    .attach_perf_event(fd.into_raw_fd())
+                    .map_err(|e| Error::Attach {
+                        prog: "on_cpu_sample",
+                        msg: e.to_string(),
+                    })?,
+            );
+        }
+        let ring = RingReader::new(skel.maps.events.as_fd(), options.ring_bytes as u64)?;
+        Ok(Self {
+            _links: links,
+            ring,
+            mmaps,
+            skel,
+            options,
+        })
+    }
+
+    pub fn options(&self) -> &RecorderOptions {
+        &self.options
+    }
+
+    /// Record process `pid` (and, with follow_children, what it forks).
+    pub fn track(&self, pid: u32) -> Result<()> {
+        track(&self.skel, pid)
+    }
+
+    /// Intervals that began before `ns` (CLOCK_MONOTONIC) are cut there.
+    pub fn set_start(&mut self, ns: u64) {
+        if let Some(bss) = self.skel.maps.bss_data.as_deref_mut() {
+            bss.start_ns = ns;
+        }
+    }
+
+    /// The ring buffer map, for a consumer in another process.
+    pub fn ring_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.skel.maps.events.as_fd()
+    }
+
+    /// Bytes waiting in the ring buffer.
+    pub fn ring_pending(&self) -> u64 {
+        self.ring.pending_bytes()
+    }
+
+    /// Hand new mmap events, then new ring-buffer records, to the callbacks.
+    /// Records the parser does not understand are counted, never dropped silently.
+    pub fn drain(
+        &mut self,
+        mut on_mmap: impl FnMut(MmapEvent),
+        mut on_record: impl FnMut(Record<'_>),
+    ) -> DrainStats {
+        self.mmaps.drain(&mut on_mmap);
+        let mut stats = DrainStats::default();
+        stats.records = self.ring.drain(|bytes| match crate::records::parse(bytes) {
+            Ok(r) => on_record(r),
+            Err(_) => stats.unparsable += 1,
+        });
+        stats
+    }
+
+    /// Mmap events lost by the kernel.
+    pub fn lost_mmaps(&self) -> u64 {
+        self.mmaps.lost
+    }
+
+    /// Records dropped in the kernel because the ring buffer was full.
+    pub fn lost(&self) -> Lost {
+        let mut lost = Lost::default();
+        for (kind, slot) in lost.by_kind.iter_mut().enumerate() {
+            let key = (kind as u32).to_ne_bytes();
+            if let Ok(Some(per_cpu)) = self.skel.maps.lost.lookup_percpu(&key, MapFlags::ANY) {
+                *slot = per_cpu
+                    .iter()
+                    .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap()))
+                    .sum();
+            }
+        }
+        lost
+    }
+
+    /// Write out the intervals still open (threads off-CPU right now) and
+    /// samples still waiting for their user stack, as if they ended now.
+    pub fn flush_open(&mut self) -> Result<()> {
+        let link = self
+            .skel
+            .progs
+            .flush_open
+            .attach_iter_with_opts(libbpf_rs::IterOpts::None)
+            .map_err(|e| Error::Attach {
+                prog: "flush_open",
+                msg: e.to_string(),
+            })?;
+        let mut iter = libbpf_rs::Iter::new(&link).map_err(load_err)?;
+        let mut sink = Vec::new();
+        iter.read_to_end(&mut sink)?;
+        Ok(())
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DrainStats {
+    pub records: usize,
+    pub unparsable: usize,
+}
+
+fn track(skel: &RecorderSkel<'_>, pid: u32) -> Result<()> {
+    skel.maps
+        .tracked_tgids
+        .update(&pid.to_ne_bytes(), &[1u8], MapFlags::ANY)
+        .map_err(|e| Error::Load(format!("cannot track pid {pid}: {e}")))
+}

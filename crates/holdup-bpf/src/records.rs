@@ -1,0 +1,304 @@
+//! Rust mirror of the ring-buffer records in `bpf/intf.h`, and their parser.
+//!
+//! The parser is pure (no libbpf) so that consumers of the ring buffer outside
+//! the recorder, such as the causal runtime, can use it.
+
+use std::mem::size_of;
+
+pub const MAX_KSTACK: usize = 64;
+pub const MAX_FP: usize = 64;
+pub const STACK_COPY_MAX: usize = 4096;
+pub const COMM_LEN: usize = 16;
+pub const PATH_LEN: usize = 256;
+
+pub const REC_SAMPLE: u32 = 1;
+pub const REC_SEGMENT: u32 = 2;
+pub const REC_FORK: u32 = 3;
+pub const REC_EXEC: u32 = 4;
+pub const REC_COMM: u32 = 5;
+pub const REC_EXIT: u32 = 6;
+pub const REC_BIO_ISSUE: u32 = 7;
+pub const REC_BIO_DONE: u32 = 8;
+/// Number of record kinds, for per-kind lost-event counters.
+pub const REC_KINDS: usize = 9;
+
+pub const CLASS_CPU: u8 = 0;
+pub const CLASS_IO: u8 = 1;
+pub const CLASS_LOCK: u8 = 2;
+pub const CLASS_SCHED: u8 = 3;
+pub const CLASS_OTHER: u8 = 4;
+
+pub const WAKER_NONE: u8 = 0;
+pub const WAKER_THREAD: u8 = 1;
+pub const WAKER_IRQ: u8 = 2;
+pub const WAKER_SOFTIRQ: u8 = 3;
+pub const WAKER_TIMER: u8 = 4;
+
+pub const SF_KSTACK_LEAF_IS_IP: u16 = 1 << 0;
+pub const SF_USER_REGS: u16 = 1 << 1;
+pub const SF_BLOCKED_TAIL: u16 = 1 << 2;
+pub const SF_LATE_USTACK: u16 = 1 << 3;
+
+/// `cpu` of a segment that was still open when the recording ended.
+pub const CPU_OPEN: u16 = 0xffff;
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RecHdr {
+    pub kind: u32,
+    pub size: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SampleRec {
+    pub hdr: RecHdr,
+    pub pid: u32,
+    pub tid: u32,
+    pub start: u64,
+    pub wake: u64,
+    pub end: u64,
+    pub ip: u64,
+    pub sp: u64,
+    pub bp: u64,
+    pub weight: u32,
+    pub sched_weight: u32,
+    pub waker_id: u32,
+    pub cpu: u16,
+    pub class: u8,
+    pub waker_kind: u8,
+    pub flags: u16,
+    pub kstack_len: u16,
+    pub fp_len: u16,
+    pub copy_len: u16,
+    pub _pad: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SegmentRec {
+    pub hdr: RecHdr,
+    pub pid: u32,
+    pub tid: u32,
+    pub start: u64,
+    pub wake: u64,
+    pub end: u64,
+    pub waker_id: u32,
+    pub cpu: u16,
+    pub class: u8,
+    pub waker_kind: u8,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ForkRec {
+    pub hdr: RecHdr,
+    pub time: u64,
+    pub parent_pid: u32,
+    pub parent_tid: u32,
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: [u8; COMM_LEN],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ExecRec {
+    pub hdr: RecHdr,
+    pub time: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: [u8; COMM_LEN],
+    pub filename: [u8; PATH_LEN],
+}
+
+/// `REC_COMM` and `REC_EXIT`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct TaskRec {
+    pub hdr: RecHdr,
+    pub time: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: [u8; COMM_LEN],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BioRec {
+    pub hdr: RecHdr,
+    pub time: u64,
+    pub sector: u64,
+    pub dev: u32,
+    pub bytes: u32,
+    pub pid: u32,
+    pub tid: u32,
+    pub op: u8,
+    pub tracked: u8,
+    pub error: u16,
+    pub _pad: u32,
+}
+
+const _: () = assert!(size_of::<SampleRec>() == 96);
+const _: () = assert!(size_of::<SegmentRec>() == 48);
+const _: () = assert!(size_of::<ForkRec>() == 48);
+const _: () = assert!(size_of::<ExecRec>() == 296);
+const _: () = assert!(size_of::<TaskRec>() == 40);
+const _: () = assert!(size_of::<BioRec>() == 48);
+
+/// A sample with its variable-length tail.
+#[derive(Clone, Copy, Debug)]
+pub struct Sample<'a> {
+    pub rec: SampleRec,
+    kstack: &'a [u8],
+    fp: &'a [u8],
+    pub copy: &'a [u8],
+}
+
+impl<'a> Sample<'a> {
+    /// Kernel frames, leaf first.
+    pub fn kstack(&self) -> impl Iterator<Item = u64> + 'a {
+        self.kstack
+            .chunks_exact(8)
+            .map(|c| u64::from_ne_bytes(c.try_into().unwrap()))
+    }
+
+    /// Frame-pointer chain: (frame address, return address), leaf first.
+    pub fn fp_chain(&self) -> Vec<(u64, u64)> {
+        self.fp
+            .chunks_exact(16)
+            .map(|c| {
+                (
+                    u64::from_ne_bytes(c[..8].try_into().unwrap()),
+                    u64::from_ne_bytes(c[8..].try_into().unwrap()),
+                )
+            })
+            .collect()
+    }
+
+    pub fn is_on_cpu(&self) -> bool {
+        self.rec.class == CLASS_CPU
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub enum Record<'a> {
+    Sample(Sample<'a>),
+    Segment(SegmentRec),
+    Fork(ForkRec),
+    Exec(ExecRec),
+    Comm(TaskRec),
+    Exit(TaskRec),
+    BioIssue(BioRec),
+    BioDone(BioRec),
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ParseError {
+    #[error("record of {0} bytes is too short")]
+    Short(usize),
+    #[error("unknown record kind {0}")]
+    UnknownKind(u32),
+    #[error("record of kind {kind} has an inconsistent size {size}")]
+    BadSize { kind: u32, size: usize },
+}
+
+fn read<T: Copy>(bytes: &[u8]) -> Result<T, ParseError> {
+    if bytes.len() < size_of::<T>() {
+        return Err(ParseError::Short(bytes.len()));
+    }
+    // SAFETY: length checked; all record types are plain old data, and the
+    // read is unaligned-safe.
+    Ok(unsafe { std::ptr::read_unaligned(bytes.as_ptr() as *const T) })
+}
+
+/// Parse one ring-buffer record.
+pub fn parse(bytes: &[u8]) -> Result<Record<'_>, ParseError> {
+    let hdr: RecHdr = read(bytes)?;
+    let fixed = |size: usize| -> Result<(), ParseError> {
+        if bytes.len() < size {
+            Err(ParseError::BadSize {
+                kind: hdr.kind,
+                size: bytes.len(),
+            })
+        } else {
+            Ok(())
+        }
+    };
+    Ok(match hdr.kind {
+        REC_SAMPLE => {
+            let rec: SampleRec = read(bytes)?;
+            let k = rec.kstack_len as usize * 8;
+            let f = rec.fp_len as usize * 16;
+            let c = rec.copy_len as usize;
+            let base = size_of::<SampleRec>();
+            fixed(base + k + f + c)?;
+            Record::Sample(Sample {
+                rec,
+                kstack: &bytes[base..base + k],
+                fp: &bytes[base + k..base + k + f],
+                copy: &bytes[base + k + f..base + k + f + c],
+            })
+        }
+        REC_SEGMENT => Record::Segment(read(bytes)?),
+        REC_FORK => Record::Fork(read(bytes)?),
+        REC_EXEC => Record::Exec(read(bytes)?),
+        REC_COMM => Record::Comm(read(bytes)?),
+        REC_EXIT => Record::Exit(read(bytes)?),
+        REC_BIO_ISSUE => Record::BioIssue(read(bytes)?),
+        REC_BIO_DONE => Record::BioDone(read(bytes)?),
+        k => return Err(ParseError::UnknownKind(k)),
+    })
+}
+
+/// A NUL-terminated C string from a fixed array.
+pub fn c_str(bytes: &[u8]) -> String {
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    String::from_utf8_lossy(&bytes[..end]).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sample_tail_is_split_by_lengths() {
+        let mut rec = SampleRec {
+            hdr: RecHdr {
+                kind: REC_SAMPLE,
+                size: 0,
+            },
+            kstack_len: 2,
+            fp_len: 1,
+            copy_len: 3,
+            ..Default::default()
+        };
+        rec.hdr.size = (size_of::<SampleRec>() + 16 + 16 + 3) as u32;
+        let mut bytes = vec![0u8; rec.hdr.size as usize];
+        unsafe { std::ptr::write_unaligned(bytes.as_mut_ptr() as *mut SampleRec, rec) };
+        let base = size_of::<SampleRec>();
+        bytes[base..base + 8].copy_from_slice(&0xffff_ffff_8100_0000u64.to_ne_bytes());
+        bytes[base + 16..base + 24].copy_from_slice(&0x7ffc_0000_1000u64.to_ne_bytes());
+        bytes[base + 24..base + 32].copy_from_slice(&0x40_1234u64.to_ne_bytes());
+        bytes[base + 32..].copy_from_slice(&[1, 2, 3]);
+        let Record::Sample(s) = parse(&bytes).unwrap() else {
+            panic!("not a sample")
+        };
+        assert_eq!(s.kstack().next(), Some(0xffff_ffff_8100_0000));
+        assert_eq!(s.fp_chain(), vec![(0x7ffc_0000_1000, 0x40_1234)]);
+        assert_eq!(s.copy, &[1, 2, 3]);
+    }
+
+    #[test]
+    fn truncated_and_unknown_records_are_errors() {
+        assert_eq!(parse(&[1, 0]).unwrap_err(), ParseError::Short(2));
+        let mut bytes = vec![0u8; 48];
+        bytes[0] = 99;
+        assert_eq!(parse(&bytes).unwrap_err(), ParseError::UnknownKind(99));
+        let mut sample = vec![0u8; 100];
+        sample[0] = REC_SAMPLE as u8;
+        sample[std::mem::offset_of!(SampleRec, copy_len)] = 10; // more than present
+        assert!(matches!(parse(&sample), Err(ParseError::BadSize { .. })));
+    }
+}

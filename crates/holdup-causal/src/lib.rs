@@ -1,0 +1,1 @@
+//! The causal-profiling runtime.

@@ -1,0 +1,1 @@
+//! Addresses to frames.

@@ -1,0 +1,528 @@
+//! Compact encoding of records inside a chunk.
+//!
+//! Every record is a tag byte followed by LEB128 varints. Times are zigzag
+//! deltas from the previous time written in the same chunk (records arrive
+//! nearly in time order, so most deltas are small), and the times inside a
+//! record are deltas from its first time. Each chunk starts from time 0, so
+//! chunks decode independently.
+
+use crate::record::*;
+
+const T_SAMPLE: u8 = 1;
+const T_SEGMENT: u8 = 2;
+const T_FORK: u8 = 3;
+const T_EXEC: u8 = 4;
+const T_COMM: u8 = 5;
+const T_EXIT: u8 = 6;
+const T_BIO_ISSUE: u8 = 7;
+const T_BIO_DONE: u8 = 8;
+const T_MMAP: u8 = 9;
+const T_DSO: u8 = 10;
+const T_STACK: u8 = 11;
+const T_SYMBOL: u8 = 12;
+const T_LOST: u8 = 13;
+const T_IRQ_NAME: u8 = 14;
+const T_FINISH: u8 = 15;
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DecodeError {
+    #[error("record ends early")]
+    Eof,
+    #[error("unknown record tag {0}")]
+    Tag(u8),
+    #[error("invalid value in a {0} record")]
+    Invalid(&'static str),
+}
+
+#[derive(Default)]
+pub struct Encoder {
+    pub buf: Vec<u8>,
+    last_time: u64,
+}
+
+impl Encoder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn clear(&mut self) {
+        self.buf.clear();
+        self.last_time = 0;
+    }
+
+    fn u(&mut self, mut v: u64) {
+        loop {
+            let byte = (v & 0x7f) as u8;
+            v >>= 7;
+            if v == 0 {
+                self.buf.push(byte);
+                return;
+            }
+            self.buf.push(byte | 0x80);
+        }
+    }
+
+    fn i(&mut self, v: i64) {
+        self.u(((v << 1) ^ (v >> 63)) as u64);
+    }
+
+    fn time(&mut self, t: u64) {
+        self.i(t.wrapping_sub(self.last_time) as i64);
+        self.last_time = t;
+    }
+
+    fn str(&mut self, s: &str) {
+        self.u(s.len() as u64);
+        self.buf.extend_from_slice(s.as_bytes());
+    }
+
+    fn bytes(&mut self, b: &[u8]) {
+        self.u(b.len() as u64);
+        self.buf.extend_from_slice(b);
+    }
+
+    fn waker(&mut self, w: Waker) {
+        match w {
+            Waker::None => self.u(0),
+            Waker::Thread(t) => {
+                self.u(1);
+                self.u(t as u64)
+            }
+            Waker::Irq(n) => {
+                self.u(2);
+                self.u(n as u64)
+            }
+            Waker::Softirq(n) => {
+                self.u(3);
+                self.u(n as u64)
+            }
+            Waker::Timer => self.u(4),
+        }
+    }
+
+    fn frame(&mut self, f: &Frame) {
+        // Kernel and unknown dsos are common: keep their ids to one byte.
+        let dso = match f.dso {
+            UNKNOWN_DSO => 0,
+            d => d as u64 + 1,
+        };
+        self.u(dso);
+        self.u(f.addr);
+    }
+
+    fn bio(&mut self, b: &Bio) {
+        self.time(b.time);
+        self.u(b.dev as u64);
+        self.u(b.sector);
+        self.u(b.bytes as u64);
+        self.u(b.op.as_u8() as u64 | (b.tracked as u64) << 3);
+        self.u(b.pid as u64);
+        self.u(b.tid as u64);
+        self.u(b.error as u64);
+    }
+
+    pub fn record(&mut self, r: &Record) {
+        match r {
+            Record::Sample(s) => {
+                self.buf.push(T_SAMPLE);
+                self.time(s.time);
+                self.u(s.pid as u64);
+                self.u(s.tid as u64);
+                self.u(s.cpu as u64);
+                self.u(s.class.index() as u64 | (s.late_user_stack as u64) << 3);
+                self.u(s.stack as u64);
+                if s.class != Class::Cpu {
+                    self.u(s.wake.saturating_sub(s.time));
+                    self.u(s.end - s.time);
+                    self.u(s.weight as u64);
+                    self.u(s.sched_weight as u64);
+                    self.waker(s.waker);
+                    self.u((s.wake == 0) as u64);
+                }
+            }
+            Record::Segment(s) => {
+                self.buf.push(T_SEGMENT);
+                self.time(s.start);
+                self.u(s.tid as u64);
+                self.u(s.pid as u64);
+                // wake is 0 (none) or in [start, end]: store wake - start + 1.
+                self.u(if s.wake == 0 { 0 } else { s.wake - s.start + 1 });
+                self.u(s.end - s.start);
+                let cpu = s.cpu.map_or(0, |c| c as u64 + 1);
+                self.u(s.class.index() as u64 | cpu << 3);
+                self.waker(s.waker);
+            }
+            Record::Fork {
+                time,
+                parent_pid,
+                parent_tid,
+                pid,
+                tid,
+            } => {
+                self.buf.push(T_FORK);
+                self.time(*time);
+                self.u(*parent_pid as u64);
+                self.u(*parent_tid as u64);
+                self.u(*pid as u64);
+                self.u(*tid as u64);
+            }
+            Record::Exec {
+                time,
+                pid,
+                tid,
+                filename,
+            } => {
+                self.buf.push(T_EXEC);
+                self.time(*time);
+                self.u(*pid as u64);
+                self.u(*tid as u64);
+                self.str(filename);
+            }
+            Record::Comm {
+                time,
+                pid,
+                tid,
+                comm,
+            } => {
+                self.buf.push(T_COMM);
+                self.time(*time);
+                self.u(*pid as u64);
+                self.u(*tid as u64);
+                self.str(comm);
+            }
+            Record::Exit { time, pid, tid } => {
+                self.buf.push(T_EXIT);
+                self.time(*time);
+                self.u(*pid as u64);
+                self.u(*tid as u64);
+            }
+            Record::BioIssue(b) => {
+                self.buf.push(T_BIO_ISSUE);
+                self.bio(b);
+            }
+            Record::BioDone(b) => {
+                self.buf.push(T_BIO_DONE);
+                self.bio(b);
+            }
+            Record::Mmap(m) => {
+                self.buf.push(T_MMAP);
+                self.time(m.time);
+                self.u(m.pid as u64);
+                self.u(m.start);
+                self.u(m.end - m.start);
+                self.u(m.file_offset);
+                self.u(m.dso as u64);
+            }
+            Record::Dso(d) => {
+                self.buf.push(T_DSO);
+                self.u(d.id as u64);
+                self.str(&d.path);
+                self.bytes(d.build_id.as_deref().unwrap_or(&[]));
+            }
+            Record::Stack(s) => {
+                self.buf.push(T_STACK);
+                self.u(s.id as u64);
+                self.u(s.frames.len() as u64);
+                for f in &s.frames {
+                    self.frame(f);
+                }
+            }
+            Record::Symbol(s) => {
+                self.buf.push(T_SYMBOL);
+                self.frame(&s.frame);
+                self.u(s.frames.len() as u64);
+                for f in &s.frames {
+                    self.str(&f.function);
+                    self.str(f.file.as_deref().unwrap_or(""));
+                    self.u(f.line as u64);
+                }
+            }
+            Record::Lost(l) => {
+                self.buf.push(T_LOST);
+                self.str(&l.what);
+                self.u(l.count);
+            }
+            Record::IrqName { irq, name } => {
+                self.buf.push(T_IRQ_NAME);
+                self.u(*irq as u64);
+                self.str(name);
+            }
+            Record::Finish(f) => {
+                self.buf.push(T_FINISH);
+                self.time(f.time);
+                match f.exit_code {
+                    None => self.u(0),
+                    Some(c) => {
+                        self.u(1);
+                        self.i(c as i64)
+                    }
+                }
+            }
+        }
+    }
+}
+
+pub struct Decoder<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    last_time: u64,
+}
+
+impl<'a> Decoder<'a> {
+    pub fn new(buf: &'a [u8]) -> Self {
+        Self {
+            buf,
+            pos: 0,
+            last_time: 0,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pos >= self.buf.len()
+    }
+
+    fn byte(&mut self) -> Result<u8, DecodeError> {
+        let b = *self.buf.get(self.pos).ok_or(DecodeError::Eof)?;
+        self.pos += 1;
+        Ok(b)
+    }
+
+    fn u(&mut self) -> Result<u64, DecodeError> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = self.byte()?;
+            v |= ((b & 0x7f) as u64) << shift;
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(DecodeError::Invalid("varint"))
+    }
+
+    fn u32(&mut self, what: &'static str) -> Result<u32, DecodeError> {
+        u32::try_from(self.u()?).map_err(|_| DecodeError::Invalid(what))
+    }
+
+    fn i(&mut self) -> Result<i64, DecodeError> {
+        let v = self.u()?;
+        Ok((v >> 1) as i64 ^ -((v & 1) as i64))
+    }
+
+    fn time(&mut self) -> Result<u64, DecodeError> {
+        let t = self.last_time.wrapping_add(self.i()? as u64);
+        self.last_time = t;
+        Ok(t)
+    }
+
+    fn bytes(&mut self) -> Result<&'a [u8], DecodeError> {
+        let n = self.u()? as usize;
+        let end = self.pos.checked_add(n).ok_or(DecodeError::Eof)?;
+        let b = self.buf.get(self.pos..end).ok_or(DecodeError::Eof)?;
+        self.pos = end;
+        Ok(b)
+    }
+
+    fn str(&mut self) -> Result<String, DecodeError> {
+        Ok(String::from_utf8_lossy(self.bytes()?).into_owned())
+    }
+
+    fn class(v: u64, what: &'static str) -> Result<Class, DecodeError> {
+        Class::from_u8((v & 7) as u8).ok_or(DecodeError::Invalid(what))
+    }
+
+    fn waker(&mut self) -> Result<Waker, DecodeError> {
+        Ok(match self.u()? {
+            0 => Waker::None,
+            1 => Waker::Thread(self.u32("waker")?),
+            2 => Waker::Irq(self.u32("waker")?),
+            3 => Waker::Softirq(self.u32("waker")?),
+            4 => Waker::Timer,
+            _ => return Err(DecodeError::Invalid("waker")),
+        })
+    }
+
+    fn frame(&mut self) -> Result<Frame, DecodeError> {
+        let dso = match self.u()? {
+            0 => UNKNOWN_DSO,
+            d => u32::try_from(d - 1).map_err(|_| DecodeError::Invalid("frame"))?,
+        };
+        Ok(Frame { dso, addr: self.u()? })
+    }
+
+    fn bio(&mut self) -> Result<Bio, DecodeError> {
+        let time = self.time()?;
+        let dev = self.u32("bio")?;
+        let sector = self.u()?;
+        let bytes = self.u32("bio")?;
+        let op = self.u()?;
+        Ok(Bio {
+            time,
+            dev,
+            sector,
+            bytes,
+            op: BioOp::from_u8((op & 7) as u8),
+            tracked: op & 8 != 0,
+            pid: self.u32("bio")?,
+            tid: self.u32("bio")?,
+            error: self.u()? as u16,
+        })
+    }
+
+    fn len(&mut self, what: &'static str) -> Result<usize, DecodeError> {
+        let n = self.u()? as usize;
+        // Every element takes at least one byte: a larger count is corrupt,
+        // and must not make us allocate for it.
+        if n > self.buf.len() - self.pos {
+            return Err(DecodeError::Invalid(what));
+        }
+        Ok(n)
+    }
+
+    pub fn record(&mut self) -> Result<Record, DecodeError> {
+        Ok(match self.byte()? {
+            T_SAMPLE => {
+                let time = self.time()?;
+                let pid = self.u32("sample")?;
+                let tid = self.u32("sample")?;
+                let cpu = self.u()? as u16;
+                let cl = self.u()?;
+                let class = Self::class(cl, "sample")?;
+                let stack = self.u32("sample")?;
+                let mut s = Sample {
+                    time,
+                    wake: 0,
+                    end: time,
+                    pid,
+                    tid,
+                    cpu,
+                    class,
+                    weight: 1,
+                    sched_weight: 0,
+                    waker: Waker::None,
+                    stack,
+                    late_user_stack: cl & 8 != 0,
+                };
+                if class != Class::Cpu {
+                    let wake = self.u()?;
+                    s.end = time.saturating_add(self.u()?);
+                    s.weight = self.u32("sample")?;
+                    s.sched_weight = self.u32("sample")?;
+                    s.waker = self.waker()?;
+                    let no_wake = self.u()? != 0;
+                    s.wake = if no_wake { 0 } else { time.saturating_add(wake) };
+                }
+                Record::Sample(s)
+            }
+            T_SEGMENT => {
+                let start = self.time()?;
+                let tid = self.u32("segment")?;
+                let pid = self.u32("segment")?;
+                let wake = self.u()?;
+                let end = start.saturating_add(self.u()?);
+                let cc = self.u()?;
+                let cpu = cc >> 3;
+                Record::Segment(Segment {
+                    pid,
+                    tid,
+                    start,
+                    wake: if wake == 0 { 0 } else { start.saturating_add(wake - 1) },
+                    end,
+                    class: Self::class(cc, "segment")?,
+                    cpu: if cpu == 0 { None } else { Some((cpu - 1) as u16) },
+                    waker: self.waker()?,
+                })
+            }
+            T_FORK => Record::Fork {
+                time: self.time()?,
+                parent_pid: self.u32("fork")?,
+                parent_tid: self.u32("fork")?,
+                pid: self.u32("fork")?,
+                tid: self.u32("fork")?,
+            },
+            T_EXEC => Record::Exec {
+                time: self.time()?,
+                pid: self.u32("exec")?,
+                tid: self.u32("exec")?,
+                filename: self.str()?,
+            },
+            T_COMM => Record::Comm {
+                time: self.time()?,
+                pid: self.u32("comm")?,
+                tid: self.u32("comm")?,
+                comm: self.str()?,
+            },
+            T_EXIT => Record::Exit {
+                time: self.time()?,
+                pid: self.u32("exit")?,
+                tid: self.u32("exit")?,
+            },
+            T_BIO_ISSUE => Record::BioIssue(self.bio()?),
+            T_BIO_DONE => Record::BioDone(self.bio()?),
+            T_MMAP => {
+                let time = self.time()?;
+                let pid = self.u32("mmap")?;
+                let start = self.u()?;
+                let len = self.u()?;
+                Record::Mmap(Mmap {
+                    time,
+                    pid,
+                    start,
+                    end: start.saturating_add(len),
+                    file_offset: self.u()?,
+                    dso: self.u32("mmap")?,
+                })
+            }
+            T_DSO => {
+                let id = self.u32("dso")?;
+                let path = self.str()?;
+                let build_id = self.bytes()?;
+                Record::Dso(Dso {
+                    id,
+                    path,
+                    build_id: (!build_id.is_empty()).then(|| build_id.to_vec()),
+                })
+            }
+            T_STACK => {
+                let id = self.u32("stack")?;
+                let n = self.len("stack")?;
+                let mut frames = Vec::with_capacity(n);
+                for _ in 0..n {
+                    frames.push(self.frame()?);
+                }
+                Record::Stack(Stack { id, frames })
+            }
+            T_SYMBOL => {
+                let frame = self.frame()?;
+                let n = self.len("symbol")?;
+                let mut frames = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let function = self.str()?;
+                    let file = self.str()?;
+                    frames.push(SymFrame {
+                        function,
+                        file: (!file.is_empty()).then_some(file),
+                        line: self.u32("symbol")?,
+                    });
+                }
+                Record::Symbol(Symbol { frame, frames })
+            }
+            T_LOST => Record::Lost(Lost {
+                what: self.str()?,
+                count: self.u()?,
+            }),
+            T_IRQ_NAME => Record::IrqName {
+                irq: self.u32("irq name")?,
+                name: self.str()?,
+            },
+            T_FINISH => Record::Finish(Finish {
+                time: self.time()?,
+                exit_code: match self.u()? {
+                    0 => None,
+                    _ => Some(self.i()? as i32),
+                },
+            }),
+            t => return Err(DecodeError::Tag(t)),
+        })
+    }
+}

@@ -1,0 +1,292 @@
+//! What a trace holds, record by record.
+
+use serde::Serialize;
+
+/// Sample classes: on-CPU, or one of the blocked subclasses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Class {
+    Cpu,
+    Io,
+    Lock,
+    Sched,
+    Other,
+}
+
+impl Class {
+    pub const ALL: [Class; 5] = [Class::Cpu, Class::Io, Class::Lock, Class::Sched, Class::Other];
+
+    pub fn from_u8(v: u8) -> Option<Class> {
+        Class::ALL.get(v as usize).copied()
+    }
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// Lower-case name used in JSON and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Class::Cpu => "cpu",
+            Class::Io => "io",
+            Class::Lock => "lock",
+            Class::Sched => "sched",
+            Class::Other => "other",
+        }
+    }
+
+    /// The perf-style tag shown before a symbol: `[.]` is added by reports
+    /// for user code, these are the blocked subclasses (bperf).
+    pub fn tag(self) -> &'static str {
+        match self {
+            Class::Cpu => "[.]",
+            Class::Io => "[I]",
+            Class::Lock => "[L]",
+            Class::Sched => "[S]",
+            Class::Other => "[B]",
+        }
+    }
+}
+
+/// Who made a blocked thread runnable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Waker {
+    /// Preempted, or no wakeup seen.
+    None,
+    Thread(u32),
+    /// A hardware interrupt handler (irq number; `u32::MAX` if unknown).
+    Irq(u32),
+    /// A softirq (vector: 0 HI, 1 TIMER, 2 NET_TX, 3 NET_RX, 4 BLOCK, …).
+    Softirq(u32),
+    /// An hrtimer or the tick, in interrupt context.
+    Timer,
+}
+
+pub const SOFTIRQ_NAMES: [&str; 10] = [
+    "hi", "timer", "net_tx", "net_rx", "block", "irq_poll", "tasklet", "sched", "hrtimer", "rcu",
+];
+
+impl Waker {
+    pub fn is_interrupt(self) -> bool {
+        matches!(self, Waker::Irq(_) | Waker::Softirq(_) | Waker::Timer)
+    }
+}
+
+/// Id of a deduplicated stack; 0 is the empty stack.
+pub type StackId = u32;
+/// Id of a mapped file (dso). [`KERNEL_DSO`] is the kernel.
+pub type DsoId = u32;
+pub const KERNEL_DSO: DsoId = 0;
+/// Frame whose address is in no known mapping; `addr` is the raw address.
+pub const UNKNOWN_DSO: DsoId = u32::MAX;
+
+/// One stack frame: a kernel address, or a file offset in a dso. Return
+/// addresses are stored minus one, so that every frame symbolizes to the
+/// call instruction and not to the one after it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Frame {
+    pub dso: DsoId,
+    pub addr: u64,
+}
+
+impl Frame {
+    pub fn is_kernel(&self) -> bool {
+        self.dso == KERNEL_DSO
+    }
+}
+
+/// An on-CPU sample (class `Cpu`, `time == end`, weight 1) or a blocked
+/// sample: the thread was off-CPU over `[time, end)`; `[time, wake)` is in
+/// `class` with `weight` sampling points, `[wake, end)` runnable with
+/// `sched_weight` points (for class `Sched` the whole interval is runnable).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sample {
+    pub time: u64,
+    pub wake: u64,
+    pub end: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub cpu: u16,
+    pub class: Class,
+    pub weight: u32,
+    pub sched_weight: u32,
+    pub waker: Waker,
+    /// Kernel frames then user frames, leaf first.
+    pub stack: StackId,
+    /// The user part of the stack was read after the thread ran again (may
+    /// not be the stack it blocked with) or could not be read.
+    pub late_user_stack: bool,
+}
+
+/// One off-CPU interval of a thread: `[start, wake)` waiting, `[wake, end)`
+/// runnable. `wake == 0`: no wakeup (preempted, or still blocked at `end`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Segment {
+    pub pid: u32,
+    pub tid: u32,
+    pub start: u64,
+    pub wake: u64,
+    pub end: u64,
+    pub class: Class,
+    pub waker: Waker,
+    /// CPU it was switched in on; `None` if still off-CPU when recording ended.
+    pub cpu: Option<u16>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BioOp {
+    Read,
+    Write,
+    Flush,
+    Discard,
+    Other,
+}
+
+impl BioOp {
+    pub fn from_u8(v: u8) -> BioOp {
+        match v {
+            0 => BioOp::Read,
+            1 => BioOp::Write,
+            2 => BioOp::Flush,
+            3 => BioOp::Discard,
+            _ => BioOp::Other,
+        }
+    }
+    pub fn as_u8(self) -> u8 {
+        self as u8
+    }
+}
+
+/// A block request issued to or completed by a device.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Bio {
+    pub time: u64,
+    /// `major << 20 | minor`, the kernel's dev_t.
+    pub dev: u32,
+    pub sector: u64,
+    pub bytes: u32,
+    pub op: BioOp,
+    /// Issuing thread (issue records only; 0 for completions).
+    pub pid: u32,
+    pub tid: u32,
+    /// The issuing thread belongs to the recorded target.
+    pub tracked: bool,
+    pub error: u16,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mmap {
+    pub time: u64,
+    pub pid: u32,
+    pub start: u64,
+    pub end: u64,
+    pub file_offset: u64,
+    pub dso: DsoId,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Dso {
+    pub id: DsoId,
+    pub path: String,
+    pub build_id: Option<Vec<u8>>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stack {
+    pub id: StackId,
+    pub frames: Vec<Frame>,
+}
+
+/// One (possibly inlined) function at an address.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SymFrame {
+    pub function: String,
+    pub file: Option<String>,
+    pub line: u32,
+}
+
+/// Symbolization of one frame address, innermost inlined function first.
+/// Written at the end of a recording so that reports need no binaries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Symbol {
+    pub frame: Frame,
+    pub frames: Vec<SymFrame>,
+}
+
+/// Events lost so far (cumulative), by what was lost.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lost {
+    pub what: String,
+    pub count: u64,
+}
+
+/// The recording ended cleanly.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finish {
+    pub time: u64,
+    /// Exit status of a launched command (`None` for -p / -a).
+    pub exit_code: Option<i32>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Record {
+    Sample(Sample),
+    Segment(Segment),
+    /// A new task (process or thread).
+    Fork {
+        time: u64,
+        parent_pid: u32,
+        parent_tid: u32,
+        pid: u32,
+        tid: u32,
+    },
+    Exec {
+        time: u64,
+        pid: u32,
+        tid: u32,
+        filename: String,
+    },
+    /// The name of a thread, when first seen and whenever it changes.
+    Comm {
+        time: u64,
+        pid: u32,
+        tid: u32,
+        comm: String,
+    },
+    Exit {
+        time: u64,
+        pid: u32,
+        tid: u32,
+    },
+    BioIssue(Bio),
+    BioDone(Bio),
+    Mmap(Mmap),
+    Dso(Dso),
+    Stack(Stack),
+    Symbol(Symbol),
+    Lost(Lost),
+    /// Name of an interrupt line (from /proc/interrupts).
+    IrqName {
+        irq: u32,
+        name: String,
+    },
+    Finish(Finish),
+}
+
+impl Record {
+    /// The time of the event, for records that happen at a time.
+    pub fn time(&self) -> Option<u64> {
+        Some(match self {
+            Record::Sample(s) => s.time,
+            Record::Segment(s) => s.start,
+            Record::Fork { time, .. }
+            | Record::Exec { time, .. }
+            | Record::Comm { time, .. }
+            | Record::Exit { time, .. } => *time,
+            Record::BioIssue(b) | Record::BioDone(b) => b.time,
+            Record::Mmap(m) => m.time,
+            Record::Finish(f) => f.time,
+            _ => return None,
+        })
+    }
+}
