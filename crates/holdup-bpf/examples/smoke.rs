@@ -28,7 +28,8 @@ fn main() {
     let mut copy = 0u64;
     for _ in 0..10 {
         std::thread::sleep(std::time::Duration::from_millis(100));
-        rec.drain(|_m| mm += 1, |r| {
+        rec.drain_address_events(|_m| mm += 1);
+        rec.drain_records(|r| {
             let k = match r {
                 Record::Sample(s) => {
                     weights[s.rec.class as usize] += s.rec.weight as u64;
@@ -52,7 +53,7 @@ fn main() {
     }
     rec.flush_open().unwrap();
     let mut tail = 0;
-    rec.drain(|_| {}, |r| if let Record::Sample(s) = r { if s.rec.flags & holdup_bpf::records::SF_BLOCKED_TAIL != 0 { tail += 1 } });
+    rec.drain_records(|r| if let Record::Sample(s) = r { if s.rec.flags & holdup_bpf::records::SF_BLOCKED_TAIL != 0 { tail += 1 } });
     let ns = *counts.get("sample").unwrap_or(&1);
     println!("{counts:?} mmaps={mm} weights(cpu,io,lock,sched,other)={weights:?} +sched_tail={sched_w} late={late} tail={tail} lost={:?}", rec.lost().total());
     println!("avg kstack={} fp={} copy={}", kdepth / ns, fpdepth / ns, copy / ns);

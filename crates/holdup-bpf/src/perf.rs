@@ -45,6 +45,25 @@ pub fn online_cpus() -> io::Result<Vec<i32>> {
     Ok(cpus)
 }
 
+/// What the kernel reports about address spaces, in the order it happened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AddressEvent {
+    Mmap(MmapEvent),
+    /// A process replaced its image: every mapping before this is gone.
+    /// Reported when the old address space is dropped, before the new
+    /// image is mapped (unlike the exec tracepoint, which comes after).
+    Exec { time: u64, pid: u32 },
+}
+
+impl AddressEvent {
+    pub fn time(&self) -> u64 {
+        match self {
+            AddressEvent::Mmap(m) => m.time,
+            AddressEvent::Exec { time, .. } => *time,
+        }
+    }
+}
+
 /// An executable file mapping reported by the kernel.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MmapEvent {
@@ -59,11 +78,13 @@ pub struct MmapEvent {
 }
 
 const PERF_RECORD_LOST: u32 = 2;
+const PERF_RECORD_COMM: u32 = 3;
+const PERF_RECORD_MISC_COMM_EXEC: u16 = 1 << 13;
 const PERF_RECORD_MMAP2: u32 = 10;
 const PERF_RECORD_MISC_MMAP_BUILD_ID: u16 = 1 << 14;
 const DATA_PAGES: usize = 64;
 
-/// Per-CPU rings of a dummy event that records executable mmaps.
+/// Per-CPU rings of a dummy event that records executable mmaps and execs.
 pub struct MmapEvents {
     rings: Vec<(OwnedFd, *mut u8)>,
     page: usize,
@@ -88,6 +109,8 @@ impl MmapEvents {
             };
             attr.set_mmap(1);
             attr.set_mmap2(1);
+            attr.set_comm(1);
+            attr.set_comm_exec(1);
             attr.set_build_id(1);
             attr.set_sample_id_all(1);
             attr.set_use_clockid(1);
@@ -111,8 +134,9 @@ impl MmapEvents {
         Ok(Self { rings, page, lost: 0 })
     }
 
-    /// Hand every pending mmap event to `f`.
-    pub fn drain(&mut self, mut f: impl FnMut(MmapEvent)) {
+    /// Hand every pending event to `f`, per CPU in order (callers that
+    /// need one order across CPUs sort by time).
+    pub fn drain(&mut self, mut f: impl FnMut(AddressEvent)) {
         let data_size = (self.page * DATA_PAGES) as u64;
         for &(_, base) in &self.rings {
             // struct perf_event_mmap_page: data_head at 1024, data_tail at 1032.
@@ -141,8 +165,14 @@ impl MmapEvents {
                 match kind {
                     PERF_RECORD_MMAP2 => {
                         if let Some(ev) = parse_mmap2(&buf[8..], misc) {
-                            f(ev);
+                            f(AddressEvent::Mmap(ev));
                         }
+                    }
+                    PERF_RECORD_COMM if misc & PERF_RECORD_MISC_COMM_EXEC != 0 && buf.len() >= 24 => {
+                        let pid = u32::from_ne_bytes(buf[8..12].try_into().unwrap());
+                        // sample_id_all puts {pid, tid, time} last.
+                        let time = u64::from_ne_bytes(buf[size - 8..size].try_into().unwrap());
+                        f(AddressEvent::Exec { time, pid });
                     }
                     PERF_RECORD_LOST => {
                         if buf.len() >= 24 {

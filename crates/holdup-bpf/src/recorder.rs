@@ -1,7 +1,7 @@
 //! Loads and attaches the recorder, and gives access to what it records.
 
 use crate::bpf_skel::{OpenRecorderSkel, RecorderSkel, RecorderSkelBuilder};
-use crate::perf::{self, MmapEvent, MmapEvents};
+use crate::perf::{self, AddressEvent, MmapEvents};
 use crate::records::{Record, REC_KINDS};
 use crate::ringbuf::RingReader;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
@@ -204,17 +204,17 @@ impl Recorder {
         self.ring.pending_bytes()
     }
 
-    /// Hand new mmap events, then new ring-buffer records, to the callbacks.
-    /// Records the parser does not understand are counted, never dropped silently.
-    pub fn drain(
-        &mut self,
-        mut on_mmap: impl FnMut(MmapEvent),
-        mut on_record: impl FnMut(Record<'_>),
-    ) -> DrainStats {
-        self.mmaps.drain(&mut on_mmap);
+    /// Hand new address-space events (mmaps, execs) to `f`, per CPU in order.
+    pub fn drain_address_events(&mut self, f: impl FnMut(AddressEvent)) {
+        self.mmaps.drain(f);
+    }
+
+    /// Hand new ring-buffer records to `f`. Records the parser does not
+    /// understand are counted, never dropped silently.
+    pub fn drain_records(&mut self, mut f: impl FnMut(Record<'_>)) -> DrainStats {
         let mut stats = DrainStats::default();
         stats.records = self.ring.drain(|bytes| match crate::records::parse(bytes) {
-            Ok(r) => on_record(r),
+            Ok(r) => f(r),
             Err(_) => stats.unparsable += 1,
         });
         stats

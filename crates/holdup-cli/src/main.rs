@@ -1,1 +1,25 @@
-fn main() {}
+//! The `holdup` command: one module per subcommand under `cmd/`.
+
+mod cli;
+mod cmd;
+mod record;
+
+use clap::Parser;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    match cmd::run(cli) {
+        Ok(code) => code,
+        Err(err) => {
+            // One line a user can act on; the cause chain is joined, not dumped.
+            let mut msg = err.to_string();
+            for cause in err.chain().skip(1) {
+                msg.push_str(": ");
+                msg.push_str(&cause.to_string());
+            }
+            eprintln!("holdup: error: {msg}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,1 +1,5 @@
+//! Renderers: text tables, JSON, flame graphs, DOT.
 
+pub mod flame;
+pub mod report;
+pub mod waitgraph;

@@ -1,1 +1,94 @@
 //! Addresses to frames.
+//!
+//! Three pieces, used by the recorder's drainer while the target runs and by
+//! reports afterwards:
+//!
+//! - [`AddressSpaces`]: which file is mapped where, per process, kept up to
+//!   date from mmap/fork/exec/exit events or `/proc/PID/maps`.
+//! - [`Unwinder`]: turns the registers, frame-pointer chain and stack copy the
+//!   BPF recorder captured into a list of return addresses. The top frames are
+//!   unwound with DWARF CFI (via `framehop`), because Debian's glibc and most
+//!   distribution libraries are built without frame pointers: a pure
+//!   frame-pointer walk from inside `pread` or `pthread_mutex_lock` skips the
+//!   application function that called them. Where the stack copy ends, the
+//!   walk continues on the kernel-side frame-pointer chain.
+//! - [`Symbolizer`]: file offsets to functions, source lines and inlined
+//!   frames (via `blazesym`), kernel addresses via `/proc/kallsyms`.
+//!
+//! ```no_run
+//! use holdup_symbolize::{AddressSpaces, Symbolizer, Unwinder, UserStack};
+//!
+//! let pid = std::process::id();
+//! let mut spaces = AddressSpaces::new();
+//! spaces.load_proc_maps(pid)?;
+//! let mut unwinder = Unwinder::new();
+//! # let (ip, sp, bp) = (0, 0, 0);
+//! let stack = UserStack { ip, sp, bp, fp_chain: &[], copy: &[] };
+//! let addrs = unwinder.unwind(&spaces, pid, &stack);
+//! let mut symbolizer = Symbolizer::new();
+//! for (i, &addr) in addrs.iter().enumerate() {
+//!     // Return addresses point after the call: look up the call itself.
+//!     let lookup = if i == 0 { addr } else { addr - 1 };
+//!     if let Some(m) = spaces.find(pid, addr) {
+//!         let offset = lookup - m.start + m.file_offset;
+//!         let frames = symbolizer.symbolize_file(m.path.as_ref(), m.build_id.as_deref(), &[offset]);
+//!         println!("{frames:?}");
+//!     }
+//! }
+//! # Ok::<(), std::io::Error>(())
+//! ```
+
+mod elf;
+mod kallsyms;
+mod maps;
+mod symbolize;
+mod unwind;
+
+pub use elf::read_build_id;
+pub use kallsyms::KernelSymbols;
+pub use maps::{parse_maps, AddressSpaces, Mapping};
+pub use symbolize::{Frame, Symbolizer};
+pub use unwind::{UnwindStats, Unwinder, UserStack, MAX_FRAMES};
+
+use std::path::PathBuf;
+
+/// Why a file could not be symbolized. The caller falls back to showing
+/// `dso+offset` for its frames.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The file could not be opened or mapped.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not an ELF file we can read.
+    #[error("{path} is not a readable ELF file: {reason}")]
+    BadElf { path: PathBuf, reason: String },
+    /// The file at the path is not the one that was mapped when recording.
+    #[error("{path} changed since it was recorded (build-id {found}, expected {expected}); symbolize on the machine that recorded, or keep the old file")]
+    BuildIdMismatch {
+        path: PathBuf,
+        expected: String,
+        found: String,
+    },
+    /// blazesym failed on the file as a whole.
+    #[error("symbolization of {path} failed: {source}")]
+    Symbolize {
+        path: PathBuf,
+        #[source]
+        source: blazesym::Error,
+    },
+}
+
+/// Lowercase hex, the way `readelf -n` prints build-ids.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}

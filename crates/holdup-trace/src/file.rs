@@ -76,6 +76,8 @@ pub struct Writer<W: Write> {
     enc: Encoder,
     records_in_chunk: usize,
     bytes_written: u64,
+    /// Records and encoded bytes per record kind.
+    stats: std::collections::BTreeMap<&'static str, (u64, u64)>,
 }
 
 impl Writer<File> {
@@ -101,11 +103,16 @@ impl<W: Write> Writer<W> {
             enc: Encoder::new(),
             records_in_chunk: 0,
             bytes_written: head.len() as u64,
+            stats: Default::default(),
         })
     }
 
     pub fn write(&mut self, r: &Record) -> io::Result<()> {
+        let before = self.enc.buf.len();
         self.enc.record(r);
+        let slot = self.stats.entry(r.kind()).or_default();
+        slot.0 += 1;
+        slot.1 += (self.enc.buf.len() - before) as u64;
         self.records_in_chunk += 1;
         if self.enc.buf.len() >= CHUNK_TARGET {
             self.flush_chunk()?;
@@ -130,6 +137,11 @@ impl<W: Write> Writer<W> {
         self.enc.clear();
         self.records_in_chunk = 0;
         Ok(())
+    }
+
+    /// (kind, records, encoded bytes) for every kind written so far.
+    pub fn stats(&self) -> impl Iterator<Item = (&'static str, u64, u64)> + '_ {
+        self.stats.iter().map(|(k, (n, b))| (*k, *n, *b))
     }
 
     /// Bytes in the file so far (flushed chunks only).

@@ -274,6 +274,23 @@ pub enum Record {
 }
 
 impl Record {
+    /// Short name of the record kind, for statistics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Record::Sample(s) if s.class == Class::Cpu => "on-CPU samples",
+            Record::Sample(_) => "blocked samples",
+            Record::Segment(_) => "wait segments",
+            Record::Fork { .. } | Record::Exec { .. } | Record::Comm { .. } | Record::Exit { .. } => {
+                "task events"
+            }
+            Record::BioIssue(_) | Record::BioDone(_) => "block requests",
+            Record::Mmap(_) | Record::Dso(_) => "mappings",
+            Record::Stack(_) => "stacks",
+            Record::Symbol(_) => "symbols",
+            Record::Lost(_) | Record::IrqName { .. } | Record::Finish(_) => "other",
+        }
+    }
+
     /// The time of the event, for records that happen at a time.
     pub fn time(&self) -> Option<u64> {
         Some(match self {

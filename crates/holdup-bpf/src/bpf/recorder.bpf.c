@@ -378,13 +378,15 @@ static __always_inline u8 classify_sleep(struct task_struct *t, struct thread_st
 	return CLASS_OTHER;
 }
 
-/* The user memory of `t` is readable now: the address space loaded on this
- * CPU (prev's, until the switch completes) is t's. */
+/* The user memory of `t` is readable now: the kernel allows user reads from
+ * tracing programs only when current's own address space is the one loaded,
+ * so prev must be a thread of the same process (not the idle task, whose
+ * borrowed address space does not count). */
 static __always_inline bool mm_loaded(struct task_struct *prev, struct task_struct *t)
 {
 	struct mm_struct *mm = BPF_CORE_READ(t, mm);
 
-	return mm && mm == BPF_CORE_READ(prev, active_mm);
+	return mm && mm == BPF_CORE_READ(prev, mm);
 }
 
 static __always_inline void switch_out(struct task_struct *prev, bool preempt,

@@ -1,0 +1,38 @@
+//! Command-line syntax. Arguments are turned into plain config structs in
+//! each subcommand module, so nothing below the CLI sees clap.
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(name = "holdup", version, about = "What really holds this program up — on the CPU or off it — and which fix will pay")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Record on-CPU samples, blocked samples and wait events into a trace.
+    Record(crate::cmd::record::Args),
+    /// Per-thread profile of on-CPU and blocked samples, perf-style.
+    Report(crate::cmd::report::Args),
+    /// One flame graph of on-CPU and off-CPU time, coloured by subclass.
+    Flame(crate::cmd::flame::Args),
+    /// Folded stacks, for inferno, FlameGraph or speedscope.
+    Script(crate::cmd::script::Args),
+    /// The wait-for graph: which waits limit throughput (knots).
+    Waitgraph(crate::cmd::waitgraph::Args),
+    /// Causal profiling: what would a faster line, disk or more cores buy.
+    Causal(crate::cmd::causal::Args),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}

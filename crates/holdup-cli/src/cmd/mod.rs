@@ -1,0 +1,23 @@
+//! One module per subcommand.
+
+pub mod causal;
+pub mod flame;
+pub mod input;
+pub mod record;
+pub mod report;
+pub mod script;
+pub mod waitgraph;
+
+use crate::cli::{Cli, Command};
+use std::process::ExitCode;
+
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Record(a) => record::run(a),
+        Command::Report(a) => report::run(a),
+        Command::Flame(a) => flame::run(a),
+        Command::Script(a) => script::run(a),
+        Command::Waitgraph(a) => waitgraph::run(a),
+        Command::Causal(a) => causal::run(a),
+    }
+}

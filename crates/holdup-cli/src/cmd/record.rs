@@ -1,0 +1,355 @@
+//! `holdup record`: run the recorder and write the trace as it goes.
+
+use crate::record::drain::Drainer;
+use crate::record::finish;
+use crate::record::launch::{self, ExitStatus, Launched};
+use anyhow::{bail, Context};
+use holdup_bpf::{Recorder, RecorderOptions, Target};
+use holdup_trace::{features, Finish, Header, Lost, Record, Writer};
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Sampling frequency in Hz; on-CPU and blocked samples share its period.
+    #[arg(short = 'F', long = "freq", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub freq: u64,
+    /// Trace file to write.
+    #[arg(short, long, default_value = "holdup.data")]
+    pub output: PathBuf,
+    /// Record existing processes (comma-separated pids) instead of a command.
+    #[arg(short, long, value_delimiter = ',', conflicts_with = "all")]
+    pub pid: Vec<u32>,
+    /// Record every task on the system.
+    #[arg(short, long)]
+    pub all: bool,
+    /// Stop after this many seconds.
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Do not follow processes forked by the target.
+    #[arg(long)]
+    pub no_inherit: bool,
+    /// Do not record wait segments (lowest overhead; no wait-for graph).
+    #[arg(long)]
+    pub no_segments: bool,
+    /// Do not record block-device requests.
+    #[arg(long)]
+    pub no_block_io: bool,
+    /// Bytes of user stack copied per sample for unwinding through code
+    /// without frame pointers.
+    #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u32).range(0..=4096))]
+    pub stack_bytes: u32,
+    /// Ring buffer size in MiB (a power of two).
+    #[arg(long, default_value_t = 32)]
+    pub ring_mb: u32,
+    /// Print what the trace holds, by record kind, at the end.
+    #[arg(short, long)]
+    pub verbose: bool,
+    /// The command to run and record.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// Plain configuration, independent of the command line.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub output: PathBuf,
+    pub target: Target,
+    pub command: Vec<String>,
+    pub period_ns: u64,
+    pub duration: Option<Duration>,
+    pub verbose: bool,
+    pub options: RecorderOptions,
+}
+
+impl TryFrom<Args> for Config {
+    type Error = anyhow::Error;
+
+    fn try_from(a: Args) -> anyhow::Result<Config> {
+        let target = match (a.all, a.pid.is_empty(), a.command.is_empty()) {
+            (true, _, true) => Target::All,
+            (false, false, true) => {
+                for &pid in &a.pid {
+                    if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                        bail!("no process with pid {pid}");
+                    }
+                }
+                Target::Pids(a.pid.clone())
+            }
+            (false, true, false) => Target::Pids(Vec::new()),
+            (false, true, true) => bail!("nothing to record: give a command (holdup record -- CMD), -p PID or -a"),
+            _ => bail!("give either a command, -p PID or -a, not several"),
+        };
+        if !a.ring_mb.is_power_of_two() {
+            bail!("--ring-mb must be a power of two");
+        }
+        let period_ns = 1_000_000_000 / a.freq;
+        let duration = match a.duration {
+            Some(s) if !(s > 0.0 && s.is_finite()) => bail!("--duration must be a positive number of seconds"),
+            Some(s) => Some(Duration::from_secs_f64(s)),
+            None => None,
+        };
+        Ok(Config {
+            output: a.output,
+            command: a.command,
+            period_ns,
+            duration,
+            verbose: a.verbose,
+            options: RecorderOptions {
+                target: target.clone(),
+                period_ns,
+                follow_children: !a.no_inherit,
+                segments: !a.no_segments,
+                block_io: !a.no_block_io,
+                stack_copy_bytes: a.stack_bytes,
+                ring_bytes: a.ring_mb << 20,
+            },
+            target,
+        })
+    }
+}
+
+static SIGNALS: AtomicU32 = AtomicU32::new(0);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    SIGNALS.fetch_add(1, Ordering::SeqCst);
+}
+
+fn catch_signals() {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+}
+
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn header(cfg: &Config, start_ns: u64) -> Header {
+    let uname = |f: fn(&libc::utsname) -> &[libc::c_char]| {
+        let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+        unsafe { libc::uname(&mut u) };
+        let bytes: Vec<u8> = f(&u).iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    };
+    Header {
+        holdup_version: env!("CARGO_PKG_VERSION").to_string(),
+        period_ns: cfg.period_ns,
+        start_ns,
+        start_unix_ns: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64),
+        hostname: uname(|u| &u.nodename),
+        kernel: uname(|u| &u.release),
+        ncpus: holdup_bpf::perf::online_cpus().map_or(0, |c| c.len() as u32),
+        command: cfg.command.clone(),
+        target: match (&cfg.target, cfg.command.is_empty()) {
+            (Target::All, _) => "all".into(),
+            (_, false) => "command".into(),
+            _ => "pid".into(),
+        },
+        pids: match &cfg.target {
+            Target::Pids(p) => p.clone(),
+            Target::All => Vec::new(),
+        },
+        stack_copy_bytes: cfg.options.stack_copy_bytes,
+    }
+}
+
+type Out = BufWriter<File>;
+
+/// Move everything the recorder has into the trace.
+fn drain(rec: &mut Recorder, d: &mut Drainer<Out>, unparsable: &mut u64) -> anyhow::Result<()> {
+    rec.drain_address_events(|ev| d.queue_address_event(ev));
+    d.sort_address_events();
+    let mut err = None;
+    let stats = rec.drain_records(|r| {
+        if err.is_none() {
+            err = d.record(r).err();
+        }
+    });
+    *unparsable += stats.unparsable as u64;
+    d.apply_all_address_events();
+    if let Some(e) = err {
+        return Err(e).context("writing the trace");
+    }
+    d.writer.flush_chunk().context("writing the trace")
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let cfg = Config::try_from(args)?;
+    record(&cfg)
+}
+
+pub fn record(cfg: &Config) -> anyhow::Result<ExitCode> {
+    // The command is forked first and held before exec, so that it can be
+    // tracked from its first instruction.
+    let mut launched: Option<Launched> = if cfg.command.is_empty() {
+        None
+    } else {
+        Some(launch::spawn_held(&cfg.command)?)
+    };
+    let mut rec = Recorder::start(cfg.options.clone()).context("starting the recorder")?;
+    if let Some(l) = &launched {
+        rec.track(l.pid as u32)?;
+    }
+    let start_ns = monotonic_ns();
+    rec.set_start(start_ns);
+    let mut features = 0;
+    if cfg.options.segments {
+        features |= features::SEGMENTS;
+    }
+    if cfg.options.block_io {
+        features |= features::BLOCK_IO;
+    }
+    let file = File::create(&cfg.output)
+        .with_context(|| format!("cannot create {}", cfg.output.display()))?;
+    let writer = Writer::new(BufWriter::with_capacity(1 << 20, file), &header(cfg, start_ns), features)
+        .context("writing the trace")?;
+    let mut d = Drainer::new(writer);
+    let existing: Vec<u32> = match &cfg.target {
+        Target::Pids(p) => p.clone(),
+        Target::All => std::fs::read_dir("/proc")?
+            .flatten()
+            .filter_map(|e| e.file_name().to_string_lossy().parse().ok())
+            .filter(|&p| p != std::process::id())
+            .collect(),
+    };
+    for &pid in &existing {
+        d.load_existing(pid);
+        let _ = d.name_existing(pid, start_ns);
+    }
+    if let Some(l) = &launched {
+        // Until it execs, the command is a copy of this process.
+        d.load_existing(l.pid as u32);
+    }
+    catch_signals();
+    if let Some(l) = &mut launched {
+        if let Err(e) = l.release() {
+            drop(d);
+            let _ = std::fs::remove_file(&cfg.output);
+            return Err(e);
+        }
+    }
+
+    let began = Instant::now();
+    let mut unparsable = 0u64;
+    let mut exit: Option<ExitStatus> = None;
+    let tick = Duration::from_millis(50);
+    loop {
+        // Sleep in small steps so that a child's exit is noticed quickly.
+        let until = Instant::now() + tick;
+        while Instant::now() < until {
+            if let Some(l) = &launched {
+                if let Some(st) = l.wait(false) {
+                    exit = Some(st);
+                    break;
+                }
+            }
+            if SIGNALS.load(Ordering::SeqCst) > 0 && launched.is_none() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        drain(&mut rec, &mut d, &mut unparsable)?;
+        if exit.is_some() {
+            break;
+        }
+        let signals = SIGNALS.load(Ordering::SeqCst);
+        // With a command, Ctrl-C reaches it too: keep recording until it
+        // exits, unless interrupted twice.
+        if (launched.is_none() && signals > 0) || signals > 1 {
+            break;
+        }
+        if cfg.duration.is_some_and(|dur| began.elapsed() >= dur) {
+            break;
+        }
+    }
+
+    // Threads still off-CPU (and samples still waiting for a user stack).
+    rec.flush_open()?;
+    drain(&mut rec, &mut d, &mut unparsable)?;
+    let end_ns = monotonic_ns();
+    let lost = rec.lost();
+    drop(rec);
+
+    for (what, n) in [
+        ("samples", lost.by_kind[holdup_bpf::records::REC_SAMPLE as usize]),
+        ("wait segments", lost.by_kind[holdup_bpf::records::REC_SEGMENT as usize]),
+        (
+            "task events",
+            lost.by_kind[3..=6].iter().sum::<u64>(),
+        ),
+        (
+            "block requests",
+            lost.by_kind[7] + lost.by_kind[8],
+        ),
+        ("unparsable records", unparsable),
+    ] {
+        if n > 0 {
+            d.writer.write(&Record::Lost(Lost {
+                what: what.into(),
+                count: n,
+            }))?;
+        }
+    }
+    let sym = finish::symbolize(&mut d)?;
+    for (irq, name) in finish::irq_names() {
+        d.writer.write(&Record::IrqName { irq, name })?;
+    }
+    d.writer.write(&Record::Finish(Finish {
+        time: end_ns,
+        exit_code: exit.map(ExitStatus::as_shell_code),
+    }))?;
+    let counts = d.counts;
+    if cfg.verbose {
+        for (kind, n, bytes) in d.writer.stats() {
+            eprintln!(
+                "holdup: {n:>9} {kind:<16} {bytes:>11} bytes ({:.1} bytes each)",
+                bytes as f64 / n.max(1) as f64
+            );
+        }
+    }
+    let out = d.writer.finish()?;
+    let size = out.into_inner().map_err(|e| e.into_error())?.metadata()?.len();
+
+    let lost_total = lost.total() + unparsable;
+    eprintln!(
+        "[ holdup record: {} samples, {} blocked samples (weight {}), {} wait events, {} lost events; wrote {} ({:.3} MB) ]",
+        counts.cpu_samples,
+        counts.blocked_samples,
+        counts.blocked_weight,
+        counts.segments,
+        lost_total,
+        cfg.output.display(),
+        size as f64 / 1e6
+    );
+    if !sym.failed_files.is_empty() {
+        eprintln!(
+            "holdup: warning: could not symbolize {} (changed or unreadable); reports show file+offset for them",
+            sym.failed_files.join(", ")
+        );
+    }
+    Ok(match exit {
+        Some(ExitStatus::Signal(sig)) => {
+            eprintln!(
+                "holdup: {} was killed by {} (the trace is complete up to that point)",
+                cfg.command[0],
+                launch::signal_name(sig)
+            );
+            ExitCode::from((128 + sig) as u8)
+        }
+        Some(ExitStatus::Code(c)) => ExitCode::from(c as u8),
+        None => ExitCode::SUCCESS,
+    })
+}

@@ -1,0 +1,99 @@
+//! `holdup report`: the perf-style table of on-CPU and blocked samples.
+
+use super::input::load_trace;
+use holdup_analysis::profile::{self, Filter};
+use holdup_render::report::{self as text, ReportOptions};
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Which threads to look at, shared by the commands that read samples.
+#[derive(clap::Args, Debug, Clone)]
+pub struct FilterArgs {
+    /// Only these threads (comma-separated tids).
+    #[arg(long, value_delimiter = ',')]
+    pub tid: Vec<u32>,
+    /// Only these processes (comma-separated pids).
+    #[arg(long, value_delimiter = ',')]
+    pub pid: Vec<u32>,
+    /// Only threads with these names (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    pub comm: Vec<String>,
+}
+
+impl From<FilterArgs> for Filter {
+    fn from(a: FilterArgs) -> Filter {
+        Filter {
+            tids: a.tid,
+            pids: a.pid,
+            comms: a.comm,
+        }
+    }
+}
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Trace to read.
+    #[arg(short, long, default_value = "holdup.data")]
+    pub input: PathBuf,
+    /// Text table (the default).
+    #[arg(long, conflicts_with = "json")]
+    pub stdio: bool,
+    /// JSON, schema holdup.report/1.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// Callers view: inclusive (children) and self share of every function.
+    #[arg(long)]
+    pub children: bool,
+    /// Order of threads: by samples (default), tid, comm, or one class
+    /// (cpu, io, lock, sched, other) to put the threads that spend most there first.
+    #[arg(long, default_value = "samples")]
+    pub sort: String,
+    /// Hide rows below this share of their thread, in percent.
+    #[arg(long, default_value_t = 0.5)]
+    pub percent_limit: f64,
+}
+
+pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+    let trace = load_trace(&a.input)?;
+    let mut p = profile::profile(&trace, &a.filter.clone().into());
+    if p.threads.is_empty() {
+        anyhow::bail!("no samples match the --tid/--pid/--comm filter");
+    }
+    sort_threads(&mut p, &a.sort)?;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    if a.json {
+        serde_json::to_writer_pretty(&mut out, &profile::to_json(&p))?;
+        writeln!(out)?;
+    } else {
+        let o = ReportOptions {
+            percent_limit: a.percent_limit,
+            children: a.children,
+            source: a.input.display().to_string(),
+            ..Default::default()
+        };
+        text::render(&mut out, &p, &o)?;
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn sort_threads(p: &mut profile::Profile, key: &str) -> anyhow::Result<()> {
+    use holdup_trace::Class;
+    match key {
+        "samples" => {}
+        "tid" => p.threads.sort_by_key(|t| t.tid),
+        "comm" => p.threads.sort_by(|a, b| a.comm.cmp(&b.comm).then(a.tid.cmp(&b.tid))),
+        k => {
+            let class = Class::ALL
+                .into_iter()
+                .find(|c| c.name() == k)
+                .ok_or_else(|| anyhow::anyhow!("unknown --sort key '{k}' (samples, tid, comm, cpu, io, lock, sched, other)"))?;
+            p.threads.sort_by(|a, b| b.samples.get(class).cmp(&a.samples.get(class)));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,399 @@
+//! Turns what the recorder captured into trace records: user stacks are
+//! unwound while the target's files are at hand, frames are normalized to
+//! (file, offset), stacks are deduplicated, threads get their names.
+
+use holdup_bpf::perf::AddressEvent;
+use holdup_bpf::records::{self as raw, c_str, Record as RawRecord};
+use holdup_symbolize::{AddressSpaces, Mapping, UserStack, Unwinder};
+use holdup_trace::{self as trace, Class, DsoId, Frame, Record, StackId, Waker, KERNEL_DSO, UNKNOWN_DSO};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::io::Write;
+
+/// What a recording produced, for the closing status line.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Counts {
+    pub cpu_samples: u64,
+    pub blocked_samples: u64,
+    pub blocked_weight: u64,
+    pub segments: u64,
+    pub bios: u64,
+}
+
+pub struct Drainer<W: Write> {
+    pub writer: trace::Writer<W>,
+    spaces: AddressSpaces,
+    unwinder: Unwinder,
+    /// (path, build-id) → dso id, and the reverse for the final symbolization.
+    dso_ids: HashMap<(String, Option<Vec<u8>>), DsoId>,
+    pub dsos: Vec<(DsoId, String, Option<Vec<u8>>)>,
+    stack_ids: HashMap<Vec<Frame>, StackId>,
+    named: HashSet<u32>,
+    /// Address-space events not yet applied: applied in time order with the
+    /// records, so that a sample sees the mappings of its own time.
+    address_events: VecDeque<AddressEvent>,
+    pub counts: Counts,
+    frames: Vec<Frame>,
+    /// A copy of the vDSO: it is no file on disk, but unwinding through it
+    /// needs its CFI and reports need its symbols. Every process of a
+    /// kernel maps the same image, so the recorder's own one is used.
+    vdso: Option<VdsoCopy>,
+}
+
+const VDSO: &str = "[vdso]";
+
+struct VdsoCopy(std::path::PathBuf);
+
+impl VdsoCopy {
+    fn new() -> Option<Self> {
+        let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+        let line = maps.lines().find(|l| l.ends_with(VDSO))?;
+        let (range, _) = line.split_once(' ')?;
+        let (a, b) = range.split_once('-')?;
+        let start = u64::from_str_radix(a, 16).ok()?;
+        let end = u64::from_str_radix(b, 16).ok()?;
+        // SAFETY: the range is our own vDSO mapping, readable for the life
+        // of the process.
+        let image = unsafe { std::slice::from_raw_parts(start as *const u8, (end - start) as usize) };
+        let path = std::env::temp_dir().join(format!("holdup-vdso-{}.so", std::process::id()));
+        std::fs::write(&path, image).ok()?;
+        Some(Self(path))
+    }
+}
+
+impl Drop for VdsoCopy {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn adjust(addr: u64, exact: bool) -> u64 {
+    if exact {
+        addr
+    } else {
+        addr.saturating_sub(1)
+    }
+}
+
+fn waker(kind: u8, id: u32) -> Waker {
+    match kind {
+        raw::WAKER_THREAD => Waker::Thread(id),
+        raw::WAKER_IRQ => Waker::Irq(id),
+        raw::WAKER_SOFTIRQ => Waker::Softirq(id),
+        raw::WAKER_TIMER => Waker::Timer,
+        _ => Waker::None,
+    }
+}
+
+fn class(v: u8) -> Class {
+    Class::from_u8(v).unwrap_or(Class::Other)
+}
+
+impl<W: Write> Drainer<W> {
+    pub fn new(writer: trace::Writer<W>) -> Self {
+        Self {
+            writer,
+            spaces: AddressSpaces::new(),
+            unwinder: Unwinder::new(),
+            dso_ids: HashMap::new(),
+            dsos: Vec::new(),
+            stack_ids: HashMap::new(),
+            named: HashSet::new(),
+            address_events: VecDeque::new(),
+            counts: Counts::default(),
+            frames: Vec::new(),
+            vdso: VdsoCopy::new(),
+        }
+    }
+
+    /// Read the mappings of a process that exists already (-p, -a).
+    pub fn load_existing(&mut self, pid: u32) {
+        if self.spaces.load_proc_maps(pid).is_err() {
+            return;
+        }
+        if let Some(copy) = &self.vdso {
+            let maps: Vec<Mapping> = self
+                .spaces
+                .mappings(pid)
+                .iter()
+                .cloned()
+                .map(|mut m| {
+                    if m.path == VDSO {
+                        m.path = copy.0.display().to_string();
+                    }
+                    m
+                })
+                .collect();
+            self.spaces.set_mappings(pid, maps);
+        }
+    }
+
+    /// Name the threads of a process that exists already.
+    pub fn name_existing(&mut self, pid: u32, time: u64) -> std::io::Result<()> {
+        let dir = format!("/proc/{pid}/task");
+        for entry in std::fs::read_dir(dir)?.flatten() {
+            if let Ok(tid) = entry.file_name().to_string_lossy().parse::<u32>() {
+                self.name(pid, tid, time, None)?;
+            }
+        }
+        Ok(())
+    }
+
+    pub fn queue_address_event(&mut self, ev: AddressEvent) {
+        self.address_events.push_back(ev);
+    }
+
+    /// Sort the queued address events (they come per CPU).
+    pub fn sort_address_events(&mut self) {
+        self.address_events
+            .make_contiguous()
+            .sort_by_key(AddressEvent::time);
+    }
+
+    fn apply_address_events(&mut self, until: u64) {
+        while let Some(ev) = self.address_events.front() {
+            if ev.time() > until {
+                break;
+            }
+            match self.address_events.pop_front().unwrap() {
+                AddressEvent::Mmap(m) => {
+                    let path = match (&self.vdso, m.path.as_str()) {
+                        (Some(copy), VDSO) => copy.0.display().to_string(),
+                        _ => m.path,
+                    };
+                    self.spaces.add_mapping(
+                        m.pid,
+                        Mapping {
+                            start: m.start,
+                            end: m.start + m.len,
+                            file_offset: m.pgoff,
+                            path,
+                            build_id: m.build_id,
+                        },
+                    )
+                }
+                AddressEvent::Exec { pid, .. } => self.spaces.exec(pid),
+            }
+        }
+    }
+
+    /// Apply every queued address event (end of a drain).
+    pub fn apply_all_address_events(&mut self) {
+        self.apply_address_events(u64::MAX);
+    }
+
+    /// Give a thread its name the first time it appears.
+    fn name(&mut self, pid: u32, tid: u32, time: u64, known: Option<String>) -> std::io::Result<()> {
+        if !self.named.insert(tid) {
+            return Ok(());
+        }
+        let comm = known
+            .or_else(|| std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).ok())
+            .map(|c| c.trim_end().to_string())
+            .unwrap_or_default();
+        self.writer.write(&Record::Comm { time, pid, tid, comm })
+    }
+
+    fn dso(&mut self, path: &str, build_id: &Option<Vec<u8>>) -> std::io::Result<DsoId> {
+        let key = (path.to_string(), build_id.clone());
+        if let Some(&id) = self.dso_ids.get(&key) {
+            return Ok(id);
+        }
+        // Ids start at 1: 0 is the kernel.
+        let id = self.dsos.len() as DsoId + 1;
+        self.dso_ids.insert(key, id);
+        self.dsos.push((id, path.to_string(), build_id.clone()));
+        let shown = match &self.vdso {
+            Some(copy) if copy.0.to_str() == Some(path) => VDSO,
+            _ => path,
+        };
+        self.writer.write(&Record::Dso(trace::Dso {
+            id,
+            path: shown.to_string(),
+            build_id: build_id.clone(),
+        }))?;
+        Ok(id)
+    }
+
+    fn user_frame(&mut self, pid: u32, addr: u64, exact: bool) -> std::io::Result<Frame> {
+        let a = adjust(addr, exact);
+        let Some(m) = self.spaces.find(pid, addr) else {
+            return Ok(Frame {
+                dso: UNKNOWN_DSO,
+                addr: a,
+            });
+        };
+        let offset = a - m.start + m.file_offset;
+        let (path, build_id) = (m.path.clone(), m.build_id.clone());
+        let dso = self.dso(&path, &build_id)?;
+        Ok(Frame { dso, addr: offset })
+    }
+
+    fn stack_id(&mut self) -> std::io::Result<StackId> {
+        if self.frames.is_empty() {
+            return Ok(0);
+        }
+        if let Some(&id) = self.stack_ids.get(&self.frames) {
+            return Ok(id);
+        }
+        let id = self.stack_ids.len() as StackId + 1;
+        self.stack_ids.insert(self.frames.clone(), id);
+        self.writer.write(&Record::Stack(trace::Stack {
+            id,
+            frames: self.frames.clone(),
+        }))?;
+        Ok(id)
+    }
+
+    fn sample(&mut self, s: &raw::Sample<'_>) -> std::io::Result<()> {
+        let r = &s.rec;
+        self.name(r.pid, r.tid, r.end, None)?;
+        self.frames.clear();
+        let leaf_is_ip = r.flags & raw::SF_KSTACK_LEAF_IS_IP != 0;
+        for (i, a) in s.kstack().enumerate() {
+            self.frames.push(Frame {
+                dso: KERNEL_DSO,
+                addr: adjust(a, i == 0 && leaf_is_ip),
+            });
+        }
+        if r.flags & raw::SF_USER_REGS != 0 {
+            let chain = s.fp_chain();
+            let user = self.unwinder.unwind(
+                &self.spaces,
+                r.pid,
+                &UserStack {
+                    ip: r.ip,
+                    sp: r.sp,
+                    bp: r.bp,
+                    fp_chain: &chain,
+                    copy: s.copy,
+                },
+            );
+            for (i, a) in user.into_iter().enumerate() {
+                let f = self.user_frame(r.pid, a, i == 0)?;
+                self.frames.push(f);
+            }
+        }
+        let stack = self.stack_id()?;
+        let class = class(r.class);
+        if class == Class::Cpu {
+            self.counts.cpu_samples += 1;
+        } else {
+            self.counts.blocked_samples += 1;
+            self.counts.blocked_weight += (r.weight + r.sched_weight) as u64;
+        }
+        self.writer.write(&Record::Sample(trace::Sample {
+            time: r.start,
+            wake: r.wake,
+            end: r.end,
+            pid: r.pid,
+            tid: r.tid,
+            cpu: r.cpu,
+            class,
+            weight: r.weight,
+            sched_weight: r.sched_weight,
+            waker: waker(r.waker_kind, r.waker_id),
+            stack,
+            late_user_stack: r.flags & raw::SF_LATE_USTACK != 0
+                || (class != Class::Cpu && r.flags & raw::SF_USER_REGS == 0),
+        }))
+    }
+
+    /// Convert one ring-buffer record.
+    pub fn record(&mut self, rec: RawRecord<'_>) -> std::io::Result<()> {
+        let time = match &rec {
+            RawRecord::Sample(s) => s.rec.end,
+            RawRecord::Segment(s) => s.end,
+            RawRecord::Fork(f) => f.time,
+            RawRecord::Exec(e) => e.time,
+            RawRecord::Comm(c) | RawRecord::Exit(c) => c.time,
+            RawRecord::BioIssue(b) | RawRecord::BioDone(b) => b.time,
+        };
+        self.apply_address_events(time);
+        match rec {
+            RawRecord::Sample(s) => self.sample(&s),
+            RawRecord::Segment(s) => {
+                self.counts.segments += 1;
+                self.name(s.pid, s.tid, s.end, None)?;
+                self.writer.write(&Record::Segment(trace::Segment {
+                    pid: s.pid,
+                    tid: s.tid,
+                    start: s.start,
+                    wake: s.wake,
+                    end: s.end,
+                    class: class(s.class),
+                    waker: waker(s.waker_kind, s.waker_id),
+                    cpu: (s.cpu != raw::CPU_OPEN).then_some(s.cpu),
+                }))
+            }
+            RawRecord::Fork(f) => {
+                if f.pid != f.parent_pid {
+                    self.spaces.fork(f.parent_pid, f.pid);
+                }
+                self.writer.write(&Record::Fork {
+                    time: f.time,
+                    parent_pid: f.parent_pid,
+                    parent_tid: f.parent_tid,
+                    pid: f.pid,
+                    tid: f.tid,
+                })?;
+                self.name(f.pid, f.tid, f.time, Some(c_str(&f.comm)))
+            }
+            RawRecord::Exec(e) => {
+                self.writer.write(&Record::Exec {
+                    time: e.time,
+                    pid: e.pid,
+                    tid: e.tid,
+                    filename: c_str(&e.filename),
+                })?;
+                self.named.insert(e.tid);
+                self.writer.write(&Record::Comm {
+                    time: e.time,
+                    pid: e.pid,
+                    tid: e.tid,
+                    comm: c_str(&e.comm),
+                })
+            }
+            RawRecord::Comm(c) => {
+                self.named.insert(c.tid);
+                self.writer.write(&Record::Comm {
+                    time: c.time,
+                    pid: c.pid,
+                    tid: c.tid,
+                    comm: c_str(&c.comm),
+                })
+            }
+            RawRecord::Exit(c) => {
+                self.name(c.pid, c.tid, c.time, Some(c_str(&c.comm)))?;
+                self.writer.write(&Record::Exit {
+                    time: c.time,
+                    pid: c.pid,
+                    tid: c.tid,
+                })
+            }
+            RawRecord::BioIssue(b) => {
+                self.counts.bios += 1;
+                self.writer.write(&Record::BioIssue(bio(&b)))
+            }
+            RawRecord::BioDone(b) => self.writer.write(&Record::BioDone(bio(&b))),
+        }
+    }
+
+    /// Every distinct frame of every stack written, for the final symbolization.
+    pub fn frames(&self) -> impl Iterator<Item = &Frame> {
+        self.stack_ids.keys().flatten()
+    }
+}
+
+fn bio(b: &raw::BioRec) -> trace::Bio {
+    trace::Bio {
+        time: b.time,
+        dev: b.dev,
+        sector: b.sector,
+        bytes: b.bytes,
+        op: trace::BioOp::from_u8(b.op),
+        pid: b.pid,
+        tid: b.tid,
+        tracked: b.tracked != 0,
+        error: b.error,
+    }
+}

@@ -1,0 +1,214 @@
+//! `holdup record` + `report` on workloads whose answer is known by
+//! construction, on the real kernel. Needs root and BPF.
+
+mod support;
+
+use serde_json::Value;
+use support::*;
+
+fn report(data: &std::path::Path) -> Value {
+    json(&["report", "--json", "-i", data.to_str().unwrap()])
+}
+
+fn threads(r: &Value) -> &Vec<Value> {
+    r["threads"].as_array().expect("threads")
+}
+
+fn total(samples: &Value) -> f64 {
+    ["cpu", "io", "lock", "sched", "other"]
+        .iter()
+        .map(|c| samples[c].as_f64().unwrap())
+        .sum()
+}
+
+fn share(t: &Value, class: &str) -> f64 {
+    t["samples"][class].as_f64().unwrap() / total(&t["samples"])
+}
+
+/// The function entry named `name` (or containing it) in a thread.
+fn function<'a>(t: &'a Value, name: &str) -> &'a Value {
+    t["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["symbol"].as_str().unwrap() == name)
+        .unwrap_or_else(|| panic!("no function {name} in thread {}", t["tid"]))
+}
+
+fn functions_matching<'a>(t: &'a Value, pred: impl Fn(&str) -> bool) -> Vec<&'a Value> {
+    t["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| pred(f["symbol"].as_str().unwrap()))
+        .collect()
+}
+
+/// Threads that ran a function anywhere on their stacks.
+fn threads_with<'a>(r: &'a Value, func: &str) -> Vec<&'a Value> {
+    threads(r)
+        .iter()
+        .filter(|t| {
+            t["functions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|f| f["symbol"] == func)
+        })
+        .collect()
+}
+
+/// Every thread that lived long enough is covered: (on + blocked) samples ×
+/// period ≈ lifetime within 10%.
+fn assert_coverage(r: &Value) {
+    let period = r["period_ns"].as_f64().unwrap();
+    for t in threads(r) {
+        let life = t["lifetime_ns"].as_f64().unwrap();
+        if life < 100e6 {
+            continue;
+        }
+        let covered = total(&t["samples"]) * period;
+        let ratio = covered / life;
+        assert!(
+            (0.9..=1.1).contains(&ratio),
+            "thread {} ({}) covered {:.3} s of its {:.3} s lifetime (ratio {ratio:.3})",
+            t["tid"],
+            t["comm"],
+            covered / 1e9,
+            life / 1e9
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn a_thread_sleeping_half_the_time_is_half_blocked() {
+    let _serial = serial();
+    let dir = scratch("half_sleeper");
+    let bin = workload("half_sleeper");
+    let data = record(&dir, &[], &[bin.to_str().unwrap(), "60"]);
+    let r = report(&data);
+    let worker = threads_with(&r, "half_sleeper");
+    assert_eq!(worker.len(), 1, "one thread runs half_sleeper");
+    let t = worker[0];
+    assert_near("cpu share", share(t, "cpu"), 0.5, 0.08);
+    assert_near("other (sleep) share", share(t, "other"), 0.5, 0.08);
+    // The sleep is attributed to the caller of the libc wrapper.
+    let f = function(t, "half_sleeper");
+    let thread_total = total(&t["samples"]);
+    assert!(total(&f["total"]) >= 0.95 * thread_total, "half_sleeper covers the thread");
+    assert!(f["total"]["other"].as_f64().unwrap() >= 0.95 * t["samples"]["other"].as_f64().unwrap());
+    assert_eq!(f["file"].as_str().map(|p| p.ends_with("half_sleeper.c")), Some(true));
+    assert_coverage(&r);
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn o_direct_reads_are_io_under_the_calling_function() {
+    let _serial = serial();
+    let dir = scratch("direct_reads");
+    let bin = workload("direct_reads");
+    let file = dir.join("data.bin");
+    let data = record(&dir, &[], &[bin.to_str().unwrap(), file.to_str().unwrap(), "64", "20000"]);
+    let r = report(&data);
+    let readers = threads_with(&r, "do_reads");
+    assert_eq!(readers.len(), 1);
+    let t = readers[0];
+    let io = t["samples"]["io"].as_f64().unwrap();
+    assert!(share(t, "io") >= 0.5, "io share {:.2}", share(t, "io"));
+    let f = function(t, "do_reads");
+    assert!(f["total"]["io"].as_f64().unwrap() >= 0.95 * io, "io under do_reads: {f}");
+    // The wait is the pread wrapper's own (innermost user frame).
+    let pread_io: f64 = functions_matching(t, |s| s.contains("pread"))
+        .iter()
+        .map(|f| f["self"]["io"].as_f64().unwrap())
+        .sum();
+    assert!(pread_io >= 0.9 * io, "pread self io {pread_io} of {io}");
+    assert_coverage(&r);
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn threads_serialized_on_one_mutex_wait_on_the_lock_under_the_caller() {
+    let _serial = serial();
+    let dir = scratch("mutex_fight");
+    let bin = workload("mutex_fight");
+    let data = record(&dir, &[], &[bin.to_str().unwrap(), "4", "60"]);
+    let r = report(&data);
+    let workers = threads_with(&r, "worker");
+    assert_eq!(workers.len(), 4);
+    let period_s = r["period_ns"].as_f64().unwrap() / 1e9;
+    let mut lock_total = 0.0;
+    let mut life_total = 0.0;
+    for t in &workers {
+        // By construction each thread burns 60 × 2.5 ms of CPU.
+        let cpu_s = t["samples"]["cpu"].as_f64().unwrap() * period_s;
+        assert_near("cpu seconds per worker", cpu_s, 0.150, 0.03);
+        // Everything else is waiting for the lock (or for a core).
+        assert_near("lock + cpu + sched", share(t, "lock") + share(t, "cpu") + share(t, "sched"), 1.0, 0.03);
+        assert!(share(t, "lock") >= 0.35, "lock share {:.2}", share(t, "lock"));
+        let lock = t["samples"]["lock"].as_f64().unwrap();
+        let f = function(t, "worker");
+        assert!(f["total"]["lock"].as_f64().unwrap() >= 0.95 * lock);
+        assert_eq!(f["self"]["lock"].as_f64().unwrap(), 0.0, "the wait belongs to the libc frames below worker");
+        lock_total += lock;
+        life_total += total(&t["samples"]);
+    }
+    // Serialized: while one of four holds the lock, the others wait.
+    assert!(lock_total / life_total >= 0.5, "pooled lock share {:.2}", lock_total / life_total);
+    assert_coverage(&r);
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn more_spinning_threads_than_cores_wait_in_the_runqueue() {
+    let _serial = serial();
+    let dir = scratch("spinners");
+    let bin = workload("spinners");
+    let data = record(&dir, &[], &[bin.to_str().unwrap(), "4", "0.25"]);
+    let r = report(&data);
+    let spinners = threads_with(&r, "spin");
+    assert_eq!(spinners.len(), 4);
+    let mean: f64 = spinners.iter().map(|t| share(t, "sched")).sum::<f64>() / 4.0;
+    assert_near("mean sched share (1 core, 4 threads)", mean, 0.75, 0.08);
+    for t in &spinners {
+        assert_near("cpu + sched", share(t, "cpu") + share(t, "sched"), 1.0, 0.05);
+    }
+    assert_coverage(&r);
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn forked_children_and_exec_are_followed() {
+    let _serial = serial();
+    let dir = scratch("forker");
+    let forker = workload("forker");
+    let sleeper = workload("half_sleeper");
+    let data = record(&dir, &[], &[forker.to_str().unwrap(), sleeper.to_str().unwrap(), "10"]);
+    let r = report(&data);
+    let child = threads_with(&r, "child_work");
+    assert_eq!(child.len(), 1, "the forked child's work is recorded");
+    let child_pid = child[0]["pid"].as_u64().unwrap();
+    let execd = threads_with(&r, "half_sleeper");
+    assert_eq!(execd.len(), 1, "the exec'd program is recorded");
+    assert_eq!(execd[0]["pid"].as_u64().unwrap(), child_pid, "exec keeps the pid");
+    let parent_pids: Vec<u64> = threads(&r).iter().map(|t| t["pid"].as_u64().unwrap()).collect();
+    assert!(parent_pids.iter().any(|&p| p != child_pid), "the parent is there too");
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn symbols_resolve_after_the_target_is_gone() {
+    let _serial = serial();
+    let dir = scratch("gone");
+    let bin = dir.join("short_lived");
+    std::fs::copy(workload_with("half_sleeper", &["-gdwarf-4"]), &bin).unwrap();
+    let data = record(&dir, &[], &[bin.to_str().unwrap(), "10"]);
+    std::fs::remove_file(&bin).unwrap();
+    let r = report(&data);
+    let t = threads_with(&r, "half_sleeper");
+    assert_eq!(t.len(), 1);
+    let f = function(t[0], "half_sleeper");
+    assert!(f["file"].as_str().unwrap().ends_with("half_sleeper.c"));
+    assert!(f["line"].as_u64().unwrap() > 0, "DWARF 4 line info: {f}");
+}

@@ -1,0 +1,101 @@
+//! Shared helpers for end-to-end tests: build the C workloads under
+//! `workloads/`, run `holdup`, read its JSON.
+//!
+//! Tests that need root and BPF are `#[ignore = "needs root and BPF"]`;
+//! `scripts/test` runs them with `--include-ignored` as root.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+/// A scratch directory for one test, emptied first.
+pub fn scratch(test: &str) -> PathBuf {
+    let dir = repo_root().join("target/e2e").join(test);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Compile `workloads/<name>.c` (frame pointers, debug info, pthreads) and
+/// return the binary. `extra` flags are appended (e.g. `-gdwarf-4`).
+pub fn workload_with(name: &str, extra: &[&str]) -> PathBuf {
+    let src = repo_root().join("workloads").join(format!("{name}.c"));
+    let tag = extra.join("").replace(['-', '=', ' '], "");
+    let out_dir = repo_root().join("target/workloads");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let bin = out_dir.join(if tag.is_empty() { name.to_string() } else { format!("{name}-{tag}") });
+    let status = Command::new("cc")
+        .args(["-O1", "-g", "-fno-omit-frame-pointer", "-pthread", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .args(extra)
+        .arg("-lm")
+        .status()
+        .expect("cc runs");
+    assert!(status.success(), "compiling {}", src.display());
+    bin
+}
+
+pub fn workload(name: &str) -> PathBuf {
+    workload_with(name, &[])
+}
+
+pub fn holdup() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_holdup"))
+}
+
+pub fn is_root() -> bool {
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Run holdup with `args`; panics with its stderr if it fails.
+pub fn run_ok(args: &[&str]) -> Output {
+    let out = holdup().args(args).output().expect("holdup runs");
+    assert!(
+        out.status.success(),
+        "holdup {:?} failed: {}\n{}",
+        args,
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    out
+}
+
+/// `holdup record -o <dir>/holdup.data <extra> -- <cmd>`; returns the trace path.
+pub fn record(dir: &Path, extra: &[&str], cmd: &[&str]) -> PathBuf {
+    let data = dir.join("holdup.data");
+    let mut args = vec!["record", "-o", data.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    args.push("--");
+    args.extend_from_slice(cmd);
+    run_ok(&args);
+    data
+}
+
+pub fn json(args: &[&str]) -> serde_json::Value {
+    let out = run_ok(args);
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("holdup {args:?}: output is not JSON ({e}):\n{}", String::from_utf8_lossy(&out.stdout))
+    })
+}
+
+/// Assert `actual` is within `tol` (absolute) of `expected`, with context.
+#[track_caller]
+pub fn assert_near(what: &str, actual: f64, expected: f64, tol: f64) {
+    assert!(
+        (actual - expected).abs() <= tol,
+        "{what}: got {actual:.3}, expected {expected:.3} ± {tol:.3}"
+    );
+}
+
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Tests that measure time must not run beside each other on a 2-core
+/// machine: hold this guard for the whole test.
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}

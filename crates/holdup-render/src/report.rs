@@ -1,0 +1,211 @@
+//! The perf-style text report: per thread, `Overhead Command Shared Object
+//! Symbol`, on-CPU rows `[.]`/`[k]` and blocked rows `[I] [L] [S] [B]`.
+
+use holdup_analysis::profile::{Profile, Tag, ThreadProfile};
+use holdup_trace::Class;
+use std::io::{self, Write};
+
+#[derive(Clone, Debug)]
+pub struct ReportOptions {
+    /// Hide rows below this share of their thread (percent).
+    pub percent_limit: f64,
+    /// Wait reasons and wakers shown under a blocked row.
+    pub reasons: usize,
+    /// Show inclusive (children) and self columns per function instead.
+    pub children: bool,
+    pub source: String,
+}
+
+impl Default for ReportOptions {
+    fn default() -> Self {
+        Self {
+            percent_limit: 0.5,
+            reasons: 3,
+            children: false,
+            source: "holdup.data".into(),
+        }
+    }
+}
+
+fn pct(n: u64, total: u64) -> f64 {
+    if total == 0 {
+        0.0
+    } else {
+        100.0 * n as f64 / total as f64
+    }
+}
+
+fn secs(ns: u64) -> String {
+    format!("{:.3} s", ns as f64 / 1e9)
+}
+
+/// One line of advice when one subclass dominates a thread (bperf §3.2).
+pub fn advice(t: &ThreadProfile) -> Option<String> {
+    let total = t.samples.total();
+    let (class, n) = [Class::Io, Class::Lock, Class::Sched, Class::Other]
+        .into_iter()
+        .map(|c| (c, t.samples.get(c)))
+        .max_by_key(|&(_, n)| n)?;
+    let share = pct(n, total);
+    if share < 25.0 {
+        return None;
+    }
+    Some(match class {
+        Class::Io => format!(
+            "{share:.0}% waiting for I/O: a faster device or asynchronous I/O would pay (`holdup causal --subclass io` predicts how much)"
+        ),
+        Class::Sched => format!(
+            "{share:.0}% runnable but not running: more cores or fewer runnable threads would pay"
+        ),
+        Class::Lock => format!(
+            "{share:.0}% waiting for locks: shorten the critical sections of the lock holders (`holdup waitgraph` shows whom it waits for)"
+        ),
+        _ => format!(
+            "{share:.0}% blocked on sleeps, pipes, sockets or polls: `holdup waitgraph` shows whom it waits for"
+        ),
+    })
+}
+
+fn thread_header(out: &mut impl Write, p: &Profile, t: &ThreadProfile) -> io::Result<()> {
+    let total = t.samples.total();
+    let covered = total * p.period_ns;
+    writeln!(out, "#")?;
+    writeln!(
+        out,
+        "# {} pid {} tid {}: {} samples × {:.3} ms = {} of {} lifetime ({:.1}%)",
+        if t.comm.is_empty() { "?" } else { &t.comm },
+        t.pid,
+        t.tid,
+        total,
+        p.period_ns as f64 / 1e6,
+        secs(covered),
+        secs(t.lifetime_ns),
+        pct(covered, t.lifetime_ns.max(1))
+    )?;
+    write!(out, "#  ")?;
+    for c in Class::ALL {
+        write!(out, " {} {:.1}%", c.name(), pct(t.samples.get(c), total))?;
+    }
+    writeln!(out)?;
+    if let Some(a) = advice(t) {
+        writeln!(out, "# advice: {a}")?;
+    }
+    writeln!(out, "#")
+}
+
+fn rows(out: &mut impl Write, t: &ThreadProfile, o: &ReportOptions) -> io::Result<()> {
+    let total = t.samples.total();
+    let dso_w = t.rows.iter().map(|r| r.dso.len()).max().unwrap_or(13).clamp(13, 30);
+    let comm_w = t.comm.len().clamp(7, 16);
+    writeln!(
+        out,
+        "# Overhead  {:<comm_w$}  {:<dso_w$}  Symbol",
+        "Command", "Shared Object"
+    )?;
+    writeln!(
+        out,
+        "# ........  {}  {}  ......",
+        ".".repeat(comm_w),
+        ".".repeat(dso_w)
+    )?;
+    let mut hidden = 0u64;
+    for r in &t.rows {
+        let share = pct(r.weight, total);
+        if share < o.percent_limit {
+            hidden += r.weight;
+            continue;
+        }
+        writeln!(
+            out,
+            "  {share:>7.2}%  {:<comm_w$}  {:<dso_w$}  {} {}",
+            t.comm,
+            r.dso,
+            r.tag.as_str(),
+            r.symbol
+        )?;
+        if matches!(r.tag, Tag::Blocked(_)) && o.reasons > 0 {
+            let pad = " ".repeat(20 + comm_w + dso_w);
+            let list = |items: Vec<(String, u64)>| {
+                items
+                    .into_iter()
+                    .take(o.reasons)
+                    .map(|(k, n)| format!("{k} {:.0}%", pct(n, r.weight)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let reasons = list(r.wait_reasons.iter().map(|(k, n)| (k.to_string(), *n)).collect());
+            if !reasons.is_empty() {
+                writeln!(out, "{pad}wait: {reasons}")?;
+            }
+            let wakers = list(r.wakers.clone());
+            if !wakers.is_empty() {
+                writeln!(out, "{pad}woken by: {wakers}")?;
+            }
+        }
+    }
+    if hidden > 0 {
+        writeln!(
+            out,
+            "  {:>7.2}%  (rows below {}% not shown)",
+            pct(hidden, total),
+            o.percent_limit
+        )?;
+    }
+    Ok(())
+}
+
+fn children(out: &mut impl Write, t: &ThreadProfile, o: &ReportOptions) -> io::Result<()> {
+    let total = t.samples.total();
+    let dso_w = t.functions.iter().map(|f| f.dso.len()).max().unwrap_or(13).clamp(13, 30);
+    writeln!(out, "# Children      Self  {:<dso_w$}  Symbol", "Shared Object")?;
+    writeln!(out, "# ........  ........  {}  ......", ".".repeat(dso_w))?;
+    for f in &t.functions {
+        let inc = pct(f.total.total(), total);
+        if inc < o.percent_limit {
+            continue;
+        }
+        let tag = if f.dso == "[kernel.kallsyms]" { "[k]" } else { "[.]" };
+        let mut mix = String::new();
+        for c in Class::ALL {
+            let n = f.total.get(c);
+            if n > 0 {
+                mix.push_str(&format!(" {}{:.0}%", c.tag(), pct(n, f.total.total())));
+            }
+        }
+        writeln!(
+            out,
+            "  {inc:>7.2}%  {:>7.2}%  {:<dso_w$}  {tag} {}   ({})",
+            pct(f.self_.total(), total),
+            f.dso,
+            f.symbol,
+            mix.trim_start()
+        )?;
+    }
+    Ok(())
+}
+
+pub fn render(out: &mut impl Write, p: &Profile, o: &ReportOptions) -> io::Result<()> {
+    writeln!(
+        out,
+        "# holdup report of {}: {} threads, {} recorded, period {:.3} ms ({:.0} Hz), {} lost events",
+        o.source,
+        p.threads.len(),
+        secs(p.duration_ns),
+        p.period_ns as f64 / 1e6,
+        1e9 / p.period_ns.max(1) as f64,
+        p.lost_events
+    )?;
+    writeln!(
+        out,
+        "# on-CPU rows are [.] user / [k] kernel; blocked rows are [I] io, [L] lock, [S] runqueue, [B] other"
+    )?;
+    for t in &p.threads {
+        thread_header(out, p, t)?;
+        if o.children {
+            children(out, t, o)?;
+        } else {
+            rows(out, t, o)?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,577 @@
+//! User-stack unwinding: DWARF CFI over the stack copy, then the kernel's
+//! frame-pointer chain.
+//!
+//! Why both: the recorder copies only the top of the stack (a few KiB) but
+//! walks the frame-pointer chain in the kernel as far as it goes. CFI is
+//! exact wherever it can read memory, and it is the only way through code
+//! built without frame pointers (Debian's glibc): from `pread` the caller is
+//! found at `[rsp]`, which a frame-pointer walk never looks at. Once CFI runs
+//! out of copied memory, the application frames further up usually do have
+//! frame pointers, and the chain picks up at the frame CFI had reached.
+
+use crate::elf::{Bytes, ElfUnwindInfo};
+use crate::maps::{AddressSpaces, Mapping};
+use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
+use framehop::{FrameAddress, Unwinder as _};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// No stack is longer than this.
+pub const MAX_FRAMES: usize = 128;
+
+/// An address outside every mapping is accepted among the first few frames
+/// only (JIT code, a mapping whose mmap event has not arrived yet); deeper in
+/// the stack it means the walk went astray.
+const UNMAPPED_OK: usize = 3;
+
+/// Drop per-process state of processes that vanished, every so many stacks.
+const PRUNE_EVERY: u64 = 4096;
+
+/// framehop tags cached rules with a global 16-bit module-list generation
+/// (one per unwinder created and per module added) that wraps. Once this many
+/// were used, every per-process module list is rebuilt and the cache starts
+/// afresh, so no two live module lists can share a generation and take each
+/// other's cached rules.
+const GENERATIONS_PER_EPOCH: usize = 16384;
+
+/// What the BPF recorder captured of a thread's user stack.
+#[derive(Clone, Copy, Debug)]
+pub struct UserStack<'a> {
+    pub ip: u64,
+    pub sp: u64,
+    pub bp: u64,
+    /// Frame-pointer walk done in the kernel starting at bp: (frame address,
+    /// return address) pairs, i.e. pair i = (bp_i, *(bp_i + 8)) with
+    /// bp_0 = bp, bp_{i+1} = *bp_i.
+    pub fp_chain: &'a [(u64, u64)],
+    /// Copy of user stack memory starting at `sp` (typically 1–4 KiB, may be
+    /// shorter or empty).
+    pub copy: &'a [u8],
+}
+
+impl UserStack<'_> {
+    /// The 8 bytes at `addr`, if they lie in the copy.
+    fn read(&self, addr: u64) -> Result<u64, ()> {
+        let off = usize::try_from(addr.checked_sub(self.sp).ok_or(())?).map_err(|_| ())?;
+        let bytes = self
+            .copy
+            .get(off..off.checked_add(8).ok_or(())?)
+            .ok_or(())?;
+        Ok(u64::from_le_bytes(bytes.try_into().map_err(|_| ())?))
+    }
+}
+
+/// How the frames of the stacks unwound so far were found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UnwindStats {
+    pub stacks: u64,
+    /// Return addresses found by CFI (or framehop's frame-pointer rule on the
+    /// copy, for code without CFI).
+    pub cfi_frames: u64,
+    /// Return addresses taken from the kernel's frame-pointer chain.
+    pub fp_frames: u64,
+    /// Stacks that ended at the thread's outermost frame.
+    pub complete: u64,
+}
+
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum FileKey {
+    BuildId(PathBuf, Vec<u8>),
+    Stat {
+        path: PathBuf,
+        dev: u64,
+        ino: u64,
+        mtime: i64,
+        mtime_nsec: i64,
+    },
+}
+
+struct ProcState {
+    generation: u64,
+    unwinder: UnwinderX86_64<Bytes>,
+}
+
+/// Unwinds user stacks; caches parsed unwind info per ELF file and a module
+/// list per process.
+pub struct Unwinder {
+    files: HashMap<FileKey, Option<Arc<ElfUnwindInfo>>>,
+    procs: HashMap<u32, ProcState>,
+    /// For processes we know no mappings of: framehop then applies its
+    /// frame-pointer rule on the copy.
+    empty: UnwinderX86_64<Bytes>,
+    cache: CacheX86_64,
+    /// framehop generations used since the cache was last reset.
+    generations: usize,
+    stats: UnwindStats,
+}
+
+impl Default for Unwinder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Unwinder {
+    pub fn new() -> Self {
+        Self {
+            files: HashMap::new(),
+            procs: HashMap::new(),
+            empty: UnwinderX86_64::new(),
+            cache: CacheX86_64::new(),
+            generations: 0,
+            stats: UnwindStats::default(),
+        }
+    }
+
+    /// Counters over every stack unwound by this unwinder.
+    pub fn stats(&self) -> UnwindStats {
+        self.stats
+    }
+
+    /// Leaf first. `frames[0] == ip`; the rest are return addresses exactly
+    /// as found on the stack (not minus 1). Empty only when `ip` is 0.
+    pub fn unwind(&mut self, spaces: &AddressSpaces, pid: u32, stack: &UserStack) -> Vec<u64> {
+        let mut out = Vec::new();
+        self.unwind_into(spaces, pid, stack, &mut out);
+        out
+    }
+
+    /// Like [`Unwinder::unwind`], reusing `out`'s allocation.
+    pub fn unwind_into(
+        &mut self,
+        spaces: &AddressSpaces,
+        pid: u32,
+        stack: &UserStack,
+        out: &mut Vec<u64>,
+    ) {
+        out.clear();
+        self.stats.stacks += 1;
+        if self.stats.stacks % PRUNE_EVERY == 0 {
+            self.prune(spaces);
+        }
+        if stack.ip == 0 {
+            return;
+        }
+        out.push(stack.ip);
+        self.sync(spaces, pid);
+        let unwinder = self.procs.get(&pid).map_or(&self.empty, |p| &p.unwinder);
+        let mapped =
+            |addr: u64, depth: usize| depth < UNMAPPED_OK || spaces.find(pid, addr).is_some();
+
+        let mut regs = UnwindRegsX86_64::new(stack.ip, stack.sp, stack.bp);
+        let mut address = FrameAddress::from_instruction_pointer(stack.ip);
+        let mut read = |addr| stack.read(addr);
+        // Registers of the frame where CFI gave up, if it did.
+        let fallback = loop {
+            if out.len() >= MAX_FRAMES {
+                return;
+            }
+            let before = regs;
+            match unwinder.unwind_frame(address, &mut regs, &mut self.cache, &mut read) {
+                // CFI marks the outermost frame (_start, clone3): done.
+                Ok(None) => {
+                    self.stats.complete += 1;
+                    return;
+                }
+                Ok(Some(ra)) if regs.sp() > before.sp() && mapped(ra, out.len()) => {
+                    out.push(ra);
+                    self.stats.cfi_frames += 1;
+                    match FrameAddress::from_return_address(ra) {
+                        Some(a) => address = a,
+                        None => return,
+                    }
+                }
+                Ok(Some(_)) | Err(_) => break before,
+            }
+        };
+        self.fp_continue(spaces, pid, stack, fallback.sp(), fallback.bp(), out);
+    }
+
+    /// Append return addresses from the kernel's frame-pointer chain, starting
+    /// at the link for frame `bp` (the frame CFI could not unwind), or if bp
+    /// is not a frame on the chain (the function uses rbp for data), at the
+    /// first link at or above `sp`.
+    fn fp_continue(
+        &mut self,
+        spaces: &AddressSpaces,
+        pid: u32,
+        stack: &UserStack,
+        sp: u64,
+        bp: u64,
+        out: &mut Vec<u64>,
+    ) {
+        let chain = stack.fp_chain;
+        let Some(first) = chain
+            .iter()
+            .position(|&(frame, _)| frame == bp)
+            .or_else(|| chain.iter().position(|&(frame, _)| frame >= sp))
+        else {
+            return;
+        };
+        let mut prev_frame = None;
+        for &(frame, ra) in &chain[first..] {
+            // The chain must move up the stack; garbage input may not.
+            if ra == 0 || prev_frame.is_some_and(|p| frame <= p) || out.len() >= MAX_FRAMES {
+                return;
+            }
+            if out.len() >= UNMAPPED_OK && spaces.find(pid, ra).is_none() {
+                return;
+            }
+            prev_frame = Some(frame);
+            out.push(ra);
+            self.stats.fp_frames += 1;
+        }
+    }
+
+    /// Bring the framehop module list of `pid` up to date with `spaces`.
+    fn sync(&mut self, spaces: &AddressSpaces, pid: u32) {
+        let Some(generation) = spaces.generation(pid) else {
+            self.procs.remove(&pid);
+            return;
+        };
+        if self
+            .procs
+            .get(&pid)
+            .is_some_and(|p| p.generation == generation)
+        {
+            return;
+        }
+        if self.generations > GENERATIONS_PER_EPOCH {
+            self.procs.clear();
+            self.cache = CacheX86_64::new();
+            self.empty = UnwinderX86_64::new();
+            self.generations = 1;
+        }
+        self.generations += 1;
+        let mut unwinder = UnwinderX86_64::new();
+        for m in spaces.mappings(pid) {
+            let Some(info) = self.file(pid, m) else {
+                continue;
+            };
+            if !info.has_cfi() {
+                // framehop's fallback rule for unknown code is the same
+                // frame-pointer step it would take here.
+                continue;
+            }
+            let bias = info.bias(m.start, m.file_offset);
+            // framehop works on 32-bit offsets from the bias.
+            if m.end.wrapping_sub(bias) > u64::from(u32::MAX) || m.start < bias {
+                continue;
+            }
+            unwinder.add_module(info.module(&m.path, m.start..m.end, bias));
+            self.generations += 1;
+        }
+        self.procs.insert(
+            pid,
+            ProcState {
+                generation,
+                unwinder,
+            },
+        );
+    }
+
+    /// The unwind info of a mapping's file, loaded once per file version.
+    fn file(&mut self, pid: u32, m: &Mapping) -> Option<Arc<ElfUnwindInfo>> {
+        let path = Path::new(&m.path);
+        let key = match &m.build_id {
+            Some(id) => FileKey::BuildId(path.to_path_buf(), id.clone()),
+            None => {
+                use std::os::unix::fs::MetadataExt;
+                let md = std::fs::metadata(path).ok()?;
+                FileKey::Stat {
+                    path: path.to_path_buf(),
+                    dev: md.dev(),
+                    ino: md.ino(),
+                    mtime: md.mtime(),
+                    mtime_nsec: md.mtime_nsec(),
+                }
+            }
+        };
+        if let Some(cached) = self.files.get(&key) {
+            return cached.clone();
+        }
+        let loaded = candidates(pid, m)
+            .into_iter()
+            .filter_map(|p| ElfUnwindInfo::load(&p))
+            .find(|info| m.build_id.is_none() || info.build_id == m.build_id)
+            .map(Arc::new);
+        self.files.insert(key, loaded.clone());
+        loaded
+    }
+
+    /// Forget processes that left `spaces` and files no process uses.
+    fn prune(&mut self, spaces: &AddressSpaces) {
+        self.procs
+            .retain(|&pid, _| spaces.generation(pid).is_some());
+        self.files
+            .retain(|_, info| info.as_ref().is_some_and(|i| i.in_use()));
+    }
+}
+
+/// Where a mapped file may be found: its path as the process sees it (through
+/// /proc/PID/root, for containers), the path here, and the mapped inode itself
+/// (/proc/PID/map_files, still the right file after it was replaced on disk).
+fn candidates(pid: u32, m: &Mapping) -> Vec<PathBuf> {
+    let mut v = vec![
+        PathBuf::from(&m.path),
+        PathBuf::from(format!("/proc/{pid}/root{}", m.path)),
+    ];
+    if m.build_id.is_some() {
+        v.push(PathBuf::from(format!(
+            "/proc/{pid}/map_files/{:x}-{:x}",
+            m.start, m.end
+        )));
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A tiny deterministic generator: no dependency for a property test.
+    struct XorShift(u64);
+    impl XorShift {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+    }
+
+    fn mapping(start: u64, end: u64, path: &str) -> Mapping {
+        Mapping {
+            start,
+            end,
+            file_offset: 0,
+            path: path.into(),
+            build_id: None,
+        }
+    }
+
+    #[test]
+    fn unwinder_and_spaces_can_move_to_the_drainer_thread() {
+        fn send<T: Send>() {}
+        send::<Unwinder>();
+        send::<AddressSpaces>();
+    }
+
+    #[test]
+    fn zero_ip_gives_no_frames() {
+        let stack = UserStack {
+            ip: 0,
+            sp: 0,
+            bp: 0,
+            fp_chain: &[],
+            copy: &[],
+        };
+        assert!(Unwinder::new()
+            .unwind(&AddressSpaces::new(), 1, &stack)
+            .is_empty());
+    }
+
+    #[test]
+    fn empty_copy_follows_the_fp_chain() {
+        let mut spaces = AddressSpaces::new();
+        spaces.add_mapping(1, mapping(0x1000, 0x9000, "/nonexistent/app"));
+        let chain = [
+            (0x7000_0100, 0x1111),
+            (0x7000_0200, 0x2222),
+            (0x7000_0300, 0x3333),
+        ];
+        let stack = UserStack {
+            ip: 0x1000,
+            sp: 0x7000_0000,
+            bp: 0x7000_0100,
+            fp_chain: &chain,
+            copy: &[],
+        };
+        let mut u = Unwinder::new();
+        assert_eq!(
+            u.unwind(&spaces, 1, &stack),
+            [0x1000, 0x1111, 0x2222, 0x3333]
+        );
+        // bp not on the chain (used as a data register): start at the first
+        // frame at or above sp.
+        let stack = UserStack {
+            bp: 0x42,
+            sp: 0x7000_0150,
+            ..stack
+        };
+        assert_eq!(u.unwind(&spaces, 1, &stack), [0x1000, 0x2222, 0x3333]);
+        assert_eq!(u.stats().fp_frames, 5);
+    }
+
+    #[test]
+    fn fp_chain_stops_on_zero_decreasing_and_unmapped() {
+        let mut spaces = AddressSpaces::new();
+        spaces.add_mapping(1, mapping(0x1000, 0x9000, "/nonexistent/app"));
+        let mut u = Unwinder::new();
+        let run = |u: &mut Unwinder, chain: &[(u64, u64)]| {
+            let stack = UserStack {
+                ip: 0x1000,
+                sp: 0x100,
+                bp: chain[0].0,
+                fp_chain: chain,
+                copy: &[],
+            };
+            u.unwind(&spaces, 1, &stack)
+        };
+        assert_eq!(
+            run(&mut u, &[(0x200, 0x1001), (0x300, 0), (0x400, 0x1003)]),
+            [0x1000, 0x1001]
+        );
+        assert_eq!(
+            run(&mut u, &[(0x200, 0x1001), (0x180, 0x1002)]),
+            [0x1000, 0x1001]
+        );
+        // Unmapped return addresses are kept among the first few frames only.
+        assert_eq!(
+            run(
+                &mut u,
+                &[
+                    (0x200, 0xdead),
+                    (0x300, 0x1002),
+                    (0x400, 0xbeef),
+                    (0x500, 0x1004)
+                ]
+            ),
+            [0x1000, 0xdead, 0x1002]
+        );
+    }
+
+    #[test]
+    fn frame_pointer_rule_on_the_copy_then_chain() {
+        // No unwind info for this code: framehop's frame-pointer rule walks
+        // the copy (frames at sp+0x10 and sp+0x40), then the copy ends and
+        // the kernel chain supplies the rest from the frame reached.
+        let sp = 0x7fff_0000u64;
+        let mut copy = vec![0u8; 0x60];
+        let mut put = |off: usize, v: u64| copy[off..off + 8].copy_from_slice(&v.to_le_bytes());
+        put(0x10, sp + 0x40); // saved bp of frame 0
+        put(0x18, 0x2001); // return address of frame 0
+        put(0x40, sp + 0x100); // saved bp of frame 1 (outside the copy)
+        put(0x48, 0x2002);
+        let chain = [
+            (sp + 0x10, 0x2001),
+            (sp + 0x40, 0x2002),
+            (sp + 0x100, 0x2003),
+            (sp + 0x200, 0x2004),
+        ];
+        let mut spaces = AddressSpaces::new();
+        spaces.add_mapping(5, mapping(0x2000, 0x3000, "/nonexistent/jit"));
+        let stack = UserStack {
+            ip: 0x2000,
+            sp,
+            bp: sp + 0x10,
+            fp_chain: &chain,
+            copy: &copy,
+        };
+        let mut u = Unwinder::new();
+        assert_eq!(
+            u.unwind(&spaces, 5, &stack),
+            [0x2000, 0x2001, 0x2002, 0x2003, 0x2004]
+        );
+        let s = u.stats();
+        assert_eq!((s.cfi_frames, s.fp_frames), (2, 2));
+    }
+
+    #[test]
+    fn module_lists_follow_mapping_changes_across_cache_epochs() {
+        let sp = 0x7fff_0000u64;
+        let mut copy = vec![0u8; 0x20];
+        copy[0x10..0x18].copy_from_slice(&(sp + 0x100).to_le_bytes());
+        copy[0x18..0x20].copy_from_slice(&0x2001u64.to_le_bytes());
+        let chain = [(sp + 0x10, 0x2001), (sp + 0x100, 0x2002)];
+        let stack = UserStack {
+            ip: 0x2000,
+            sp,
+            bp: sp + 0x10,
+            fp_chain: &chain,
+            copy: &copy,
+        };
+        let exe = std::env::current_exe().unwrap();
+        let mut spaces = AddressSpaces::new();
+        spaces.add_mapping(5, mapping(0x2000, 0x3000, "/nonexistent/jit"));
+        let mut u = Unwinder::new();
+        for i in 0..(GENERATIONS_PER_EPOCH as u64 / 2 + 100) {
+            // Each change makes a new module list: an unwinder and a module.
+            let base = 0x10_0000_0000 + (i % 7) * 0x100_0000;
+            spaces.add_mapping(5, mapping(base, base + 0x10_0000, exe.to_str().unwrap()));
+            assert_eq!(
+                u.unwind(&spaces, 5, &stack),
+                [0x2000, 0x2001, 0x2002],
+                "round {i}"
+            );
+        }
+        assert!(u.generations < GENERATIONS_PER_EPOCH, "the cache was reset");
+        assert_eq!(
+            u.procs[&5].unwinder.max_known_code_address() % 0x100_0000,
+            0x10_0000
+        );
+        spaces.exec(5);
+        u.unwind(&spaces, 5, &stack);
+        assert_eq!(
+            u.procs[&5].unwinder.max_known_code_address(),
+            0,
+            "exec forgot the modules"
+        );
+    }
+
+    #[test]
+    fn garbage_never_panics_loops_or_exceeds_the_limit() {
+        let mut spaces = AddressSpaces::new();
+        // Real files with real CFI, mapped at made-up addresses.
+        let exe = std::env::current_exe().unwrap();
+        spaces.add_mapping(9, mapping(0x10000, 0x20_0000, exe.to_str().unwrap()));
+        spaces.add_mapping(
+            9,
+            mapping(
+                0x7f00_0000_0000,
+                0x7f00_0020_0000,
+                "/lib/x86_64-linux-gnu/libc.so.6",
+            ),
+        );
+        let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
+        let mut u = Unwinder::new();
+        let mut copy = vec![0u8; 4096];
+        let mut chain = Vec::new();
+        for round in 0..3000 {
+            let pick = |rng: &mut XorShift| match rng.next() % 4 {
+                0 => 0x10000 + rng.next() % 0x1f_0000,
+                1 => 0x7f00_0000_0000 + rng.next() % 0x20_0000,
+                2 => 0x7fff_0000_0000 + rng.next() % 0x2000,
+                _ => rng.next(),
+            };
+            let sp = match round % 3 {
+                0 => 0x7fff_0000_0000 + (rng.next() % 0x1000) * 8,
+                1 => u64::MAX - (rng.next() % 64),
+                _ => rng.next(),
+            };
+            let len = (rng.next() % 4097) as usize;
+            for w in copy[..len].chunks_mut(8) {
+                let v = if rng.next() % 3 == 0 {
+                    pick(&mut rng)
+                } else {
+                    sp.wrapping_add(rng.next() % 0x1000)
+                };
+                w.copy_from_slice(&v.to_le_bytes()[..w.len()]);
+            }
+            chain.clear();
+            for _ in 0..rng.next() % 70 {
+                chain.push((pick(&mut rng), pick(&mut rng)));
+            }
+            let stack = UserStack {
+                ip: pick(&mut rng),
+                sp,
+                bp: pick(&mut rng),
+                fp_chain: &chain,
+                copy: &copy[..len],
+            };
+            let frames = u.unwind(&spaces, 9, &stack);
+            assert!(frames.len() <= MAX_FRAMES);
+        }
+    }
+}
