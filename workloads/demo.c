@@ -94,10 +94,12 @@ int main(int argc, char **argv)
 	}
 	path = argv[1];
 	make_file();
+	double t0 = now_s();
 	for (int i = 0; i < 5; i++)
 		pthread_create(&t[i], NULL, fn[i], NULL);
 	for (int i = 0; i < 5; i++)
 		pthread_join(t[i], NULL);
 	printf("demo: done (%lu updates)\n", shared_total);
+	printf("Total time: %.3f [sec]\n", now_s() - t0);
 	return 0;
 }

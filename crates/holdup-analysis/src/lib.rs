@@ -1,6 +1,8 @@
 //! Analyses: pure functions over a loaded trace. No root, no BPF needed to test them.
 
+pub mod causal;
 pub mod folded;
+pub mod fxhash;
 pub mod profile;
 pub mod symbols;
 pub mod waitgraph;

@@ -3,8 +3,9 @@
 //! on-CPU sample is one, a blocked sample is its weight, split between its
 //! subclass and the runqueue part (`sched`).
 
+use crate::fxhash::FxHashMap;
 use crate::symbols::{wait_reason, Func, Resolver};
-use holdup_trace::{Class, Sample, Trace};
+use holdup_trace::{Class, Sample, Trace, Waker};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -149,30 +150,6 @@ pub struct Profile {
     pub threads: Vec<ThreadProfile>,
 }
 
-#[derive(Default)]
-struct RowAcc {
-    weight: u64,
-    reasons: HashMap<Rc<str>, u64>,
-    wakers: HashMap<String, u64>,
-}
-
-#[derive(Default)]
-struct FuncAcc {
-    self_: ClassCounts,
-    total: ClassCounts,
-    /// (file, line) of the heaviest self location, and of the heaviest
-    /// location anywhere (a call site), for functions that never run themselves.
-    locations: HashMap<(Option<Rc<str>>, u32), u64>,
-    call_sites: HashMap<(Option<Rc<str>>, u32), u64>,
-}
-
-#[derive(Default)]
-struct ThreadAcc {
-    samples: ClassCounts,
-    rows: HashMap<(Tag, Rc<str>, Rc<str>), RowAcc>,
-    funcs: HashMap<(Rc<str>, Rc<str>), FuncAcc>,
-}
-
 /// The function a sample is attributed to ("self"): its innermost user
 /// frame, i.e. for kernel work the user code that entered the kernel; for
 /// threads without user frames, the innermost kernel function (below the
@@ -189,100 +166,269 @@ pub fn self_function(funcs: &[Func], blocked: bool) -> Option<&Func> {
     })
 }
 
-fn sorted<K>(m: HashMap<K, u64>) -> Vec<(K, u64)> {
+type FuncId = u32;
+type LocId = u32;
+/// Row of samples without any symbol.
+const NO_FUNC: FuncId = u32::MAX;
+/// Reason id of the runqueue part that follows a wakeup.
+const AFTER_WAKEUP: u32 = 0;
+
+/// What every sample with a given stack contributes, worked out once per
+/// stack: per sample only integer-keyed counters are touched.
+struct StackInfo {
+    /// Every function on the stack, once.
+    funcs: Vec<FuncId>,
+    /// Self function and location of on-CPU and of blocked samples.
+    self_cpu: Option<(FuncId, LocId)>,
+    self_blocked: Option<(FuncId, LocId)>,
+    cpu_row: (Tag, FuncId),
+    blocked_row: FuncId,
+    reason: Option<u32>,
+}
+
+/// Functions, source locations and wait reasons, interned to ids.
+struct Catalog<'t> {
+    resolver: Resolver<'t>,
+    funcs: Vec<(Rc<str>, Rc<str>)>,
+    func_ids: HashMap<(Rc<str>, Rc<str>), FuncId>,
+    /// First location seen of every function (a call site if it never runs).
+    first_loc: Vec<LocId>,
+    locs: Vec<(Option<Rc<str>>, u32)>,
+    loc_ids: HashMap<(Option<Rc<str>>, u32), LocId>,
+    reasons: Vec<Rc<str>>,
+    reason_ids: HashMap<Rc<str>, u32>,
+    stacks: FxHashMap<u32, Rc<StackInfo>>,
+}
+
+impl<'t> Catalog<'t> {
+    fn new(trace: &'t Trace) -> Self {
+        Self {
+            resolver: Resolver::new(trace),
+            funcs: Vec::new(),
+            func_ids: HashMap::new(),
+            first_loc: Vec::new(),
+            locs: Vec::new(),
+            loc_ids: HashMap::new(),
+            reasons: vec![Rc::from("(runqueue after wakeup)")],
+            reason_ids: HashMap::new(),
+            stacks: FxHashMap::default(),
+        }
+    }
+
+    fn loc(&mut self, f: &Func) -> LocId {
+        let key = (f.file.clone(), f.line);
+        if let Some(&id) = self.loc_ids.get(&key) {
+            return id;
+        }
+        let id = self.locs.len() as LocId;
+        self.locs.push(key.clone());
+        self.loc_ids.insert(key, id);
+        id
+    }
+
+    fn func(&mut self, f: &Func) -> FuncId {
+        let key = (f.dso.clone(), f.name.clone());
+        if let Some(&id) = self.func_ids.get(&key) {
+            return id;
+        }
+        let id = self.funcs.len() as FuncId;
+        let loc = self.loc(f);
+        self.funcs.push(key.clone());
+        self.first_loc.push(loc);
+        self.func_ids.insert(key, id);
+        id
+    }
+
+    fn reason(&mut self, r: Rc<str>) -> u32 {
+        if let Some(&id) = self.reason_ids.get(&r) {
+            return id;
+        }
+        let id = self.reasons.len() as u32;
+        self.reasons.push(r.clone());
+        self.reason_ids.insert(r, id);
+        id
+    }
+
+    fn stack(&mut self, id: u32) -> Rc<StackInfo> {
+        if let Some(info) = self.stacks.get(&id) {
+            return info.clone();
+        }
+        let funcs = self.resolver.stack(id);
+        let mut ids = Vec::with_capacity(funcs.len());
+        for f in funcs.iter() {
+            let fid = self.func(f);
+            if !ids.contains(&fid) {
+                ids.push(fid);
+            }
+        }
+        let mut self_of = |blocked| {
+            self_function(&funcs, blocked).map(|f| (self.func(f), self.loc(f)))
+        };
+        let self_cpu = self_of(false);
+        let self_blocked = self_of(true);
+        let cpu_row = match funcs.first() {
+            Some(f) if f.kernel => (Tag::Kernel, self.func(f)),
+            Some(f) => (Tag::User, self.func(f)),
+            None => (Tag::User, NO_FUNC),
+        };
+        let blocked_row = self_blocked.map_or(NO_FUNC, |(f, _)| f);
+        let reason = wait_reason(&funcs).map(|r| self.reason(r));
+        let info = Rc::new(StackInfo {
+            funcs: ids,
+            self_cpu,
+            self_blocked,
+            cpu_row,
+            blocked_row,
+            reason,
+        });
+        self.stacks.insert(id, info.clone());
+        info
+    }
+}
+
+#[derive(Default)]
+struct RowAcc {
+    weight: u64,
+    reasons: FxHashMap<u32, u64>,
+    wakers: FxHashMap<Waker, u64>,
+}
+
+#[derive(Default)]
+struct FuncAcc {
+    self_: ClassCounts,
+    total: ClassCounts,
+    /// Self weight per source location: the heaviest names the function.
+    self_locs: FxHashMap<LocId, u64>,
+}
+
+/// What one thread's samples with one stack add up to.
+#[derive(Default)]
+struct StackCounts {
+    counts: ClassCounts,
+    /// The part of `counts.sched` that followed a wakeup (the rest is preemption).
+    sched_after_wakeup: u64,
+}
+
+/// Per thread, samples are first summed per stack (one hash per sample),
+/// then each distinct stack is spread over rows and functions once.
+#[derive(Default)]
+struct ThreadAcc {
+    samples: ClassCounts,
+    stacks: FxHashMap<u32, StackCounts>,
+    /// Wakers per blocked row: (subclass, stack) → waker → weight.
+    wakers: FxHashMap<(Class, u32, Waker), u64>,
+}
+
+fn sorted<K>(m: impl IntoIterator<Item = (K, u64)>) -> Vec<(K, u64)> {
     let mut v: Vec<_> = m.into_iter().collect();
     v.sort_by(|a, b| b.1.cmp(&a.1));
     v
 }
 
 pub fn profile(trace: &Trace, filter: &Filter) -> Profile {
-    let mut resolver = Resolver::new(trace);
-    let mut threads: HashMap<u32, ThreadAcc> = HashMap::new();
-    let unknown: Rc<str> = Rc::from("[unknown]");
-    let mut seen: Vec<(Rc<str>, Rc<str>, Option<Rc<str>>, u32)> = Vec::new();
+    let mut threads: FxHashMap<u32, ThreadAcc> = FxHashMap::default();
+    let filtering = !(filter.tids.is_empty() && filter.pids.is_empty() && filter.comms.is_empty());
     for s in &trace.samples {
-        let comm = trace.threads.get(&s.tid).map_or("", |t| t.comm.as_str());
-        if !filter.keeps(s.pid, s.tid, comm) {
-            continue;
+        if filtering {
+            let comm = trace.threads.get(&s.tid).map_or("", |t| t.comm.as_str());
+            if !filter.keeps(s.pid, s.tid, comm) {
+                continue;
+            }
         }
-        let funcs = resolver.stack(s.stack);
-        let blocked = s.class != Class::Cpu;
         let acc = threads.entry(s.tid).or_default();
-        let self_fn = self_function(&funcs, blocked);
-        let (row_fn, cpu_tag) = if blocked {
-            (self_fn, Tag::User)
-        } else {
-            match funcs.first() {
-                Some(f) if f.kernel => (Some(f), Tag::Kernel),
-                f => (f, Tag::User),
-            }
-        };
-        let (row_dso, row_sym) = row_fn.map_or((unknown.clone(), unknown.clone()), |f| {
-            (f.dso.clone(), f.name.clone())
-        });
-        let reason = if blocked { wait_reason(&funcs) } else { None };
-        let waker = blocked.then(|| trace.waker_name(s.waker));
-        // Functions on the stack, each counted once per sample.
-        seen.clear();
-        for f in funcs.iter() {
-            if !seen.iter().any(|k| k.0 == f.dso && k.1 == f.name) {
-                seen.push((f.dso.clone(), f.name.clone(), f.file.clone(), f.line));
-            }
-        }
+        let sc = acc.stacks.entry(s.stack).or_default();
         for (class, n) in sample_parts(s) {
             acc.samples.add(class, n);
-            let tag = if class == Class::Cpu {
-                cpu_tag
-            } else {
-                Tag::Blocked(class)
-            };
-            let row = acc
-                .rows
-                .entry((tag, row_dso.clone(), row_sym.clone()))
-                .or_default();
-            row.weight += n;
-            if let Some(r) = &reason {
-                // The runqueue part of a wait has the same stack, but its
-                // reason is the wait that preceded it only for the blocked part.
-                let r = if class == Class::Sched && s.class != Class::Sched {
-                    Rc::from("(runqueue after wakeup)")
-                } else {
-                    r.clone()
-                };
-                *row.reasons.entry(r).or_default() += n;
-            }
-            if let Some(w) = &waker {
-                if class != Class::Sched || s.class == Class::Sched {
-                    *row.wakers.entry(w.clone()).or_default() += n;
-                }
-            }
-            if let Some(f) = self_fn {
-                let fa = acc.funcs.entry((f.dso.clone(), f.name.clone())).or_default();
-                fa.self_.add(class, n);
-                *fa.locations.entry((f.file.clone(), f.line)).or_default() += n;
-            }
-            for (dso, name, file, line) in &seen {
-                let fa = acc.funcs.entry((dso.clone(), name.clone())).or_default();
-                fa.total.add(class, n);
-                *fa.call_sites.entry((file.clone(), *line)).or_default() += n;
+            sc.counts.add(class, n);
+            // The runqueue part after a wakeup has the stack of the wait
+            // before it, but not its reason or its waker.
+            if class == Class::Sched && s.class != Class::Sched {
+                sc.sched_after_wakeup += n;
+            } else if class != Class::Cpu {
+                *acc.wakers.entry((class, s.stack, s.waker)).or_default() += n;
             }
         }
     }
 
-    let mut out: Vec<ThreadProfile> = threads
+    let mut cat = Catalog::new(trace);
+    struct Spread {
+        rows: FxHashMap<(Tag, FuncId), RowAcc>,
+        funcs: FxHashMap<FuncId, FuncAcc>,
+    }
+    let spread: Vec<(u32, ClassCounts, Spread)> = threads
         .into_iter()
         .map(|(tid, acc)| {
+            let mut sp = Spread {
+                rows: FxHashMap::default(),
+                funcs: FxHashMap::default(),
+            };
+            for (&stack, sc) in &acc.stacks {
+                let info = cat.stack(stack);
+                for class in Class::ALL {
+                    let n = sc.counts.get(class);
+                    if n == 0 {
+                        continue;
+                    }
+                    let (row_key, self_fn) = if class == Class::Cpu {
+                        (info.cpu_row, info.self_cpu)
+                    } else {
+                        ((Tag::Blocked(class), info.blocked_row), info.self_blocked)
+                    };
+                    let row = sp.rows.entry(row_key).or_default();
+                    row.weight += n;
+                    if class != Class::Cpu {
+                        let after = if class == Class::Sched { sc.sched_after_wakeup } else { 0 };
+                        if after > 0 {
+                            *row.reasons.entry(AFTER_WAKEUP).or_default() += after;
+                        }
+                        if let (Some(r), true) = (info.reason, n > after) {
+                            *row.reasons.entry(r).or_default() += n - after;
+                        }
+                    }
+                    if let Some((f, loc)) = self_fn {
+                        let fa = sp.funcs.entry(f).or_default();
+                        fa.self_.add(class, n);
+                        *fa.self_locs.entry(loc).or_default() += n;
+                    }
+                }
+                for &f in &info.funcs {
+                    sp.funcs.entry(f).or_default().total.add_all(&sc.counts);
+                }
+            }
+            for ((class, stack, waker), n) in acc.wakers {
+                let info = cat.stack(stack);
+                let row = sp.rows.entry((Tag::Blocked(class), info.blocked_row)).or_default();
+                *row.wakers.entry(waker).or_default() += n;
+            }
+            (tid, acc.samples, sp)
+        })
+        .collect();
+
+    let unknown: Rc<str> = Rc::from("[unknown]");
+    let func_name = |f: FuncId| -> (Rc<str>, Rc<str>) {
+        if f == NO_FUNC {
+            (unknown.clone(), unknown.clone())
+        } else {
+            cat.funcs[f as usize].clone()
+        }
+    };
+    let mut out: Vec<ThreadProfile> = spread
+        .into_iter()
+        .map(|(tid, samples, acc)| {
             let th = trace.threads.get(&tid);
             let mut rows: Vec<Row> = acc
                 .rows
                 .into_iter()
-                .map(|((tag, dso, symbol), r)| Row {
-                    tag,
-                    dso,
-                    symbol,
-                    weight: r.weight,
-                    wait_reasons: sorted(r.reasons),
-                    wakers: sorted(r.wakers),
+                .map(|((tag, f), r)| {
+                    let (dso, symbol) = func_name(f);
+                    Row {
+                        tag,
+                        dso,
+                        symbol,
+                        weight: r.weight,
+                        wait_reasons: sorted(r.reasons.into_iter().map(|(id, n)| (cat.reasons[id as usize].clone(), n))),
+                        wakers: sorted(r.wakers.into_iter().map(|(w, n)| (trace.waker_name(w), n))),
+                    }
                 })
                 .collect();
             rows.sort_by(|a, b| {
@@ -294,21 +440,19 @@ pub fn profile(trace: &Trace, filter: &Filter) -> Profile {
             let mut functions: Vec<FunctionStats> = acc
                 .funcs
                 .into_iter()
-                .map(|((dso, name), fa)| {
-                    let locations = if fa.locations.is_empty() {
-                        fa.call_sites
-                    } else {
-                        fa.locations
-                    };
-                    let (file, line) = locations
-                        .into_iter()
-                        .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(&a.0)))
-                        .map_or((None, 0), |((f, l), _)| (f, l));
+                .map(|(f, fa)| {
+                    let (dso, name) = func_name(f);
+                    let loc = fa
+                        .self_locs
+                        .iter()
+                        .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))
+                        .map_or(cat.first_loc[f as usize], |(&l, _)| l);
+                    let (file, line) = &cat.locs[loc as usize];
                     FunctionStats {
                         symbol: name.to_string(),
                         dso: dso.to_string(),
-                        file: file.map(|f| f.to_string()),
-                        line,
+                        file: file.as_ref().map(|f| f.to_string()),
+                        line: *line,
                         self_: fa.self_,
                         total: fa.total,
                     }
@@ -326,7 +470,7 @@ pub fn profile(trace: &Trace, filter: &Filter) -> Profile {
                 tid,
                 comm: th.map_or_else(String::new, |t| t.comm.clone()),
                 lifetime_ns: th.map_or(0, |t| t.lifetime_ns()),
-                samples: acc.samples,
+                samples,
                 functions,
                 rows,
             }
@@ -341,26 +485,27 @@ pub fn profile(trace: &Trace, filter: &Filter) -> Profile {
     }
 }
 
-/// `holdup.report/1`, exactly as DESIGN.md lists it (plus extra fields).
-pub fn to_json(p: &Profile) -> serde_json::Value {
-    #[derive(Serialize)]
-    struct Thread<'a> {
-        pid: u32,
-        tid: u32,
-        comm: &'a str,
-        lifetime_ns: u64,
-        samples: ClassCounts,
-        functions: &'a [FunctionStats],
-    }
-    #[derive(Serialize)]
-    struct Report<'a> {
-        schema: &'static str,
-        period_ns: u64,
-        duration_ns: u64,
-        lost_events: u64,
-        threads: Vec<Thread<'a>>,
-    }
-    serde_json::to_value(Report {
+#[derive(Serialize)]
+struct JsonThread<'a> {
+    pid: u32,
+    tid: u32,
+    comm: &'a str,
+    lifetime_ns: u64,
+    samples: ClassCounts,
+    functions: &'a [FunctionStats],
+}
+
+#[derive(Serialize)]
+struct JsonReport<'a> {
+    schema: &'static str,
+    period_ns: u64,
+    duration_ns: u64,
+    lost_events: u64,
+    threads: Vec<JsonThread<'a>>,
+}
+
+fn json_report(p: &Profile) -> JsonReport<'_> {
+    JsonReport {
         schema: "holdup.report/1",
         period_ns: p.period_ns,
         duration_ns: p.duration_ns,
@@ -368,7 +513,7 @@ pub fn to_json(p: &Profile) -> serde_json::Value {
         threads: p
             .threads
             .iter()
-            .map(|t| Thread {
+            .map(|t| JsonThread {
                 pid: t.pid,
                 tid: t.tid,
                 comm: &t.comm,
@@ -377,6 +522,15 @@ pub fn to_json(p: &Profile) -> serde_json::Value {
                 functions: &t.functions,
             })
             .collect(),
-    })
-    .expect("report serializes")
+    }
+}
+
+/// `holdup.report/1`, exactly as DESIGN.md lists it (plus extra fields).
+pub fn to_json(p: &Profile) -> serde_json::Value {
+    serde_json::to_value(json_report(p)).expect("report serializes")
+}
+
+/// Write `holdup.report/1` without building it in memory first.
+pub fn write_json(p: &Profile, out: impl std::io::Write) -> serde_json::Result<()> {
+    serde_json::to_writer(out, &json_report(p))
 }

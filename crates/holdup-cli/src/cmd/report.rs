@@ -66,7 +66,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     if a.json {
-        serde_json::to_writer_pretty(&mut out, &profile::to_json(&p))?;
+        profile::write_json(&p, &mut out)?;
         writeln!(out)?;
     } else {
         let o = ReportOptions {

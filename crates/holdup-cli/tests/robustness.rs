@@ -1,0 +1,197 @@
+//! Bad input gets one clear line and a non-zero exit, never a panic or a
+//! silently empty result.
+
+mod support;
+
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+use support::*;
+
+/// stderr as text; asserts the failure is one line, says `holdup: error:`
+/// and is not a panic.
+#[track_caller]
+fn one_line_error(out: &Output) -> String {
+    assert!(!out.status.success(), "should fail: {out:?}");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!err.contains("panicked"), "panic: {err}");
+    let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("holdup: error:")).collect();
+    assert_eq!(errors.len(), 1, "one error line expected: {err}");
+    err
+}
+
+fn holdup_out(args: &[&str]) -> Output {
+    holdup().args(args).output().unwrap()
+}
+
+/// A small valid trace recorded once (needs root).
+fn recorded(dir: &std::path::Path) -> std::path::PathBuf {
+    record(dir, &[], &[workload("half_sleeper").to_str().unwrap(), "20"])
+}
+
+#[test]
+fn garbage_and_missing_traces_are_refused() {
+    let dir = scratch("garbage");
+    let junk = dir.join("junk.data");
+    std::fs::write(&junk, b"this is not a trace, just some text\n").unwrap();
+    for cmd in ["report", "flame", "script"] {
+        let out = holdup_out(&[cmd, "-i", junk.to_str().unwrap()]);
+        let err = one_line_error(&out);
+        assert!(err.contains("not a holdup trace"), "{err}");
+    }
+    let empty = dir.join("empty.data");
+    std::fs::write(&empty, b"").unwrap();
+    assert!(one_line_error(&holdup_out(&["report", "-i", empty.to_str().unwrap()])).contains("not a holdup trace"));
+    let err = one_line_error(&holdup_out(&["report", "-i", dir.join("nope.data").to_str().unwrap()]));
+    assert!(err.contains("No such file"), "{err}");
+}
+
+#[test]
+fn bad_arguments_are_refused_clearly() {
+    let err = one_line_error(&holdup_out(&["record"]));
+    assert!(err.contains("nothing to record"), "{err}");
+    let err = one_line_error(&holdup_out(&["record", "-p", "1", "--", "true"]));
+    assert!(err.contains("not several"), "{err}");
+}
+
+#[test]
+fn not_root_is_one_clear_line() {
+    if !is_root() {
+        // Already unprivileged: the plain call must say so.
+        let err = one_line_error(&holdup_out(&["record", "--", "true"]));
+        assert!(err.contains("needs root"), "{err}");
+        return;
+    }
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"])
+        .arg(env!("CARGO_BIN_EXE_holdup"))
+        .args(["record", "-o", "/tmp/holdup-nobody.data", "--", "true"])
+        .output()
+        .expect("setpriv runs");
+    let err = one_line_error(&out);
+    assert!(err.contains("needs root"), "{err}");
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn missing_program_and_missing_pid() {
+    let _serial = serial();
+    let dir = scratch("missing");
+    let data = dir.join("x.data");
+    let out = holdup_out(&["record", "-o", data.to_str().unwrap(), "--", "/no/such/program"]);
+    let err = one_line_error(&out);
+    assert!(err.contains("cannot run '/no/such/program'"), "{err}");
+    assert!(!data.exists(), "no trace is left behind for a command that never ran");
+    let err = one_line_error(&holdup_out(&["record", "-o", data.to_str().unwrap(), "-p", "999999999"]));
+    assert!(err.contains("no process with pid 999999999"), "{err}");
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn exit_codes_and_crashes_pass_through_with_a_trace() {
+    let _serial = serial();
+    let dir = scratch("exits");
+    let data = dir.join("x.data");
+    let d = data.to_str().unwrap();
+    let out = holdup_out(&["record", "-o", d, "--", "sh", "-c", "exit 7"]);
+    assert_eq!(out.status.code(), Some(7));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("[ holdup record:"));
+    // A program that crashes: the trace is kept, the signal is said and passed on.
+    let out = holdup_out(&["record", "-o", d, "--", "sh", "-c", "kill -SEGV $$"]);
+    assert_eq!(out.status.code(), Some(128 + 11));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("killed by") && !err.contains("panicked"), "{err}");
+    run_ok(&["report", "-i", d]);
+    // A program that exits at once still gives a readable trace.
+    let out = holdup_out(&["record", "-o", d, "--", "true"]);
+    assert!(out.status.success());
+    let out = holdup_out(&["report", "-i", d]);
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn a_cut_trace_keeps_its_complete_chunks() {
+    let _serial = serial();
+    let dir = scratch("cut");
+    let data = recorded(&dir);
+    let bytes = std::fs::read(&data).unwrap();
+    let full = json(&["report", "--json", "-i", data.to_str().unwrap()]);
+    let cut = dir.join("cut.data");
+    // Cut inside the header: an error. Cut anywhere after: a report or a
+    // clear error, never a panic.
+    for at in [10, bytes.len() / 4, bytes.len() / 2, bytes.len() - 3] {
+        std::fs::write(&cut, &bytes[..at]).unwrap();
+        let out = holdup_out(&["report", "--json", "-i", cut.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "cut at {at}: {err}");
+        if out.status.success() {
+            assert!(err.contains("warning"), "a cut trace is reported as such: {err}");
+            let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(r["schema"], "holdup.report/1");
+        } else {
+            one_line_error(&out);
+        }
+    }
+    assert_eq!(full["schema"], "holdup.report/1");
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn a_recorder_killed_with_sigkill_leaves_a_readable_trace() {
+    let _serial = serial();
+    let dir = scratch("sigkill");
+    let data = dir.join("k.data");
+    let bin = workload("half_sleeper");
+    let mut child = holdup()
+        .args(["record", "-o", data.to_str().unwrap(), "--", bin.to_str().unwrap(), "300"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // The workload goes on without the recorder; stop it.
+    let _ = Command::new("pkill").args(["-f", bin.to_str().unwrap()]).status();
+    let out = holdup_out(&["report", "--json", "-i", data.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("did not finish cleanly") || err.contains("ends inside a chunk"), "{err}");
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let samples: u64 = r["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["samples"]["cpu"].as_u64().unwrap())
+        .sum();
+    assert!(samples > 200, "samples of the first seconds are there: {samples}");
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn pid_and_duration_modes() {
+    let _serial = serial();
+    let dir = scratch("pid_mode");
+    let bin = workload("half_sleeper");
+    let mut target = Command::new(&bin).arg("100").spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let pid = target.id().to_string();
+    let data = dir.join("p.data");
+    let t0 = std::time::Instant::now();
+    run_ok(&["record", "-o", data.to_str().unwrap(), "-p", &pid, "--duration", "1"]);
+    let took = t0.elapsed().as_secs_f64();
+    assert!((1.0..3.0).contains(&took), "--duration 1 took {took:.2} s");
+    let r = json(&["report", "--json", "-i", data.to_str().unwrap()]);
+    let worker = r["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["functions"].as_array().unwrap().iter().any(|f| f["symbol"] == "half_sleeper"))
+        .expect("the attached process's worker thread");
+    let s = &worker["samples"];
+    let total: f64 = ["cpu", "io", "lock", "sched", "other"].iter().map(|c| s[c].as_f64().unwrap()).sum();
+    // Attached for about a second; the thread is covered all along, half asleep.
+    assert_near("seconds covered", total / 1000.0, 1.0, 0.15);
+    assert_near("cpu share", s["cpu"].as_f64().unwrap() / total, 0.5, 0.1);
+    target.kill().unwrap();
+    target.wait().unwrap();
+}
