@@ -91,8 +91,13 @@ fn a_thread_sleeping_half_the_time_is_half_blocked() {
     let worker = threads_with(&r, "half_sleeper");
     assert_eq!(worker.len(), 1, "one thread runs half_sleeper");
     let t = worker[0];
-    assert_near("cpu share", share(t, "cpu"), 0.5, 0.08);
-    assert_near("other (sleep) share", share(t, "other"), 0.5, 0.08);
+    // By construction: 60 × 10 ms of thread CPU time and 60 sleeps of 10 ms
+    // (plus timer slack). Waiting for a core, if the machine is busy, is
+    // runqueue time and must not leak into either.
+    let secs = |class: &str| t["samples"][class].as_f64().unwrap() * r["period_ns"].as_f64().unwrap() / 1e9;
+    assert_near("cpu seconds", secs("cpu"), 0.600, 0.06);
+    assert_near("sleep seconds", secs("other"), 0.620, 0.07);
+    assert!(share(t, "io") + share(t, "lock") < 0.01);
     // The sleep is attributed to the caller of the libc wrapper.
     let f = function(t, "half_sleeper");
     let thread_total = total(&t["samples"]);
@@ -115,7 +120,10 @@ fn o_direct_reads_are_io_under_the_calling_function() {
     assert_eq!(readers.len(), 1);
     let t = readers[0];
     let io = t["samples"]["io"].as_f64().unwrap();
-    assert!(share(t, "io") >= 0.5, "io share {:.2}", share(t, "io"));
+    // About half on an idle machine (the file sits in the host's cache, so
+    // a read takes ~30 µs); waiting for a core on a busy one is [S], not [I].
+    assert!(share(t, "io") >= 0.3, "io share {:.2}", share(t, "io"));
+    assert!(share(t, "lock") + share(t, "other") < 0.02, "nothing but cpu, io and runqueue");
     let f = function(t, "do_reads");
     assert!(f["total"]["io"].as_f64().unwrap() >= 0.95 * io, "io under do_reads: {f}");
     // The wait is the pread wrapper's own (innermost user frame).
@@ -169,11 +177,16 @@ fn more_spinning_threads_than_cores_wait_in_the_runqueue() {
     let r = report(&data);
     let spinners = threads_with(&r, "spin");
     assert_eq!(spinners.len(), 4);
-    let mean: f64 = spinners.iter().map(|t| share(t, "sched")).sum::<f64>() / 4.0;
-    assert_near("mean sched share (1 core, 4 threads)", mean, 0.75, 0.08);
+    let period_s = r["period_ns"].as_f64().unwrap() / 1e9;
     for t in &spinners {
+        // Each spins 0.25 s of its own CPU time; the rest of its life it is
+        // runnable, waiting for the one core.
+        assert_near("cpu seconds", t["samples"]["cpu"].as_f64().unwrap() * period_s, 0.25, 0.03);
         assert_near("cpu + sched", share(t, "cpu") + share(t, "sched"), 1.0, 0.05);
     }
+    // 1 − cores/threads on an idle machine; more if something else runs there.
+    let mean: f64 = spinners.iter().map(|t| share(t, "sched")).sum::<f64>() / 4.0;
+    assert!((0.68..0.92).contains(&mean), "mean sched share {mean:.3}, expected about 0.75");
     assert_coverage(&r);
 }
 

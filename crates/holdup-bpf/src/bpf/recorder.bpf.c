@@ -212,10 +212,25 @@ static __always_inline void current_waker(u8 *kind, u32 *id)
 	*id = bpf_get_current_pid_tgid();
 }
 
+/* How user memory of a task can be read where a sample is emitted. */
+enum user_access {
+	USER_NONE,	/* not at all */
+	USER_LOADED,	/* its address space is the one loaded: bpf_probe_read_user */
+	USER_REMOTE,	/* from a sleepable program: bpf_copy_from_user_task */
+};
+
+static __always_inline long read_user(void *dst, u32 size, u64 src, struct task_struct *task,
+				      enum user_access how)
+{
+	if (how == USER_REMOTE)
+		return bpf_copy_from_user_task(dst, size, (void *)src, task, 0);
+	return bpf_probe_read_user(dst, size, (void *)src);
+}
+
 /* The user half of a stack: registers, a frame-pointer walk and a copy of the
- * top of the stack. Only valid when `task` is current. Returns the bytes of
- * tail written after the kernel stack into s->fp and s->copy. */
-static __always_inline void capture_user(struct scratch *s, struct task_struct *task)
+ * top of the stack, into s->fp and s->copy. */
+static __always_inline void capture_user(struct scratch *s, struct task_struct *task,
+					 enum user_access how)
 {
 	struct pt_regs *regs;
 	u64 bp, sp, pair[2];
@@ -237,7 +252,7 @@ static __always_inline void capture_user(struct scratch *s, struct task_struct *
 	for (i = 0; i < MAX_FP; i++) {
 		if (!bp || (bp & 7))
 			break;
-		if (bpf_probe_read_user(pair, sizeof(pair), (void *)bp))
+		if (read_user(pair, sizeof(pair), bp, task, how))
 			break;
 		s->fp[(n * 2) & (MAX_FP * 2 - 1)] = bp;
 		s->fp[(n * 2 + 1) & (MAX_FP * 2 - 1)] = pair[1];
@@ -253,13 +268,13 @@ static __always_inline void capture_user(struct scratch *s, struct task_struct *
 	len = stack_copy_bytes;
 	if (len > STACK_COPY_MAX)
 		len = STACK_COPY_MAX;
-	if (bpf_probe_read_user(s->copy, len, (void *)sp)) {
+	if (read_user(s->copy, len, sp, task, how)) {
 		u32 rest = 4096 - (sp & 4095);
 
 		len = rest < len ? rest : len;
 		if (len > STACK_COPY_MAX)
 			len = STACK_COPY_MAX;
-		if (bpf_probe_read_user(s->copy, len, (void *)sp))
+		if (read_user(s->copy, len, sp, task, how))
 			len = 0;
 	}
 	s->rec.copy_len = len;
@@ -316,10 +331,10 @@ static __always_inline void submit_sample(struct scratch *s, u64 *kstack)
 	bpf_ringbuf_submit_dynptr(&dp, BPF_RB_NO_WAKEUP);
 }
 
-/* Emit the parked blocked sample of `task`. Its user stack is read only if
- * `user` says that the address space loaded on this CPU is the task's. */
+/* Emit the parked blocked sample of `task`, with its user stack if `how`
+ * allows reading it. */
 static __always_inline void emit_pending(struct thread_state *st, struct task_struct *task,
-					 bool user, u16 flags)
+					 enum user_access how, u16 flags)
 {
 	struct scratch *s;
 
@@ -340,8 +355,8 @@ static __always_inline void emit_pending(struct thread_state *st, struct task_st
 	s->rec.cpu = st->p_cpu;
 	s->rec.flags = flags;
 	s->rec.kstack_len = st->p_kstack_len / 8;
-	if (user)
-		capture_user(s, task);
+	if (how != USER_NONE)
+		capture_user(s, task, how);
 	submit_sample(s, st->p_kstack);
 }
 
@@ -398,7 +413,7 @@ static __always_inline void switch_out(struct task_struct *prev, bool preempt,
 		return;
 	st->seen = 1;
 	if (st->pending)
-		emit_pending(st, prev, true, SF_LATE_USTACK);
+		emit_pending(st, prev, USER_LOADED, SF_LATE_USTACK);
 	if (prev_state & TASK_DEAD) {
 		st->out = 0;
 		return;
@@ -463,7 +478,7 @@ static __always_inline void switch_in(struct task_struct *prev, struct task_stru
 	if (w + ws == 0)
 		return;
 	if (st->pending)	/* the previous one never got to user space */
-		emit_pending(st, next, mm_loaded(prev, next), SF_LATE_USTACK);
+		emit_pending(st, next, mm_loaded(prev, next) ? USER_LOADED : USER_NONE, SF_LATE_USTACK);
 	st->pending = 1;
 	st->p_start = out;
 	st->p_wake = wake;
@@ -482,7 +497,7 @@ static __always_inline void switch_in(struct task_struct *prev, struct task_stru
 	/* Most switches stay inside one process: then the user stack can be
 	 * read right away, otherwise it waits for the thread to run. */
 	if (mm_loaded(prev, next))
-		emit_pending(st, next, true, 0);
+		emit_pending(st, next, USER_LOADED, 0);
 }
 
 SEC("tp_btf/sched_switch")
@@ -545,7 +560,7 @@ int BPF_PROG(on_rseq_update, struct task_struct *t)
 	struct thread_state *st = state_of(task, false);
 
 	if (st && st->pending)
-		emit_pending(st, task, true, 0);
+		emit_pending(st, task, USER_LOADED, 0);
 	return 0;
 }
 
@@ -561,7 +576,7 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 		return 0;
 	st = state_of(task, false);
 	if (st && st->pending)
-		emit_pending(st, task, true, SF_LATE_USTACK);
+		emit_pending(st, task, USER_LOADED, SF_LATE_USTACK);
 
 	s = get_scratch();
 	if (!s)
@@ -579,7 +594,7 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 		s->rec.kstack_len = (u64)n / 8;
 		s->rec.flags |= SF_KSTACK_LEAF_IS_IP;
 	}
-	capture_user(s, task);
+	capture_user(s, task, USER_LOADED);
 	submit_sample(s, s->kstack);
 	return 0;
 }
@@ -782,7 +797,7 @@ int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
 		return 0;
 	st = state_of(p, false);
 	if (st && st->pending)
-		emit_pending(st, p, true, SF_LATE_USTACK);
+		emit_pending(st, p, USER_LOADED, SF_LATE_USTACK);
 	emit_task_rec(REC_EXIT, p, p->comm);
 	tgid = BPF_CORE_READ(p, tgid);
 	if (group_dead && !trace_all)
@@ -854,8 +869,9 @@ int BPF_PROG(on_rq_complete, struct request *rq, blk_status_t error, unsigned in
 
 /* At the end of a recording, threads that are still off-CPU have an open
  * interval, and threads switched in but not yet back in user space have a
- * parked sample. Both are flushed by walking all tasks. */
-SEC("iter/task")
+ * parked sample. Both are flushed by walking all tasks; the program may
+ * sleep, so it can read the user stacks of other processes. */
+SEC("iter.s/task")
 int flush_open(struct bpf_iter__task *ctx)
 {
 	struct task_struct *task = ctx->task;
@@ -864,11 +880,19 @@ int flush_open(struct bpf_iter__task *ctx)
 
 	if (!task || !is_tracked(task))
 		return 0;
-	st = state_of(task, false);
+	st = state_of(task, true);
 	if (!st)
 		return 0;
+	if (!st->seen) {
+		/* Asleep for the whole recording: one interval from its start. */
+		st->seen = 1;
+		if (!st->out && start_ns && BPF_CORE_READ(task, __state) != TASK_RUNNING) {
+			st->out = start_ns;
+			st->class = classify_sleep(task, st);
+		}
+	}
 	if (st->pending)
-		emit_pending(st, task, false, SF_BLOCKED_TAIL);
+		emit_pending(st, task, USER_REMOTE, SF_BLOCKED_TAIL);
 	out = st->out;
 	if (!out)
 		return 0;
@@ -909,7 +933,7 @@ int flush_open(struct bpf_iter__task *ctx)
 
 		st->p_kstack_len = n > 0 ? n : 0;
 	}
-	emit_pending(st, task, false, SF_BLOCKED_TAIL);
+	emit_pending(st, task, USER_REMOTE, SF_BLOCKED_TAIL);
 	st->out = 0;
 	return 0;
 }

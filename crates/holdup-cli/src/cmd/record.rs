@@ -129,6 +129,14 @@ fn catch_signals() {
     }
 }
 
+/// CPU time used by this process so far (user + system).
+fn own_cpu() -> Duration {
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
 pub fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
@@ -243,6 +251,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<ExitCode> {
     }
 
     let began = Instant::now();
+    let cpu_at_start = own_cpu();
     let mut unparsable = 0u64;
     let mut exit: Option<ExitStatus> = None;
     let tick = Duration::from_millis(50);
@@ -303,6 +312,8 @@ pub fn record(cfg: &Config) -> anyhow::Result<ExitCode> {
             }))?;
         }
     }
+    let cpu_recording = own_cpu() - cpu_at_start;
+    let recorded_for = began.elapsed();
     let sym = finish::symbolize(&mut d)?;
     for (irq, name) in finish::irq_names() {
         d.writer.write(&Record::IrqName { irq, name })?;
@@ -313,6 +324,13 @@ pub fn record(cfg: &Config) -> anyhow::Result<ExitCode> {
     }))?;
     let counts = d.counts;
     if cfg.verbose {
+        eprintln!(
+            "holdup: drainer used {:.3} s of CPU over {:.3} s of recording ({:.2}% of one core); symbolization {:.3} s",
+            cpu_recording.as_secs_f64(),
+            recorded_for.as_secs_f64(),
+            100.0 * cpu_recording.as_secs_f64() / recorded_for.as_secs_f64().max(1e-9),
+            (own_cpu() - cpu_at_start - cpu_recording).as_secs_f64()
+        );
         for (kind, n, bytes) in d.writer.stats() {
             eprintln!(
                 "holdup: {n:>9} {kind:<16} {bytes:>11} bytes ({:.1} bytes each)",
