@@ -137,6 +137,8 @@ pub struct ThreadProfile {
     pub tid: u32,
     pub comm: String,
     pub lifetime_ns: u64,
+    /// Threads in this profile: 1, or more for a merged section.
+    pub threads: usize,
     pub samples: ClassCounts,
     pub functions: Vec<FunctionStats>,
     pub rows: Vec<Row>,
@@ -345,7 +347,9 @@ pub fn profile(trace: &Trace, filter: &Filter) -> Profile {
             if class == Class::Sched && s.class != Class::Sched {
                 sc.sched_after_wakeup += n;
             } else if class != Class::Cpu {
-                *acc.wakers.entry((class, s.stack, s.waker)).or_default() += n;
+                if s.waker != Waker::None {
+                    *acc.wakers.entry((class, s.stack, s.waker)).or_default() += n;
+                }
             }
         }
     }
@@ -470,6 +474,7 @@ pub fn profile(trace: &Trace, filter: &Filter) -> Profile {
                 tid,
                 comm: th.map_or_else(String::new, |t| t.comm.clone()),
                 lifetime_ns: th.map_or(0, |t| t.lifetime_ns()),
+                threads: 1,
                 samples,
                 functions,
                 rows,
@@ -533,4 +538,107 @@ pub fn to_json(p: &Profile) -> serde_json::Value {
 /// Write `holdup.report/1` without building it in memory first.
 pub fn write_json(p: &Profile, out: impl std::io::Write) -> serde_json::Result<()> {
     serde_json::to_writer(out, &json_report(p))
+}
+
+/// How sections of a report are formed (perf's `--sort` keys that split
+/// the table).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Section {
+    Thread,
+    Process,
+    Comm,
+    All,
+}
+
+/// Merge thread profiles into sections: per process, per thread name, or
+/// one for everything. Lifetimes add up, so that samples × period still
+/// cover them.
+pub fn group(p: &Profile, by: Section) -> Vec<ThreadProfile> {
+    if by == Section::Thread {
+        return p.threads.clone();
+    }
+    let mut order: Vec<String> = Vec::new();
+    let mut groups: HashMap<String, Vec<&ThreadProfile>> = HashMap::new();
+    for t in &p.threads {
+        let key = match by {
+            Section::Process => t.pid.to_string(),
+            Section::Comm => t.comm.clone(),
+            _ => String::new(),
+        };
+        if !groups.contains_key(&key) {
+            order.push(key.clone());
+        }
+        groups.entry(key).or_default().push(t);
+    }
+    let mut out: Vec<ThreadProfile> = order
+        .into_iter()
+        .map(|key| merge(&groups[&key], by))
+        .collect();
+    out.sort_by(|a, b| b.samples.total().cmp(&a.samples.total()));
+    out
+}
+
+fn merge_counted<K: Clone + Eq + std::hash::Hash>(into: &mut Vec<(K, u64)>, from: &[(K, u64)]) {
+    for (k, n) in from {
+        match into.iter_mut().find(|(x, _)| x == k) {
+            Some(slot) => slot.1 += n,
+            None => into.push((k.clone(), *n)),
+        }
+    }
+    into.sort_by(|a, b| b.1.cmp(&a.1));
+}
+
+fn merge(ts: &[&ThreadProfile], by: Section) -> ThreadProfile {
+    let first = ts[0];
+    let mut m = ThreadProfile {
+        pid: if by == Section::Process { first.pid } else { 0 },
+        tid: 0,
+        comm: match by {
+            Section::All => "all".to_string(),
+            _ => first.comm.clone(),
+        },
+        lifetime_ns: 0,
+        threads: 0,
+        samples: ClassCounts::default(),
+        functions: Vec::new(),
+        rows: Vec::new(),
+    };
+    let mut funcs: HashMap<(String, String), usize> = HashMap::new();
+    let mut rows: HashMap<(Tag, Rc<str>, Rc<str>), usize> = HashMap::new();
+    for t in ts {
+        m.lifetime_ns += t.lifetime_ns;
+        m.threads += t.threads;
+        m.samples.add_all(&t.samples);
+        for f in &t.functions {
+            let key = (f.dso.clone(), f.symbol.clone());
+            match funcs.get(&key) {
+                Some(&i) => {
+                    m.functions[i].self_.add_all(&f.self_);
+                    m.functions[i].total.add_all(&f.total);
+                }
+                None => {
+                    funcs.insert(key, m.functions.len());
+                    m.functions.push(f.clone());
+                }
+            }
+        }
+        for r in &t.rows {
+            let key = (r.tag, r.dso.clone(), r.symbol.clone());
+            match rows.get(&key) {
+                Some(&i) => {
+                    let row = &mut m.rows[i];
+                    row.weight += r.weight;
+                    merge_counted(&mut row.wait_reasons, &r.wait_reasons);
+                    merge_counted(&mut row.wakers, &r.wakers);
+                }
+                None => {
+                    rows.insert(key, m.rows.len());
+                    m.rows.push(r.clone());
+                }
+            }
+        }
+    }
+    m.rows.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| a.symbol.cmp(&b.symbol)));
+    m.functions.sort_by(|a, b| b.total.total().cmp(&a.total.total()).then_with(|| a.symbol.cmp(&b.symbol)));
+    m
 }

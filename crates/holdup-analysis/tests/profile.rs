@@ -180,3 +180,21 @@ fn folded_stacks_end_blocked_time_in_a_subclass_frame() {
     let per = folded(&t, &FoldOptions { per_thread: true, ..Default::default() });
     assert!(per.iter().any(|(k, _)| k.starts_with("locker-12;worker")));
 }
+
+#[test]
+fn sections_merge_threads_and_keep_lifetimes_covered() {
+    use holdup_analysis::profile::{group, Section};
+    let t = trace();
+    let p = profile(&t, &Filter::default());
+    let all = group(&p, Section::All);
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0].threads, 2);
+    assert_eq!(all[0].samples.total(), 140);
+    assert_eq!(all[0].samples.lock, 40);
+    let procs = group(&p, Section::Process);
+    assert_eq!((procs.len(), procs[0].pid), (1, 10));
+    let by_name = group(&p, Section::Comm);
+    assert_eq!(by_name.len(), 2);
+    let main = all[0].functions.iter().find(|f| f.symbol == "main").unwrap();
+    assert_eq!(main.total.total(), 100);
+}

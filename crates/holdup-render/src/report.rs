@@ -70,12 +70,15 @@ fn thread_header(out: &mut impl Write, p: &Profile, t: &ThreadProfile) -> io::Re
     let total = t.samples.total();
     let covered = total * p.period_ns;
     writeln!(out, "#")?;
+    let who = match (t.threads, t.pid, t.tid) {
+        (1, pid, tid) => format!("pid {pid} tid {tid}"),
+        (n, 0, _) => format!("({n} threads)"),
+        (n, pid, _) => format!("pid {pid} ({n} threads)"),
+    };
     writeln!(
         out,
-        "# {} pid {} tid {}: {} samples × {:.3} ms = {} of {} lifetime ({:.1}%)",
+        "# {} {who}: {} samples × {:.3} ms = {} of {} lifetime ({:.1}%)",
         if t.comm.is_empty() { "?" } else { &t.comm },
-        t.pid,
-        t.tid,
         total,
         p.period_ns as f64 / 1e6,
         secs(covered),
@@ -128,6 +131,7 @@ fn rows(out: &mut impl Write, t: &ThreadProfile, o: &ReportOptions) -> io::Resul
             let list = |items: Vec<(String, u64)>| {
                 items
                     .into_iter()
+                    .filter(|(_, n)| pct(*n, r.weight) >= 0.5)
                     .take(o.reasons)
                     .map(|(k, n)| format!("{k} {:.0}%", pct(n, r.weight)))
                     .collect::<Vec<_>>()
@@ -189,7 +193,7 @@ pub fn render(out: &mut impl Write, p: &Profile, o: &ReportOptions) -> io::Resul
         out,
         "# holdup report of {}: {} threads, {} recorded, period {:.3} ms ({:.0} Hz), {} lost events",
         o.source,
-        p.threads.len(),
+        p.threads.iter().map(|t| t.threads).sum::<usize>(),
         secs(p.duration_ns),
         p.period_ns as f64 / 1e6,
         1e9 / p.period_ns.max(1) as f64,

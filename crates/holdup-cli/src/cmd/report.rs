@@ -1,7 +1,8 @@
 //! `holdup report`: the perf-style table of on-CPU and blocked samples.
 
 use super::input::load_trace;
-use holdup_analysis::profile::{self, Filter};
+use holdup_analysis::profile::{self, Filter, Section};
+use holdup_trace::Class;
 use holdup_render::report::{self as text, ReportOptions};
 use std::io::Write;
 use std::path::PathBuf;
@@ -47,10 +48,13 @@ pub struct Args {
     /// Callers view: inclusive (children) and self share of every function.
     #[arg(long)]
     pub children: bool,
-    /// Order of threads: by samples (default), tid, comm, or one class
-    /// (cpu, io, lock, sched, other) to put the threads that spend most there first.
-    #[arg(long, default_value = "samples")]
-    pub sort: String,
+    /// Sections and their order, perf-style: `tid` (default), `pid` or
+    /// `comm` make one section per thread, process or thread name (`none`:
+    /// one for everything); a class (cpu, io, lock, sched, other) puts the
+    /// sections that spend most there first. E.g. `--sort pid,io`.
+    /// JSON output is always per thread.
+    #[arg(long, value_delimiter = ',', default_value = "tid")]
+    pub sort: Vec<String>,
     /// Hide rows below this share of their thread, in percent.
     #[arg(long, default_value_t = 0.5)]
     pub percent_limit: f64,
@@ -62,13 +66,17 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     if p.threads.is_empty() {
         anyhow::bail!("no samples match the --tid/--pid/--comm filter");
     }
-    sort_threads(&mut p, &a.sort)?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     if a.json {
         profile::write_json(&p, &mut out)?;
         writeln!(out)?;
     } else {
+        let (section, order) = parse_sort(&a.sort)?;
+        p.threads = profile::group(&p, section);
+        if let Some(class) = order {
+            p.threads.sort_by(|a, b| b.samples.get(class).cmp(&a.samples.get(class)));
+        }
         let o = ReportOptions {
             percent_limit: a.percent_limit,
             children: a.children,
@@ -81,19 +89,25 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn sort_threads(p: &mut profile::Profile, key: &str) -> anyhow::Result<()> {
-    use holdup_trace::Class;
-    match key {
-        "samples" => {}
-        "tid" => p.threads.sort_by_key(|t| t.tid),
-        "comm" => p.threads.sort_by(|a, b| a.comm.cmp(&b.comm).then(a.tid.cmp(&b.tid))),
-        k => {
-            let class = Class::ALL
-                .into_iter()
-                .find(|c| c.name() == k)
-                .ok_or_else(|| anyhow::anyhow!("unknown --sort key '{k}' (samples, tid, comm, cpu, io, lock, sched, other)"))?;
-            p.threads.sort_by(|a, b| b.samples.get(class).cmp(&a.samples.get(class)));
+fn parse_sort(keys: &[String]) -> anyhow::Result<(Section, Option<Class>)> {
+    let mut section = Section::Thread;
+    let mut order = None;
+    for k in keys {
+        match k.as_str() {
+            "tid" => section = Section::Thread,
+            "pid" => section = Section::Process,
+            "comm" => section = Section::Comm,
+            "none" => section = Section::All,
+            // perf's row keys: rows are always by symbol and object here.
+            "dso" | "sym" | "overhead" | "samples" => {}
+            k => {
+                order = Some(Class::ALL.into_iter().find(|c| c.name() == k).ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "unknown --sort key '{k}' (tid, pid, comm, none; cpu, io, lock, sched, other)"
+                    )
+                })?)
+            }
         }
     }
-    Ok(())
+    Ok((section, order))
 }
