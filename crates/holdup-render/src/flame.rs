@@ -22,7 +22,6 @@ pub fn class_color(class: Class) -> Color {
 
 pub struct FlameOptions {
     pub title: String,
-    pub subtitle: Option<String>,
 }
 
 /// Render folded stacks (`holdup_analysis::folded`) as an SVG flame graph.
@@ -35,7 +34,8 @@ pub fn render(stacks: &[(String, u64)], opts: &FlameOptions, out: &mut impl Writ
     }
     let mut o = Options::default();
     o.title = opts.title.clone();
-    o.subtitle = opts.subtitle.clone();
+    // The legend takes the subtitle's place; reserve the line for it.
+    o.subtitle = Some(" ".into());
     o.count_name = "samples".into();
     // Java semantics colour `_[k]` kernel frames orange and `_[i]` inlined
     // frames aqua, user code in warm tones.
@@ -49,17 +49,13 @@ pub fn render(stacks: &[(String, u64)], opts: &FlameOptions, out: &mut impl Writ
     out.write_all(&with_legend(&svg))
 }
 
-/// Add a legend of the subclass colours in the top-right corner.
+/// Add a legend of the subclass colours, centred under the title where a
+/// subtitle would go.
 fn with_legend(svg: &[u8]) -> Vec<u8> {
     let text = String::from_utf8_lossy(svg);
     let Some(end) = text.rfind("</svg>") else {
         return svg.to_vec();
     };
-    let width = text
-        .split_once("width=\"")
-        .and_then(|(_, rest)| rest.split('"').next())
-        .and_then(|w| w.parse::<f64>().ok())
-        .unwrap_or(1200.0);
     let entries = [
         (Class::Io, "[I] io wait"),
         (Class::Lock, "[L] lock wait"),
@@ -67,17 +63,23 @@ fn with_legend(svg: &[u8]) -> Vec<u8> {
         (Class::Other, "[B] other blocked"),
     ];
     let mut legend = String::from("<g id=\"holdup-legend\" font-family=\"Verdana\" font-size=\"11\">");
-    let mut x = width - 10.0 - 120.0 * entries.len() as f64;
+    let width = text
+        .split_once("width=\"")
+        .and_then(|(_, rest)| rest.split('"').next())
+        .and_then(|w| w.parse::<f64>().ok())
+        .unwrap_or(1200.0);
+    const STEP: f64 = 130.0;
+    let mut x = (width - STEP * entries.len() as f64) / 2.0;
     for (class, label) in entries {
         let c = class_color(class);
         legend.push_str(&format!(
-            "<rect x=\"{x:.0}\" y=\"6\" width=\"12\" height=\"12\" fill=\"rgb({},{},{})\"/><text x=\"{:.0}\" y=\"16\">{label}</text>",
+            "<rect x=\"{x:.0}\" y=\"36\" width=\"11\" height=\"11\" fill=\"rgb({},{},{})\"/><text x=\"{:.0}\" y=\"46\">{label}</text>",
             c.r,
             c.g,
             c.b,
             x + 16.0
         ));
-        x += 120.0;
+        x += STEP;
     }
     legend.push_str("</g>\n");
     let mut out = String::with_capacity(text.len() + legend.len());
@@ -100,10 +102,7 @@ mod tests {
         let mut out = Vec::new();
         render(
             &stacks,
-            &FlameOptions {
-                title: "t".into(),
-                subtitle: None,
-            },
+            &FlameOptions { title: "t".into() },
             &mut out,
         )
         .unwrap();

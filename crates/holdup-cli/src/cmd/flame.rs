@@ -44,21 +44,17 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         } else {
             trace.header.command.join(" ")
         };
-        format!("holdup: {what}")
+        format!(
+            "holdup: {what} — on- and off-CPU, {} ms samples",
+            trace.header.period_ns as f64 / 1e6
+        )
     });
-    let subtitle = format!(
-        "on-CPU and blocked samples, {:.3} ms each; search with Ctrl-F",
-        trace.header.period_ns as f64 / 1e6
-    );
     let file = std::fs::File::create(&a.output)
         .with_context(|| format!("cannot create {}", a.output.display()))?;
     let mut out = std::io::BufWriter::new(file);
     flame::render(
         &stacks,
-        &FlameOptions {
-            title,
-            subtitle: Some(subtitle),
-        },
+        &FlameOptions { title },
         &mut out,
     )?;
     eprintln!("holdup: wrote {}", a.output.display());
