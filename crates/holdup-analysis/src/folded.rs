@@ -74,7 +74,10 @@ pub fn folded(trace: &Trace, opts: &FoldOptions) -> Vec<(String, u64)> {
 }
 
 /// Write folded stacks in the usual text form.
-pub fn write_folded(out: &mut impl std::io::Write, stacks: &[(String, u64)]) -> std::io::Result<()> {
+pub fn write_folded(
+    out: &mut impl std::io::Write,
+    stacks: &[(String, u64)],
+) -> std::io::Result<()> {
     for (s, n) in stacks {
         writeln!(out, "{s} {n}")?;
     }

@@ -263,9 +263,8 @@ impl<'t> Catalog<'t> {
                 ids.push(fid);
             }
         }
-        let mut self_of = |blocked| {
-            self_function(&funcs, blocked).map(|f| (self.func(f), self.loc(f)))
-        };
+        let mut self_of =
+            |blocked| self_function(&funcs, blocked).map(|f| (self.func(f), self.loc(f)));
         let self_cpu = self_of(false);
         let self_blocked = self_of(true);
         let cpu_row = match funcs.first() {
@@ -321,9 +320,14 @@ struct ThreadAcc {
     wakers: FxHashMap<(Class, u32, Waker), u64>,
 }
 
+/// Heaviest first.
+fn sort_by_weight<K>(v: &mut [(K, u64)]) {
+    v.sort_by_key(|e| std::cmp::Reverse(e.1));
+}
+
 fn sorted<K>(m: impl IntoIterator<Item = (K, u64)>) -> Vec<(K, u64)> {
     let mut v: Vec<_> = m.into_iter().collect();
-    v.sort_by(|a, b| b.1.cmp(&a.1));
+    sort_by_weight(&mut v);
     v
 }
 
@@ -346,10 +350,8 @@ pub fn profile(trace: &Trace, filter: &Filter) -> Profile {
             // before it, but not its reason or its waker.
             if class == Class::Sched && s.class != Class::Sched {
                 sc.sched_after_wakeup += n;
-            } else if class != Class::Cpu {
-                if s.waker != Waker::None {
-                    *acc.wakers.entry((class, s.stack, s.waker)).or_default() += n;
-                }
+            } else if class != Class::Cpu && s.waker != Waker::None {
+                *acc.wakers.entry((class, s.stack, s.waker)).or_default() += n;
             }
         }
     }
@@ -381,7 +383,11 @@ pub fn profile(trace: &Trace, filter: &Filter) -> Profile {
                     let row = sp.rows.entry(row_key).or_default();
                     row.weight += n;
                     if class != Class::Cpu {
-                        let after = if class == Class::Sched { sc.sched_after_wakeup } else { 0 };
+                        let after = if class == Class::Sched {
+                            sc.sched_after_wakeup
+                        } else {
+                            0
+                        };
                         if after > 0 {
                             *row.reasons.entry(AFTER_WAKEUP).or_default() += after;
                         }
@@ -401,7 +407,10 @@ pub fn profile(trace: &Trace, filter: &Filter) -> Profile {
             }
             for ((class, stack, waker), n) in acc.wakers {
                 let info = cat.stack(stack);
-                let row = sp.rows.entry((Tag::Blocked(class), info.blocked_row)).or_default();
+                let row = sp
+                    .rows
+                    .entry((Tag::Blocked(class), info.blocked_row))
+                    .or_default();
                 *row.wakers.entry(waker).or_default() += n;
             }
             (tid, acc.samples, sp)
@@ -430,7 +439,11 @@ pub fn profile(trace: &Trace, filter: &Filter) -> Profile {
                         dso,
                         symbol,
                         weight: r.weight,
-                        wait_reasons: sorted(r.reasons.into_iter().map(|(id, n)| (cat.reasons[id as usize].clone(), n))),
+                        wait_reasons: sorted(
+                            r.reasons
+                                .into_iter()
+                                .map(|(id, n)| (cat.reasons[id as usize].clone(), n)),
+                        ),
                         wakers: sorted(r.wakers.into_iter().map(|(w, n)| (trace.waker_name(w), n))),
                     }
                 })
@@ -481,7 +494,12 @@ pub fn profile(trace: &Trace, filter: &Filter) -> Profile {
             }
         })
         .collect();
-    out.sort_by(|a, b| b.samples.total().cmp(&a.samples.total()).then(a.tid.cmp(&b.tid)));
+    out.sort_by(|a, b| {
+        b.samples
+            .total()
+            .cmp(&a.samples.total())
+            .then(a.tid.cmp(&b.tid))
+    });
     Profile {
         period_ns: trace.header.period_ns,
         duration_ns: trace.duration_ns(),
@@ -574,7 +592,7 @@ pub fn group(p: &Profile, by: Section) -> Vec<ThreadProfile> {
         .into_iter()
         .map(|key| merge(&groups[&key], by))
         .collect();
-    out.sort_by(|a, b| b.samples.total().cmp(&a.samples.total()));
+    out.sort_by_key(|t| std::cmp::Reverse(t.samples.total()));
     out
 }
 
@@ -585,7 +603,7 @@ fn merge_counted<K: Clone + Eq + std::hash::Hash>(into: &mut Vec<(K, u64)>, from
             None => into.push((k.clone(), *n)),
         }
     }
-    into.sort_by(|a, b| b.1.cmp(&a.1));
+    sort_by_weight(into);
 }
 
 fn merge(ts: &[&ThreadProfile], by: Section) -> ThreadProfile {
@@ -638,7 +656,16 @@ fn merge(ts: &[&ThreadProfile], by: Section) -> ThreadProfile {
             }
         }
     }
-    m.rows.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| a.symbol.cmp(&b.symbol)));
-    m.functions.sort_by(|a, b| b.total.total().cmp(&a.total.total()).then_with(|| a.symbol.cmp(&b.symbol)));
+    m.rows.sort_by(|a, b| {
+        b.weight
+            .cmp(&a.weight)
+            .then_with(|| a.symbol.cmp(&b.symbol))
+    });
+    m.functions.sort_by(|a, b| {
+        b.total
+            .total()
+            .cmp(&a.total.total())
+            .then_with(|| a.symbol.cmp(&b.symbol))
+    });
     m
 }

@@ -23,7 +23,14 @@ fn sym(dso: u32, addr: u64, name: &str, line: u32) -> Record {
     })
 }
 
-fn sample(tid: u32, class: Class, weight: u32, sched_weight: u32, stack: StackId, waker: Waker) -> Record {
+fn sample(
+    tid: u32,
+    class: Class,
+    weight: u32,
+    sched_weight: u32,
+    stack: StackId,
+    waker: Waker,
+) -> Record {
     Record::Sample(Sample {
         time: 1_000,
         wake: if class == Class::Cpu { 0 } else { 2_000 },
@@ -45,12 +52,33 @@ fn sample(tid: u32, class: Class, weight: u32, sched_weight: u32, stack: StackId
 /// under pread. Thread 12: 40 points waiting on a mutex.
 fn trace() -> Trace {
     let mut recs = vec![
-        Record::Comm { time: 0, pid: 10, tid: 11, comm: "reader".into() },
-        Record::Comm { time: 0, pid: 10, tid: 12, comm: "locker".into() },
-        Record::Dso(Dso { id: APP, path: "/x/app".into(), build_id: None }),
-        Record::Dso(Dso { id: LIBC, path: "/lib/libc.so.6".into(), build_id: None }),
+        Record::Comm {
+            time: 0,
+            pid: 10,
+            tid: 11,
+            comm: "reader".into(),
+        },
+        Record::Comm {
+            time: 0,
+            pid: 10,
+            tid: 12,
+            comm: "locker".into(),
+        },
+        Record::Dso(Dso {
+            id: APP,
+            path: "/x/app".into(),
+            build_id: None,
+        }),
+        Record::Dso(Dso {
+            id: LIBC,
+            path: "/lib/libc.so.6".into(),
+            build_id: None,
+        }),
         // compute ← main
-        Record::Stack(Stack { id: 1, frames: vec![frame(APP, 0x100), frame(APP, 0x200)] }),
+        Record::Stack(Stack {
+            id: 1,
+            frames: vec![frame(APP, 0x100), frame(APP, 0x200)],
+        }),
         // schedule ← io_schedule ← filemap_read ← pread ← do_reads ← main
         Record::Stack(Stack {
             id: 2,
@@ -66,12 +94,22 @@ fn trace() -> Trace {
         // filemap_read (on CPU) ← pread ← do_reads ← main
         Record::Stack(Stack {
             id: 3,
-            frames: vec![frame(K, 0xa2), frame(LIBC, 0x50), frame(APP, 0x300), frame(APP, 0x200)],
+            frames: vec![
+                frame(K, 0xa2),
+                frame(LIBC, 0x50),
+                frame(APP, 0x300),
+                frame(APP, 0x200),
+            ],
         }),
         // schedule ← futex_wait ← __lll_lock_wait ← worker
         Record::Stack(Stack {
             id: 4,
-            frames: vec![frame(K, 0xa0), frame(K, 0xb0), frame(LIBC, 0x60), frame(APP, 0x400)],
+            frames: vec![
+                frame(K, 0xa0),
+                frame(K, 0xb0),
+                frame(LIBC, 0x60),
+                frame(APP, 0x400),
+            ],
         }),
         sym(APP, 0x100, "compute", 10),
         sym(APP, 0x200, "main", 20),
@@ -85,7 +123,10 @@ fn trace() -> Trace {
         sym(K, 0xb0, "futex_wait", 0),
         sample(11, Class::Io, 60, 5, 2, Waker::Irq(24)),
         sample(12, Class::Lock, 40, 0, 4, Waker::Thread(11)),
-        Record::IrqName { irq: 24, name: "virtio1-req.0".into() },
+        Record::IrqName {
+            irq: 24,
+            name: "virtio1-req.0".into(),
+        },
     ];
     for _ in 0..30 {
         recs.push(sample(11, Class::Cpu, 1, 0, 1, Waker::None));
@@ -93,7 +134,15 @@ fn trace() -> Trace {
     for _ in 0..5 {
         recs.push(sample(11, Class::Cpu, 1, 0, 3, Waker::None));
     }
-    let mut w = Writer::new(Vec::new(), &Header { period_ns: 1_000_000, ..Default::default() }, 0).unwrap();
+    let mut w = Writer::new(
+        Vec::new(),
+        &Header {
+            period_ns: 1_000_000,
+            ..Default::default()
+        },
+        0,
+    )
+    .unwrap();
     for r in &recs {
         w.write(r).unwrap();
     }
@@ -106,19 +155,31 @@ fn classes_self_and_total_follow_the_stacks() {
     let t = trace();
     let p = profile(&t, &Filter::default());
     let reader = p.threads.iter().find(|t| t.tid == 11).unwrap();
-    assert_eq!((reader.samples.cpu, reader.samples.io, reader.samples.sched), (35, 60, 5));
+    assert_eq!(
+        (reader.samples.cpu, reader.samples.io, reader.samples.sched),
+        (35, 60, 5)
+    );
     let f = |name: &str| reader.functions.iter().find(|f| f.symbol == name).unwrap();
     // pread is the innermost user frame of the I/O wait and of the kernel work under it.
-    assert_eq!((f("__libc_pread64").self_.io, f("__libc_pread64").self_.cpu), (60, 5));
+    assert_eq!(
+        (f("__libc_pread64").self_.io, f("__libc_pread64").self_.cpu),
+        (60, 5)
+    );
     assert_eq!(f("__libc_pread64").self_.sched, 5);
     // do_reads has it all inclusively, nothing of its own; main has everything.
     assert_eq!(f("do_reads").self_.io, 0);
     assert_eq!((f("do_reads").total.io, f("do_reads").total.cpu), (60, 5));
     assert_eq!(f("main").total.total(), 100);
     assert_eq!(f("compute").self_.cpu, 30);
-    assert_eq!((f("compute").file.as_deref(), f("compute").line), (Some("app.c"), 10));
+    assert_eq!(
+        (f("compute").file.as_deref(), f("compute").line),
+        (Some("app.c"), 10)
+    );
     // Kernel functions are counted in total, never as self when a user frame exists.
-    assert_eq!((f("filemap_read").total.cpu, f("filemap_read").self_.total()), (5, 0));
+    assert_eq!(
+        (f("filemap_read").total.cpu, f("filemap_read").self_.total()),
+        (5, 0)
+    );
 }
 
 #[test]
@@ -126,17 +187,30 @@ fn rows_are_tagged_like_bperf_with_wait_reasons_and_wakers() {
     let t = trace();
     let p = profile(&t, &Filter::default());
     let reader = p.threads.iter().find(|t| t.tid == 11).unwrap();
-    let row = |tag: Tag, sym: &str| reader.rows.iter().find(|r| r.tag == tag && &*r.symbol == sym);
+    let row = |tag: Tag, sym: &str| {
+        reader
+            .rows
+            .iter()
+            .find(|r| r.tag == tag && &*r.symbol == sym)
+    };
     let io = row(Tag::Blocked(Class::Io), "__libc_pread64").unwrap();
     assert_eq!(io.weight, 60);
     assert_eq!(&*io.wait_reasons[0].0, "filemap_read");
     assert_eq!(io.wakers[0], ("irq:virtio1-req.0".to_string(), 60));
     assert_eq!(row(Tag::Kernel, "filemap_read").unwrap().weight, 5);
     assert_eq!(row(Tag::User, "compute").unwrap().weight, 30);
-    assert_eq!(row(Tag::Blocked(Class::Sched), "__libc_pread64").unwrap().weight, 5);
+    assert_eq!(
+        row(Tag::Blocked(Class::Sched), "__libc_pread64")
+            .unwrap()
+            .weight,
+        5
+    );
     let locker = p.threads.iter().find(|t| t.tid == 12).unwrap();
     let lock = &locker.rows[0];
-    assert_eq!((lock.tag, &*lock.symbol, lock.weight), (Tag::Blocked(Class::Lock), "__lll_lock_wait", 40));
+    assert_eq!(
+        (lock.tag, &*lock.symbol, lock.weight),
+        (Tag::Blocked(Class::Lock), "__lll_lock_wait", 40)
+    );
     assert_eq!(&*lock.wait_reasons[0].0, "futex_wait");
     assert_eq!(lock.wakers[0].0, "reader:11");
 }
@@ -144,7 +218,13 @@ fn rows_are_tagged_like_bperf_with_wait_reasons_and_wakers() {
 #[test]
 fn filter_and_json_schema() {
     let t = trace();
-    let p = profile(&t, &Filter { comms: vec!["locker".into()], ..Default::default() });
+    let p = profile(
+        &t,
+        &Filter {
+            comms: vec!["locker".into()],
+            ..Default::default()
+        },
+    );
     assert_eq!(p.threads.len(), 1);
     let j = to_json(&p);
     assert_eq!(j["schema"], "holdup.report/1");
@@ -177,7 +257,13 @@ fn folded_stacks_end_blocked_time_in_a_subclass_frame() {
     assert_eq!(get("reader;main;compute"), Some(30));
     let total: u64 = stacks.iter().map(|(_, n)| n).sum();
     assert_eq!(total, 140);
-    let per = folded(&t, &FoldOptions { per_thread: true, ..Default::default() });
+    let per = folded(
+        &t,
+        &FoldOptions {
+            per_thread: true,
+            ..Default::default()
+        },
+    );
     assert!(per.iter().any(|(k, _)| k.starts_with("locker-12;worker")));
 }
 
@@ -195,6 +281,10 @@ fn sections_merge_threads_and_keep_lifetimes_covered() {
     assert_eq!((procs.len(), procs[0].pid), (1, 10));
     let by_name = group(&p, Section::Comm);
     assert_eq!(by_name.len(), 2);
-    let main = all[0].functions.iter().find(|f| f.symbol == "main").unwrap();
+    let main = all[0]
+        .functions
+        .iter()
+        .find(|f| f.symbol == "main")
+        .unwrap();
     assert_eq!(main.total.total(), 100);
 }

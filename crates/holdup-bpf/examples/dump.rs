@@ -4,7 +4,11 @@ use holdup_bpf::{Recorder, RecorderOptions, Target};
 
 fn main() {
     let pid: u32 = std::env::args().nth(1).expect("pid").parse().unwrap();
-    let mut rec = Recorder::start(RecorderOptions { target: Target::Pids(vec![pid]), ..Default::default() }).unwrap();
+    let mut rec = Recorder::start(RecorderOptions {
+        target: Target::Pids(vec![pid]),
+        ..Default::default()
+    })
+    .unwrap();
     for _ in 0..10 {
         std::thread::sleep(std::time::Duration::from_millis(100));
         rec.drain_records(|r| {

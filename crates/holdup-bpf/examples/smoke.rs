@@ -3,9 +3,16 @@ use holdup_bpf::{Recorder, RecorderOptions, Target};
 use std::collections::HashMap;
 
 fn main() {
-    let pid: u32 = std::env::args().nth(1).map(|s| s.parse().unwrap()).unwrap_or(0);
+    let pid: u32 = std::env::args()
+        .nth(1)
+        .map(|s| s.parse().unwrap())
+        .unwrap_or(0);
     let opts = RecorderOptions {
-        target: if pid == 0 { Target::All } else { Target::Pids(vec![pid]) },
+        target: if pid == 0 {
+            Target::All
+        } else {
+            Target::Pids(vec![pid])
+        },
         ..Default::default()
     };
     libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Debug, |_l, m| eprint!("{m}"))));
@@ -34,7 +41,9 @@ fn main() {
                 Record::Sample(s) => {
                     weights[s.rec.class as usize] += s.rec.weight as u64;
                     sched_w += s.rec.sched_weight as u64;
-                    if s.rec.flags & holdup_bpf::records::SF_LATE_USTACK != 0 { late += 1; }
+                    if s.rec.flags & holdup_bpf::records::SF_LATE_USTACK != 0 {
+                        late += 1;
+                    }
                     kdepth += s.rec.kstack_len as u64;
                     fpdepth += s.rec.fp_len as u64;
                     copy += s.rec.copy_len as u64;
@@ -53,14 +62,28 @@ fn main() {
     }
     rec.flush_open().unwrap();
     let mut tail = 0;
-    rec.drain_records(|r| if let Record::Sample(s) = r { if s.rec.flags & holdup_bpf::records::SF_BLOCKED_TAIL != 0 { tail += 1 } });
+    rec.drain_records(|r| {
+        if let Record::Sample(s) = r {
+            if s.rec.flags & holdup_bpf::records::SF_BLOCKED_TAIL != 0 {
+                tail += 1
+            }
+        }
+    });
     let ns = *counts.get("sample").unwrap_or(&1);
     println!("{counts:?} mmaps={mm} weights(cpu,io,lock,sched,other)={weights:?} +sched_tail={sched_w} late={late} tail={tail} lost={:?}", rec.lost().total());
-    println!("avg kstack={} fp={} copy={}", kdepth / ns, fpdepth / ns, copy / ns);
+    println!(
+        "avg kstack={} fp={} copy={}",
+        kdepth / ns,
+        fpdepth / ns,
+        copy / ns
+    );
 }
 
 fn nix_now() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }

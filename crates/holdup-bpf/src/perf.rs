@@ -11,7 +11,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 fn open(attr: &mut sys::bindings::perf_event_attr, cpu: i32) -> io::Result<OwnedFd> {
     attr.size = std::mem::size_of::<sys::bindings::perf_event_attr>() as u32;
     // SAFETY: attr is a fully initialised perf_event_attr.
-    let fd = unsafe { sys::perf_event_open(attr, -1, cpu, -1, sys::bindings::PERF_FLAG_FD_CLOEXEC as _) };
+    let fd = unsafe {
+        sys::perf_event_open(attr, -1, cpu, -1, sys::bindings::PERF_FLAG_FD_CLOEXEC as _)
+    };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -52,7 +54,10 @@ pub enum AddressEvent {
     /// A process replaced its image: every mapping before this is gone.
     /// Reported when the old address space is dropped, before the new
     /// image is mapped (unlike the exec tracepoint, which comes after).
-    Exec { time: u64, pid: u32 },
+    Exec {
+        time: u64,
+        pid: u32,
+    },
 }
 
 impl AddressEvent {
@@ -103,7 +108,8 @@ impl MmapEvents {
             let mut attr = sys::bindings::perf_event_attr {
                 type_: sys::bindings::PERF_TYPE_SOFTWARE,
                 config: sys::bindings::PERF_COUNT_SW_DUMMY as u64,
-                sample_type: (sys::bindings::PERF_SAMPLE_TID | sys::bindings::PERF_SAMPLE_TIME) as u64,
+                sample_type: (sys::bindings::PERF_SAMPLE_TID | sys::bindings::PERF_SAMPLE_TIME)
+                    as u64,
                 clockid: libc::CLOCK_MONOTONIC,
                 ..Default::default()
             };
@@ -131,7 +137,11 @@ impl MmapEvents {
             }
             rings.push((fd, base as *mut u8));
         }
-        Ok(Self { rings, page, lost: 0 })
+        Ok(Self {
+            rings,
+            page,
+            lost: 0,
+        })
     }
 
     /// Hand every pending event to `f`, per CPU in order (callers that
@@ -168,16 +178,16 @@ impl MmapEvents {
                             f(AddressEvent::Mmap(ev));
                         }
                     }
-                    PERF_RECORD_COMM if misc & PERF_RECORD_MISC_COMM_EXEC != 0 && buf.len() >= 24 => {
+                    PERF_RECORD_COMM
+                        if misc & PERF_RECORD_MISC_COMM_EXEC != 0 && buf.len() >= 24 =>
+                    {
                         let pid = u32::from_ne_bytes(buf[8..12].try_into().unwrap());
                         // sample_id_all puts {pid, tid, time} last.
                         let time = u64::from_ne_bytes(buf[size - 8..size].try_into().unwrap());
                         f(AddressEvent::Exec { time, pid });
                     }
-                    PERF_RECORD_LOST => {
-                        if buf.len() >= 24 {
-                            self.lost += u64::from_ne_bytes(buf[16..24].try_into().unwrap());
-                        }
+                    PERF_RECORD_LOST if buf.len() >= 24 => {
+                        self.lost += u64::from_ne_bytes(buf[16..24].try_into().unwrap());
                     }
                     _ => {}
                 }

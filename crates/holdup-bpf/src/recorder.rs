@@ -109,16 +109,23 @@ impl Recorder {
         // recorder lives as long as the process, so the storage is leaked.
         let storage: &'static mut MaybeUninit<libbpf_rs::OpenObject> =
             Box::leak(Box::new(MaybeUninit::uninit()));
-        let mut open: OpenRecorderSkel<'static> =
-            RecorderSkelBuilder::default().open(storage).map_err(load_err)?;
+        let mut open: OpenRecorderSkel<'static> = RecorderSkelBuilder::default()
+            .open(storage)
+            .map_err(load_err)?;
         {
-            let ro = open.maps.rodata_data.as_deref_mut().expect("rodata is mmapable");
+            let ro = open
+                .maps
+                .rodata_data
+                .as_deref_mut()
+                .expect("rodata is mmapable");
             ro.period_ns = options.period_ns;
             ro.trace_all = options.target == Target::All;
             ro.follow_children = options.follow_children;
             ro.emit_segments = options.segments;
             ro.emit_bio = options.block_io;
-            ro.stack_copy_bytes = options.stack_copy_bytes.min(crate::records::STACK_COPY_MAX as u32);
+            ro.stack_copy_bytes = options
+                .stack_copy_bytes
+                .min(crate::records::STACK_COPY_MAX as u32);
             ro.self_tgid = std::process::id();
         }
         open.maps
@@ -148,12 +155,26 @@ impl Recorder {
             )*};
         }
         attach!(
-            on_irq_entry, on_irq_exit, on_softirq_entry, on_softirq_exit,
-            on_hrtimer_entry, on_hrtimer_exit, on_local_timer_entry, on_local_timer_exit,
-            
-            on_contention_begin, on_contention_end,
-            on_fork, on_exec, on_rename, on_exit, on_rq_issue, on_rq_complete,
-            on_waking, on_wakeup_new, on_rseq_update, on_switch,
+            on_irq_entry,
+            on_irq_exit,
+            on_softirq_entry,
+            on_softirq_exit,
+            on_hrtimer_entry,
+            on_hrtimer_exit,
+            on_local_timer_entry,
+            on_local_timer_exit,
+            on_contention_begin,
+            on_contention_end,
+            on_fork,
+            on_exec,
+            on_rename,
+            on_exit,
+            on_rq_issue,
+            on_rq_complete,
+            on_waking,
+            on_wakeup_new,
+            on_rseq_update,
+            on_switch,
         );
         for &cpu in &cpus {
             // The link owns the perf event fd from here on and closes it.

@@ -4,7 +4,11 @@
 use clap::{Parser, Subcommand};
 
 #[derive(Parser, Debug)]
-#[command(name = "holdup", version, about = "What really holds this program up — on the CPU or off it — and which fix will pay")]
+#[command(
+    name = "holdup",
+    version,
+    about = "What really holds this program up — on the CPU or off it — and which fix will pay"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

@@ -94,16 +94,26 @@ fn a_thread_sleeping_half_the_time_is_half_blocked() {
     // By construction: 60 × 10 ms of thread CPU time and 60 sleeps of 10 ms
     // (plus timer slack). Waiting for a core, if the machine is busy, is
     // runqueue time and must not leak into either.
-    let secs = |class: &str| t["samples"][class].as_f64().unwrap() * r["period_ns"].as_f64().unwrap() / 1e9;
+    let secs = |class: &str| {
+        t["samples"][class].as_f64().unwrap() * r["period_ns"].as_f64().unwrap() / 1e9
+    };
     assert_near("cpu seconds", secs("cpu"), 0.600, 0.06);
     assert_near("sleep seconds", secs("other"), 0.620, 0.07);
     assert!(share(t, "io") + share(t, "lock") < 0.01);
     // The sleep is attributed to the caller of the libc wrapper.
     let f = function(t, "half_sleeper");
     let thread_total = total(&t["samples"]);
-    assert!(total(&f["total"]) >= 0.95 * thread_total, "half_sleeper covers the thread");
-    assert!(f["total"]["other"].as_f64().unwrap() >= 0.95 * t["samples"]["other"].as_f64().unwrap());
-    assert_eq!(f["file"].as_str().map(|p| p.ends_with("half_sleeper.c")), Some(true));
+    assert!(
+        total(&f["total"]) >= 0.95 * thread_total,
+        "half_sleeper covers the thread"
+    );
+    assert!(
+        f["total"]["other"].as_f64().unwrap() >= 0.95 * t["samples"]["other"].as_f64().unwrap()
+    );
+    assert_eq!(
+        f["file"].as_str().map(|p| p.ends_with("half_sleeper.c")),
+        Some(true)
+    );
     assert_coverage(&r);
 }
 
@@ -114,7 +124,11 @@ fn o_direct_reads_are_io_under_the_calling_function() {
     let dir = scratch("direct_reads");
     let bin = workload("direct_reads");
     let file = dir.join("data.bin");
-    let data = record(&dir, &[], &[bin.to_str().unwrap(), file.to_str().unwrap(), "64", "20000"]);
+    let data = record(
+        &dir,
+        &[],
+        &[bin.to_str().unwrap(), file.to_str().unwrap(), "64", "20000"],
+    );
     let r = report(&data);
     let readers = threads_with(&r, "do_reads");
     assert_eq!(readers.len(), 1);
@@ -123,9 +137,15 @@ fn o_direct_reads_are_io_under_the_calling_function() {
     // About half on an idle machine (the file sits in the host's cache, so
     // a read takes ~30 µs); waiting for a core on a busy one is [S], not [I].
     assert!(share(t, "io") >= 0.3, "io share {:.2}", share(t, "io"));
-    assert!(share(t, "lock") + share(t, "other") < 0.02, "nothing but cpu, io and runqueue");
+    assert!(
+        share(t, "lock") + share(t, "other") < 0.02,
+        "nothing but cpu, io and runqueue"
+    );
     let f = function(t, "do_reads");
-    assert!(f["total"]["io"].as_f64().unwrap() >= 0.95 * io, "io under do_reads: {f}");
+    assert!(
+        f["total"]["io"].as_f64().unwrap() >= 0.95 * io,
+        "io under do_reads: {f}"
+    );
     // The wait is the pread wrapper's own (innermost user frame).
     let pread_io: f64 = functions_matching(t, |s| s.contains("pread"))
         .iter()
@@ -153,17 +173,34 @@ fn threads_serialized_on_one_mutex_wait_on_the_lock_under_the_caller() {
         let cpu_s = t["samples"]["cpu"].as_f64().unwrap() * period_s;
         assert_near("cpu seconds per worker", cpu_s, 0.150, 0.03);
         // Everything else is waiting for the lock (or for a core).
-        assert_near("lock + cpu + sched", share(t, "lock") + share(t, "cpu") + share(t, "sched"), 1.0, 0.03);
-        assert!(share(t, "lock") >= 0.35, "lock share {:.2}", share(t, "lock"));
+        assert_near(
+            "lock + cpu + sched",
+            share(t, "lock") + share(t, "cpu") + share(t, "sched"),
+            1.0,
+            0.03,
+        );
+        assert!(
+            share(t, "lock") >= 0.35,
+            "lock share {:.2}",
+            share(t, "lock")
+        );
         let lock = t["samples"]["lock"].as_f64().unwrap();
         let f = function(t, "worker");
         assert!(f["total"]["lock"].as_f64().unwrap() >= 0.95 * lock);
-        assert_eq!(f["self"]["lock"].as_f64().unwrap(), 0.0, "the wait belongs to the libc frames below worker");
+        assert_eq!(
+            f["self"]["lock"].as_f64().unwrap(),
+            0.0,
+            "the wait belongs to the libc frames below worker"
+        );
         lock_total += lock;
         life_total += total(&t["samples"]);
     }
     // Serialized: while one of four holds the lock, the others wait.
-    assert!(lock_total / life_total >= 0.5, "pooled lock share {:.2}", lock_total / life_total);
+    assert!(
+        lock_total / life_total >= 0.5,
+        "pooled lock share {:.2}",
+        lock_total / life_total
+    );
     assert_coverage(&r);
 }
 
@@ -181,12 +218,25 @@ fn more_spinning_threads_than_cores_wait_in_the_runqueue() {
     for t in &spinners {
         // Each spins 0.25 s of its own CPU time; the rest of its life it is
         // runnable, waiting for the one core.
-        assert_near("cpu seconds", t["samples"]["cpu"].as_f64().unwrap() * period_s, 0.25, 0.03);
-        assert_near("cpu + sched", share(t, "cpu") + share(t, "sched"), 1.0, 0.05);
+        assert_near(
+            "cpu seconds",
+            t["samples"]["cpu"].as_f64().unwrap() * period_s,
+            0.25,
+            0.03,
+        );
+        assert_near(
+            "cpu + sched",
+            share(t, "cpu") + share(t, "sched"),
+            1.0,
+            0.05,
+        );
     }
     // 1 − cores/threads on an idle machine; more if something else runs there.
     let mean: f64 = spinners.iter().map(|t| share(t, "sched")).sum::<f64>() / 4.0;
-    assert!((0.68..0.92).contains(&mean), "mean sched share {mean:.3}, expected about 0.75");
+    assert!(
+        (0.68..0.92).contains(&mean),
+        "mean sched share {mean:.3}, expected about 0.75"
+    );
     assert_coverage(&r);
 }
 
@@ -197,16 +247,30 @@ fn forked_children_and_exec_are_followed() {
     let dir = scratch("forker");
     let forker = workload("forker");
     let sleeper = workload("half_sleeper");
-    let data = record(&dir, &[], &[forker.to_str().unwrap(), sleeper.to_str().unwrap(), "10"]);
+    let data = record(
+        &dir,
+        &[],
+        &[forker.to_str().unwrap(), sleeper.to_str().unwrap(), "10"],
+    );
     let r = report(&data);
     let child = threads_with(&r, "child_work");
     assert_eq!(child.len(), 1, "the forked child's work is recorded");
     let child_pid = child[0]["pid"].as_u64().unwrap();
     let execd = threads_with(&r, "half_sleeper");
     assert_eq!(execd.len(), 1, "the exec'd program is recorded");
-    assert_eq!(execd[0]["pid"].as_u64().unwrap(), child_pid, "exec keeps the pid");
-    let parent_pids: Vec<u64> = threads(&r).iter().map(|t| t["pid"].as_u64().unwrap()).collect();
-    assert!(parent_pids.iter().any(|&p| p != child_pid), "the parent is there too");
+    assert_eq!(
+        execd[0]["pid"].as_u64().unwrap(),
+        child_pid,
+        "exec keeps the pid"
+    );
+    let parent_pids: Vec<u64> = threads(&r)
+        .iter()
+        .map(|t| t["pid"].as_u64().unwrap())
+        .collect();
+    assert!(
+        parent_pids.iter().any(|&p| p != child_pid),
+        "the parent is there too"
+    );
 }
 
 #[test]

@@ -14,7 +14,10 @@ fn one_line_error(out: &Output) -> String {
     assert!(!out.status.success(), "should fail: {out:?}");
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(!err.contains("panicked"), "panic: {err}");
-    let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("holdup: error:")).collect();
+    let errors: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("holdup: error:"))
+        .collect();
     assert_eq!(errors.len(), 1, "one error line expected: {err}");
     err
 }
@@ -25,7 +28,11 @@ fn holdup_out(args: &[&str]) -> Output {
 
 /// A small valid trace recorded once (needs root).
 fn recorded(dir: &std::path::Path) -> std::path::PathBuf {
-    record(dir, &[], &[workload("half_sleeper").to_str().unwrap(), "20"])
+    record(
+        dir,
+        &[],
+        &[workload("half_sleeper").to_str().unwrap(), "20"],
+    )
 }
 
 #[test]
@@ -40,8 +47,15 @@ fn garbage_and_missing_traces_are_refused() {
     }
     let empty = dir.join("empty.data");
     std::fs::write(&empty, b"").unwrap();
-    assert!(one_line_error(&holdup_out(&["report", "-i", empty.to_str().unwrap()])).contains("not a holdup trace"));
-    let err = one_line_error(&holdup_out(&["report", "-i", dir.join("nope.data").to_str().unwrap()]));
+    assert!(
+        one_line_error(&holdup_out(&["report", "-i", empty.to_str().unwrap()]))
+            .contains("not a holdup trace")
+    );
+    let err = one_line_error(&holdup_out(&[
+        "report",
+        "-i",
+        dir.join("nope.data").to_str().unwrap(),
+    ]));
     assert!(err.contains("No such file"), "{err}");
 }
 
@@ -62,7 +76,12 @@ fn not_root_is_one_clear_line() {
         return;
     }
     let out = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"])
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
         .arg(env!("CARGO_BIN_EXE_holdup"))
         .args(["record", "-o", "/tmp/holdup-nobody.data", "--", "true"])
         .output()
@@ -77,11 +96,26 @@ fn missing_program_and_missing_pid() {
     let _serial = serial();
     let dir = scratch("missing");
     let data = dir.join("x.data");
-    let out = holdup_out(&["record", "-o", data.to_str().unwrap(), "--", "/no/such/program"]);
+    let out = holdup_out(&[
+        "record",
+        "-o",
+        data.to_str().unwrap(),
+        "--",
+        "/no/such/program",
+    ]);
     let err = one_line_error(&out);
     assert!(err.contains("cannot run '/no/such/program'"), "{err}");
-    assert!(!data.exists(), "no trace is left behind for a command that never ran");
-    let err = one_line_error(&holdup_out(&["record", "-o", data.to_str().unwrap(), "-p", "999999999"]));
+    assert!(
+        !data.exists(),
+        "no trace is left behind for a command that never ran"
+    );
+    let err = one_line_error(&holdup_out(&[
+        "record",
+        "-o",
+        data.to_str().unwrap(),
+        "-p",
+        "999999999",
+    ]));
     assert!(err.contains("no process with pid 999999999"), "{err}");
 }
 
@@ -99,7 +133,10 @@ fn exit_codes_and_crashes_pass_through_with_a_trace() {
     let out = holdup_out(&["record", "-o", d, "--", "sh", "-c", "kill -SEGV $$"]);
     assert_eq!(out.status.code(), Some(128 + 11));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("killed by") && !err.contains("panicked"), "{err}");
+    assert!(
+        err.contains("killed by") && !err.contains("panicked"),
+        "{err}"
+    );
     run_ok(&["report", "-i", d]);
     // A program that exits at once still gives a readable trace.
     let out = holdup_out(&["record", "-o", d, "--", "true"]);
@@ -125,7 +162,10 @@ fn a_cut_trace_keeps_its_complete_chunks() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!err.contains("panicked"), "cut at {at}: {err}");
         if out.status.success() {
-            assert!(err.contains("warning"), "a cut trace is reported as such: {err}");
+            assert!(
+                err.contains("warning"),
+                "a cut trace is reported as such: {err}"
+            );
             let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
             assert_eq!(r["schema"], "holdup.report/1");
         } else {
@@ -143,7 +183,14 @@ fn a_recorder_killed_with_sigkill_leaves_a_readable_trace() {
     let data = dir.join("k.data");
     let bin = workload("half_sleeper");
     let mut child = holdup()
-        .args(["record", "-o", data.to_str().unwrap(), "--", bin.to_str().unwrap(), "300"])
+        .args([
+            "record",
+            "-o",
+            data.to_str().unwrap(),
+            "--",
+            bin.to_str().unwrap(),
+            "300",
+        ])
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
@@ -151,11 +198,16 @@ fn a_recorder_killed_with_sigkill_leaves_a_readable_trace() {
     child.kill().unwrap();
     child.wait().unwrap();
     // The workload goes on without the recorder; stop it.
-    let _ = Command::new("pkill").args(["-f", bin.to_str().unwrap()]).status();
+    let _ = Command::new("pkill")
+        .args(["-f", bin.to_str().unwrap()])
+        .status();
     let out = holdup_out(&["report", "--json", "-i", data.to_str().unwrap()]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    assert!(err.contains("did not finish cleanly") || err.contains("ends inside a chunk"), "{err}");
+    assert!(
+        err.contains("did not finish cleanly") || err.contains("ends inside a chunk"),
+        "{err}"
+    );
     let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let samples: u64 = r["threads"]
         .as_array()
@@ -163,7 +215,10 @@ fn a_recorder_killed_with_sigkill_leaves_a_readable_trace() {
         .iter()
         .map(|t| t["samples"]["cpu"].as_u64().unwrap())
         .sum();
-    assert!(samples > 200, "samples of the first seconds are there: {samples}");
+    assert!(
+        samples > 200,
+        "samples of the first seconds are there: {samples}"
+    );
 }
 
 #[test]
@@ -177,7 +232,15 @@ fn pid_and_duration_modes() {
     let pid = target.id().to_string();
     let data = dir.join("p.data");
     let t0 = std::time::Instant::now();
-    run_ok(&["record", "-o", data.to_str().unwrap(), "-p", &pid, "--duration", "1"]);
+    run_ok(&[
+        "record",
+        "-o",
+        data.to_str().unwrap(),
+        "-p",
+        &pid,
+        "--duration",
+        "1",
+    ]);
     let took = t0.elapsed().as_secs_f64();
     assert!((1.0..3.0).contains(&took), "--duration 1 took {took:.2} s");
     let r = json(&["report", "--json", "-i", data.to_str().unwrap()]);
@@ -185,10 +248,19 @@ fn pid_and_duration_modes() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|t| t["functions"].as_array().unwrap().iter().any(|f| f["symbol"] == "half_sleeper"))
+        .find(|t| {
+            t["functions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|f| f["symbol"] == "half_sleeper")
+        })
         .expect("the attached process's worker thread");
     let s = &worker["samples"];
-    let total: f64 = ["cpu", "io", "lock", "sched", "other"].iter().map(|c| s[c].as_f64().unwrap()).sum();
+    let total: f64 = ["cpu", "io", "lock", "sched", "other"]
+        .iter()
+        .map(|c| s[c].as_f64().unwrap())
+        .sum();
     // Attached for about a second; the thread is covered all along, half asleep.
     assert_near("seconds covered", total / 1000.0, 1.0, 0.15);
     assert_near("cpu share", s["cpu"].as_f64().unwrap() / total, 0.5, 0.1);

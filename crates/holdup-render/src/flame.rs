@@ -25,7 +25,11 @@ pub struct FlameOptions {
 }
 
 /// Render folded stacks (`holdup_analysis::folded`) as an SVG flame graph.
-pub fn render(stacks: &[(String, u64)], opts: &FlameOptions, out: &mut impl Write) -> io::Result<()> {
+pub fn render(
+    stacks: &[(String, u64)],
+    opts: &FlameOptions,
+    out: &mut impl Write,
+) -> io::Result<()> {
     let mut palette = PaletteMap::default();
     for c in Class::ALL {
         if let Some(leaf) = leaf_name(c) {
@@ -62,7 +66,8 @@ fn with_legend(svg: &[u8]) -> Vec<u8> {
         (Class::Sched, "[S] runqueue"),
         (Class::Other, "[B] other blocked"),
     ];
-    let mut legend = String::from("<g id=\"holdup-legend\" font-family=\"Verdana\" font-size=\"11\">");
+    let mut legend =
+        String::from("<g id=\"holdup-legend\" font-family=\"Verdana\" font-size=\"11\">");
     let width = text
         .split_once("width=\"")
         .and_then(|(_, rest)| rest.split('"').next())
@@ -100,12 +105,7 @@ mod tests {
             ("app;main;do_reads;pread;[I] io wait".to_string(), 70),
         ];
         let mut out = Vec::new();
-        render(
-            &stacks,
-            &FlameOptions { title: "t".into() },
-            &mut out,
-        )
-        .unwrap();
+        render(&stacks, &FlameOptions { title: "t".into() }, &mut out).unwrap();
         let svg = String::from_utf8(out).unwrap();
         let io = class_color(Class::Io);
         assert!(svg.contains(&format!("rgb({},{},{})", io.r, io.g, io.b)));

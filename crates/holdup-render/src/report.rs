@@ -98,7 +98,13 @@ fn thread_header(out: &mut impl Write, p: &Profile, t: &ThreadProfile) -> io::Re
 
 fn rows(out: &mut impl Write, t: &ThreadProfile, o: &ReportOptions) -> io::Result<()> {
     let total = t.samples.total();
-    let dso_w = t.rows.iter().map(|r| r.dso.len()).max().unwrap_or(13).clamp(13, 30);
+    let dso_w = t
+        .rows
+        .iter()
+        .map(|r| r.dso.len())
+        .max()
+        .unwrap_or(13)
+        .clamp(13, 30);
     let comm_w = t.comm.len().clamp(7, 16);
     writeln!(
         out,
@@ -137,7 +143,12 @@ fn rows(out: &mut impl Write, t: &ThreadProfile, o: &ReportOptions) -> io::Resul
                     .collect::<Vec<_>>()
                     .join(", ")
             };
-            let reasons = list(r.wait_reasons.iter().map(|(k, n)| (k.to_string(), *n)).collect());
+            let reasons = list(
+                r.wait_reasons
+                    .iter()
+                    .map(|(k, n)| (k.to_string(), *n))
+                    .collect(),
+            );
             if !reasons.is_empty() {
                 writeln!(out, "{pad}wait: {reasons}")?;
             }
@@ -160,15 +171,29 @@ fn rows(out: &mut impl Write, t: &ThreadProfile, o: &ReportOptions) -> io::Resul
 
 fn children(out: &mut impl Write, t: &ThreadProfile, o: &ReportOptions) -> io::Result<()> {
     let total = t.samples.total();
-    let dso_w = t.functions.iter().map(|f| f.dso.len()).max().unwrap_or(13).clamp(13, 30);
-    writeln!(out, "# Children      Self  {:<dso_w$}  Symbol", "Shared Object")?;
+    let dso_w = t
+        .functions
+        .iter()
+        .map(|f| f.dso.len())
+        .max()
+        .unwrap_or(13)
+        .clamp(13, 30);
+    writeln!(
+        out,
+        "# Children      Self  {:<dso_w$}  Symbol",
+        "Shared Object"
+    )?;
     writeln!(out, "# ........  ........  {}  ......", ".".repeat(dso_w))?;
     for f in &t.functions {
         let inc = pct(f.total.total(), total);
         if inc < o.percent_limit {
             continue;
         }
-        let tag = if f.dso == "[kernel.kallsyms]" { "[k]" } else { "[.]" };
+        let tag = if f.dso == "[kernel.kallsyms]" {
+            "[k]"
+        } else {
+            "[.]"
+        };
         let mut mix = String::new();
         for c in Class::ALL {
             let n = f.total.get(c);

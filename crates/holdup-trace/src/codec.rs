@@ -347,7 +347,10 @@ impl<'a> Decoder<'a> {
             0 => UNKNOWN_DSO,
             d => u32::try_from(d - 1).map_err(|_| DecodeError::Invalid("frame"))?,
         };
-        Ok(Frame { dso, addr: self.u()? })
+        Ok(Frame {
+            dso,
+            addr: self.u()?,
+        })
     }
 
     fn bio(&mut self) -> Result<Bio, DecodeError> {
@@ -410,7 +413,11 @@ impl<'a> Decoder<'a> {
                     s.sched_weight = self.u32("sample")?;
                     s.waker = self.waker()?;
                     let no_wake = self.u()? != 0;
-                    s.wake = if no_wake { 0 } else { time.saturating_add(wake) };
+                    s.wake = if no_wake {
+                        0
+                    } else {
+                        time.saturating_add(wake)
+                    };
                 }
                 Record::Sample(s)
             }
@@ -426,10 +433,18 @@ impl<'a> Decoder<'a> {
                     pid,
                     tid,
                     start,
-                    wake: if wake == 0 { 0 } else { start.saturating_add(wake - 1) },
+                    wake: if wake == 0 {
+                        0
+                    } else {
+                        start.saturating_add(wake - 1)
+                    },
                     end,
                     class: Self::class(cc, "segment")?,
-                    cpu: if cpu == 0 { None } else { Some((cpu - 1) as u16) },
+                    cpu: if cpu == 0 {
+                        None
+                    } else {
+                        Some((cpu - 1) as u16)
+                    },
                     waker: self.waker()?,
                 })
             }

@@ -61,7 +61,11 @@ pub enum Error {
     #[error("{path}: not a holdup trace (bad magic)")]
     NotATrace { path: String },
     #[error("{path}: trace format version {major}.{minor} is newer than this holdup understands ({MAJOR}.x); upgrade holdup")]
-    Version { path: String, major: u16, minor: u16 },
+    Version {
+        path: String,
+        major: u16,
+        minor: u16,
+    },
     #[error("{path}: trace header is truncated or damaged")]
     Header { path: String },
     #[error("{path}: {source}")]
@@ -197,7 +201,10 @@ impl Reader<BufReader<File>> {
             source,
         };
         let file = File::open(path).map_err(io_err)?;
-        Reader::new(BufReader::with_capacity(1 << 20, file), &path.display().to_string())
+        Reader::new(
+            BufReader::with_capacity(1 << 20, file),
+            &path.display().to_string(),
+        )
     }
 }
 
@@ -248,8 +255,8 @@ impl<R: Read> Reader<R> {
         if crc32fast::hash(&json[..len]) != crc {
             return Err(Error::Header { path });
         }
-        let header: Header =
-            serde_json::from_slice(&json[..len]).map_err(|_| Error::Header { path: path.clone() })?;
+        let header: Header = serde_json::from_slice(&json[..len])
+            .map_err(|_| Error::Header { path: path.clone() })?;
         Ok(Self {
             input,
             header,

@@ -34,7 +34,10 @@ mod tests {
                         dso: KERNEL_DSO,
                         addr: 0xffff_ffff_8123_4567,
                     },
-                    Frame { dso: 1, addr: 0x1234 },
+                    Frame {
+                        dso: 1,
+                        addr: 0x1234,
+                    },
                     Frame {
                         dso: UNKNOWN_DSO,
                         addr: 0x7fff_0000,
@@ -90,7 +93,10 @@ mod tests {
                 cpu: None,
             }),
             Record::Symbol(Symbol {
-                frame: Frame { dso: 1, addr: 0x1234 },
+                frame: Frame {
+                    dso: 1,
+                    addr: 0x1234,
+                },
                 frames: vec![
                     SymFrame {
                         function: "inner".into(),
@@ -193,7 +199,10 @@ mod tests {
 
     #[test]
     fn garbage_is_not_a_trace_and_flipped_bytes_are_caught() {
-        assert!(matches!(read_all(b"garbage garbage garbage"), Err(Error::NotATrace { .. })));
+        assert!(matches!(
+            read_all(b"garbage garbage garbage"),
+            Err(Error::NotATrace { .. })
+        ));
         assert!(matches!(read_all(b""), Err(Error::NotATrace { .. })));
         let records = sample_records();
         let bytes = write_trace(&records, 100);

@@ -81,7 +81,10 @@ impl Trace {
         let segments_end = t.segments.iter().map(|s| s.end).max().unwrap_or(0);
         t.end_ns = match &t.finish {
             Some(f) => f.time,
-            None => last.max(samples_end).max(segments_end).max(t.header.start_ns),
+            None => last
+                .max(samples_end)
+                .max(segments_end)
+                .max(t.header.start_ns),
         };
         let end = t.end_ns;
         for th in t.threads.values_mut() {
@@ -112,7 +115,13 @@ impl Trace {
                 self.samples.push(s)
             }
             Record::Segment(s) => self.segments.push(s),
-            Record::Fork { time, pid, tid, parent_tid, .. } => {
+            Record::Fork {
+                time,
+                pid,
+                tid,
+                parent_tid,
+                ..
+            } => {
                 let parent_comm = self.threads.get(&parent_tid).map(|p| p.comm.clone());
                 let th = self.thread(pid, tid);
                 th.start = time;
@@ -120,7 +129,9 @@ impl Trace {
                     th.comm = parent_comm.unwrap_or_default();
                 }
             }
-            Record::Exec { pid, tid, filename, .. } => {
+            Record::Exec {
+                pid, tid, filename, ..
+            } => {
                 self.thread(pid, tid).exec = Some(filename);
             }
             Record::Comm { pid, tid, comm, .. } => self.thread(pid, tid).comm = comm,

@@ -14,7 +14,13 @@ pub enum Class {
 }
 
 impl Class {
-    pub const ALL: [Class; 5] = [Class::Cpu, Class::Io, Class::Lock, Class::Sched, Class::Other];
+    pub const ALL: [Class; 5] = [
+        Class::Cpu,
+        Class::Io,
+        Class::Lock,
+        Class::Sched,
+        Class::Other,
+    ];
 
     pub fn from_u8(v: u8) -> Option<Class> {
         Class::ALL.get(v as usize).copied()
@@ -280,9 +286,10 @@ impl Record {
             Record::Sample(s) if s.class == Class::Cpu => "on-CPU samples",
             Record::Sample(_) => "blocked samples",
             Record::Segment(_) => "wait segments",
-            Record::Fork { .. } | Record::Exec { .. } | Record::Comm { .. } | Record::Exit { .. } => {
-                "task events"
-            }
+            Record::Fork { .. }
+            | Record::Exec { .. }
+            | Record::Comm { .. }
+            | Record::Exit { .. } => "task events",
             Record::BioIssue(_) | Record::BioDone(_) => "block requests",
             Record::Mmap(_) | Record::Dso(_) => "mappings",
             Record::Stack(_) => "stacks",

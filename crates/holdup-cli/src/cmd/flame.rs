@@ -52,11 +52,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let file = std::fs::File::create(&a.output)
         .with_context(|| format!("cannot create {}", a.output.display()))?;
     let mut out = std::io::BufWriter::new(file);
-    flame::render(
-        &stacks,
-        &FlameOptions { title },
-        &mut out,
-    )?;
+    flame::render(&stacks, &FlameOptions { title }, &mut out)?;
     eprintln!("holdup: wrote {}", a.output.display());
     Ok(ExitCode::SUCCESS)
 }

@@ -50,7 +50,11 @@ pub struct Args {
     #[arg(short, long)]
     pub verbose: bool,
     /// The command to run and record.
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND")]
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
     pub command: Vec<String>,
 }
 
@@ -81,7 +85,9 @@ impl TryFrom<Args> for Config {
                 Target::Pids(a.pid.clone())
             }
             (false, true, false) => Target::Pids(Vec::new()),
-            (false, true, true) => bail!("nothing to record: give a command (holdup record -- CMD), -p PID or -a"),
+            (false, true, true) => {
+                bail!("nothing to record: give a command (holdup record -- CMD), -p PID or -a")
+            }
             _ => bail!("give either a command, -p PID or -a, not several"),
         };
         if !a.ring_mb.is_power_of_two() {
@@ -89,7 +95,9 @@ impl TryFrom<Args> for Config {
         }
         let period_ns = 1_000_000_000 / a.freq;
         let duration = match a.duration {
-            Some(s) if !(s > 0.0 && s.is_finite()) => bail!("--duration must be a positive number of seconds"),
+            Some(s) if !(s > 0.0 && s.is_finite()) => {
+                bail!("--duration must be a positive number of seconds")
+            }
             Some(s) => Some(Duration::from_secs_f64(s)),
             None => None,
         };
@@ -138,7 +146,10 @@ fn own_cpu() -> Duration {
 }
 
 pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
@@ -147,7 +158,11 @@ fn header(cfg: &Config, start_ns: u64) -> Header {
     let uname = |f: fn(&libc::utsname) -> &[libc::c_char]| {
         let mut u: libc::utsname = unsafe { std::mem::zeroed() };
         unsafe { libc::uname(&mut u) };
-        let bytes: Vec<u8> = f(&u).iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+        let bytes: Vec<u8> = f(&u)
+            .iter()
+            .take_while(|&&c| c != 0)
+            .map(|&c| c as u8)
+            .collect();
         String::from_utf8_lossy(&bytes).into_owned()
     };
     Header {
@@ -222,8 +237,12 @@ pub fn record(cfg: &Config) -> anyhow::Result<ExitCode> {
     }
     let file = File::create(&cfg.output)
         .with_context(|| format!("cannot create {}", cfg.output.display()))?;
-    let writer = Writer::new(BufWriter::with_capacity(1 << 20, file), &header(cfg, start_ns), features)
-        .context("writing the trace")?;
+    let writer = Writer::new(
+        BufWriter::with_capacity(1 << 20, file),
+        &header(cfg, start_ns),
+        features,
+    )
+    .context("writing the trace")?;
     let mut d = Drainer::new(writer);
     let existing: Vec<u32> = match &cfg.target {
         Target::Pids(p) => p.clone(),
@@ -293,16 +312,16 @@ pub fn record(cfg: &Config) -> anyhow::Result<ExitCode> {
     drop(rec);
 
     for (what, n) in [
-        ("samples", lost.by_kind[holdup_bpf::records::REC_SAMPLE as usize]),
-        ("wait segments", lost.by_kind[holdup_bpf::records::REC_SEGMENT as usize]),
         (
-            "task events",
-            lost.by_kind[3..=6].iter().sum::<u64>(),
+            "samples",
+            lost.by_kind[holdup_bpf::records::REC_SAMPLE as usize],
         ),
         (
-            "block requests",
-            lost.by_kind[7] + lost.by_kind[8],
+            "wait segments",
+            lost.by_kind[holdup_bpf::records::REC_SEGMENT as usize],
         ),
+        ("task events", lost.by_kind[3..=6].iter().sum::<u64>()),
+        ("block requests", lost.by_kind[7] + lost.by_kind[8]),
         ("unparsable records", unparsable),
     ] {
         if n > 0 {
@@ -339,7 +358,11 @@ pub fn record(cfg: &Config) -> anyhow::Result<ExitCode> {
         }
     }
     let out = d.writer.finish()?;
-    let size = out.into_inner().map_err(|e| e.into_error())?.metadata()?.len();
+    let size = out
+        .into_inner()
+        .map_err(|e| e.into_error())?
+        .metadata()?
+        .len();
 
     let lost_total = lost.total() + unparsable;
     eprintln!(

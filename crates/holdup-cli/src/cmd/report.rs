@@ -2,8 +2,8 @@
 
 use super::input::load_trace;
 use holdup_analysis::profile::{self, Filter, Section};
-use holdup_trace::Class;
 use holdup_render::report::{self as text, ReportOptions};
+use holdup_trace::Class;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -75,7 +75,8 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         let (section, order) = parse_sort(&a.sort)?;
         p.threads = profile::group(&p, section);
         if let Some(class) = order {
-            p.threads.sort_by(|a, b| b.samples.get(class).cmp(&a.samples.get(class)));
+            p.threads
+                .sort_by(|a, b| b.samples.get(class).cmp(&a.samples.get(class)));
         }
         let o = ReportOptions {
             percent_limit: a.percent_limit,

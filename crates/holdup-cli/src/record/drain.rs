@@ -4,8 +4,10 @@
 
 use holdup_bpf::perf::AddressEvent;
 use holdup_bpf::records::{self as raw, c_str, Record as RawRecord};
-use holdup_symbolize::{AddressSpaces, Mapping, UserStack, Unwinder};
-use holdup_trace::{self as trace, Class, DsoId, Frame, Record, StackId, Waker, KERNEL_DSO, UNKNOWN_DSO};
+use holdup_symbolize::{AddressSpaces, Mapping, Unwinder, UserStack};
+use holdup_trace::{
+    self as trace, Class, DsoId, Frame, Record, StackId, Waker, KERNEL_DSO, UNKNOWN_DSO,
+};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::Write;
 
@@ -53,7 +55,8 @@ impl VdsoCopy {
         let end = u64::from_str_radix(b, 16).ok()?;
         // SAFETY: the range is our own vDSO mapping, readable for the life
         // of the process.
-        let image = unsafe { std::slice::from_raw_parts(start as *const u8, (end - start) as usize) };
+        let image =
+            unsafe { std::slice::from_raw_parts(start as *const u8, (end - start) as usize) };
         let path = std::env::temp_dir().join(format!("holdup-vdso-{}.so", std::process::id()));
         std::fs::write(&path, image).ok()?;
         Some(Self(path))
@@ -182,7 +185,13 @@ impl<W: Write> Drainer<W> {
     }
 
     /// Give a thread its name the first time it appears.
-    fn name(&mut self, pid: u32, tid: u32, time: u64, known: Option<String>) -> std::io::Result<()> {
+    fn name(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        time: u64,
+        known: Option<String>,
+    ) -> std::io::Result<()> {
         if !self.named.insert(tid) {
             return Ok(());
         }
@@ -190,7 +199,12 @@ impl<W: Write> Drainer<W> {
             .or_else(|| std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).ok())
             .map(|c| c.trim_end().to_string())
             .unwrap_or_default();
-        self.writer.write(&Record::Comm { time, pid, tid, comm })
+        self.writer.write(&Record::Comm {
+            time,
+            pid,
+            tid,
+            comm,
+        })
     }
 
     fn dso(&mut self, path: &str, build_id: &Option<Vec<u8>>) -> std::io::Result<DsoId> {

@@ -139,5 +139,7 @@ pub fn signal_name(sig: i32) -> String {
     if p.is_null() {
         return format!("signal {sig}");
     }
-    unsafe { std::ffi::CStr::from_ptr(p) }.to_string_lossy().into_owned()
+    unsafe { std::ffi::CStr::from_ptr(p) }
+        .to_string_lossy()
+        .into_owned()
 }
