@@ -267,3 +267,51 @@ fn pid_and_duration_modes() {
     target.kill().unwrap();
     target.wait().unwrap();
 }
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn ctrl_c_stops_cleanly_and_keeps_the_trace() {
+    use std::os::unix::process::CommandExt;
+    let _serial = serial();
+    let dir = scratch("ctrl_c");
+    let data = dir.join("c.data");
+    let bin = workload("half_sleeper");
+    // As a terminal would: SIGINT to the whole foreground process group.
+    let mut child = holdup()
+        .args(["record", "-o", data.to_str().unwrap(), "--", bin.to_str().unwrap(), "500"])
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2000));
+    unsafe { libc::kill(-(child.id() as i32), libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(128 + libc::SIGINT), "{err}");
+    assert!(err.contains("[ holdup record:"), "the status line is printed: {err}");
+    let out = holdup_out(&["report", "--json", "-i", data.to_str().unwrap()]);
+    let rerr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && !rerr.contains("did not finish"), "{rerr}");
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn lost_events_are_counted_and_reported() {
+    let _serial = serial();
+    let dir = scratch("lost");
+    let bin = workload("spinners");
+    // A 1 MiB ring, 10 kHz of 4 KiB stack copies on two CPUs: the ring
+    // overflows between drains.
+    let data = record(
+        &dir,
+        &["--ring-mb", "1", "-F", "10000", "--stack-bytes", "4096"],
+        &[bin.to_str().unwrap(), "4", "0.3"],
+    );
+    let out = holdup_out(&["report", "--json", "-i", data.to_str().unwrap()]);
+    assert!(out.status.success());
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let lost = r["lost_events"].as_u64().unwrap();
+    assert!(lost > 0, "the ring must have overflowed");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("{lost} events were lost")), "{err}");
+}
