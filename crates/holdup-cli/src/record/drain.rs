@@ -207,6 +207,17 @@ impl<W: Write> Drainer<W> {
         })
     }
 
+    /// A thread's (new) name.
+    fn rename(&mut self, pid: u32, tid: u32, time: u64, comm: &[u8]) -> std::io::Result<()> {
+        self.named.insert(tid);
+        self.writer.write(&Record::Comm {
+            time,
+            pid,
+            tid,
+            comm: c_str(comm),
+        })
+    }
+
     fn dso(&mut self, path: &str, build_id: &Option<Vec<u8>>) -> std::io::Result<DsoId> {
         let key = (path.to_string(), build_id.clone());
         if let Some(&id) = self.dso_ids.get(&key) {
@@ -359,23 +370,9 @@ impl<W: Write> Drainer<W> {
                     tid: e.tid,
                     filename: c_str(&e.filename),
                 })?;
-                self.named.insert(e.tid);
-                self.writer.write(&Record::Comm {
-                    time: e.time,
-                    pid: e.pid,
-                    tid: e.tid,
-                    comm: c_str(&e.comm),
-                })
+                self.rename(e.pid, e.tid, e.time, &e.comm)
             }
-            RawRecord::Comm(c) => {
-                self.named.insert(c.tid);
-                self.writer.write(&Record::Comm {
-                    time: c.time,
-                    pid: c.pid,
-                    tid: c.tid,
-                    comm: c_str(&c.comm),
-                })
-            }
+            RawRecord::Comm(c) => self.rename(c.pid, c.tid, c.time, &c.comm),
             RawRecord::Exit(c) => {
                 self.name(c.pid, c.tid, c.time, Some(c_str(&c.comm)))?;
                 self.writer.write(&Record::Exit {
