@@ -87,6 +87,8 @@ impl Lost {
 pub struct Recorder {
     // Field order is drop order: links before the skeleton.
     _links: Vec<Link>,
+    /// The sys_exit fallback, once threads without rseq were seen.
+    sys_exit: Option<Link>,
     ring: RingReader,
     mmaps: MmapEvents,
     skel: RecorderSkel<'static>,
@@ -133,6 +135,7 @@ impl Recorder {
             .set_max_entries(options.ring_bytes)
             .map_err(load_err)?;
         open.progs.flush_open.set_autoattach(false);
+        open.progs.on_sys_exit.set_autoattach(false);
         let skel = open.load().map_err(load_err)?;
 
         if let Target::Pids(pids) = &options.target {
@@ -192,6 +195,7 @@ impl Recorder {
         let ring = RingReader::new(skel.maps.events.as_fd(), options.ring_bytes as u64)?;
         Ok(Self {
             _links: links,
+            sys_exit: None,
             ring,
             mmaps,
             skel,
@@ -228,6 +232,25 @@ impl Recorder {
     /// Hand new address-space events (mmaps, execs) to `f`, per CPU in order.
     pub fn drain_address_events(&mut self, f: impl FnMut(AddressEvent)) {
         self.mmaps.drain(f);
+    }
+
+    /// Attach what the threads seen so far need: the sys_exit fallback that
+    /// takes the user stacks of blocked samples for threads without rseq.
+    /// Cheap to call on every drain.
+    pub fn attach_fallbacks(&mut self) -> Result<()> {
+        let without_rseq = self
+            .skel
+            .maps
+            .bss_data
+            .as_deref()
+            .map_or(0, |b| b.parked_without_rseq);
+        if without_rseq > 0 && self.sys_exit.is_none() {
+            self.sys_exit = Some(self.skel.progs.on_sys_exit.attach().map_err(|e| Error::Attach {
+                prog: "on_sys_exit",
+                msg: e.to_string(),
+            })?);
+        }
+        Ok(())
     }
 
     /// Hand new ring-buffer records to `f`. Records the parser does not

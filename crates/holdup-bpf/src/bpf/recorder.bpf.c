@@ -49,6 +49,11 @@ const volatile u32 self_tgid = 0;		/* the recorder, never traced */
 /* Intervals that began before the recording are cut at its start. */
 u64 start_ns = 0;
 
+/* Samples parked for threads that have not registered rseq, so that
+ * rseq_update will not fire for them: user space then attaches the
+ * (system-wide, hence costlier) sys_exit fallback. */
+u64 parked_without_rseq = 0;
+
 struct thread_state {
 	u64 out;		/* switch-out time, 0 while running */
 	u64 wake;		/* wakeup time, 0 until woken */
@@ -498,6 +503,8 @@ static __always_inline void switch_in(struct task_struct *prev, struct task_stru
 	 * read right away, otherwise it waits for the thread to run. */
 	if (mm_loaded(prev, next))
 		emit_pending(st, next, USER_LOADED, 0);
+	else if (!BPF_CORE_READ(next, rseq))
+		__sync_fetch_and_add(&parked_without_rseq, 1);
 }
 
 SEC("tp_btf/sched_switch")
@@ -555,6 +562,19 @@ int BPF_PROG(on_wakeup_new, struct task_struct *p)
  * its user stack is still the one it blocked with. */
 SEC("tp_btf/rseq_update")
 int BPF_PROG(on_rseq_update, struct task_struct *t)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct thread_state *st = state_of(task, false);
+
+	if (st && st->pending)
+		emit_pending(st, task, USER_LOADED, 0);
+	return 0;
+}
+
+/* The same for threads without rseq, on their way out of a system call
+ * (attached only when such threads are seen). */
+SEC("tp_btf/sys_exit")
+int BPF_PROG(on_sys_exit)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct thread_state *st = state_of(task, false);

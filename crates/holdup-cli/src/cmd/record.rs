@@ -193,6 +193,7 @@ type Out = BufWriter<File>;
 
 /// Move everything the recorder has into the trace.
 fn drain(rec: &mut Recorder, d: &mut Drainer<Out>, unparsable: &mut u64) -> anyhow::Result<()> {
+    rec.attach_fallbacks()?;
     rec.drain_address_events(|ev| d.queue_address_event(ev));
     d.sort_address_events();
     let mut err = None;
