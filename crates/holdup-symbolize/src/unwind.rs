@@ -89,7 +89,31 @@ enum FileKey {
 
 struct ProcState {
     generation: u64,
-    unwinder: UnwinderX86_64<Bytes>,
+    unwinder: Arc<UnwinderX86_64<Bytes>>,
+}
+
+/// What a module list is built from: processes with the same mappings
+/// (every child a server forks) share one module list, and so share
+/// framehop's cached unwind rules, which are keyed by module list.
+type Fingerprint = Vec<(u64, u64, u64, SameInfo)>;
+
+/// A file's unwind info compared by identity; holding it keeps the
+/// address from being reused by another file's info.
+#[derive(Clone)]
+struct SameInfo(Arc<ElfUnwindInfo>);
+
+impl PartialEq for SameInfo {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for SameInfo {}
+
+impl std::hash::Hash for SameInfo {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        Arc::as_ptr(&self.0).hash(h);
+    }
 }
 
 /// Unwinds user stacks; caches parsed unwind info per ELF file and a module
@@ -97,6 +121,7 @@ struct ProcState {
 pub struct Unwinder {
     files: HashMap<FileKey, Option<Arc<ElfUnwindInfo>>>,
     procs: HashMap<u32, ProcState>,
+    shared: HashMap<Fingerprint, Arc<UnwinderX86_64<Bytes>>>,
     /// For processes we know no mappings of: framehop then applies its
     /// frame-pointer rule on the copy.
     empty: UnwinderX86_64<Bytes>,
@@ -117,6 +142,7 @@ impl Unwinder {
         Self {
             files: HashMap::new(),
             procs: HashMap::new(),
+            shared: HashMap::new(),
             empty: UnwinderX86_64::new(),
             cache: CacheX86_64::new(),
             generations: 0,
@@ -155,7 +181,7 @@ impl Unwinder {
         }
         out.push(stack.ip);
         self.sync(spaces, pid);
-        let unwinder = self.procs.get(&pid).map_or(&self.empty, |p| &p.unwinder);
+        let unwinder = self.procs.get(&pid).map_or(&self.empty, |p| &*p.unwinder);
         let mapped =
             |addr: u64, depth: usize| depth < UNMAPPED_OK || spaces.find(pid, addr).is_some();
 
@@ -239,12 +265,13 @@ impl Unwinder {
         }
         if self.generations > GENERATIONS_PER_EPOCH {
             self.procs.clear();
+            self.shared.clear();
             self.cache = CacheX86_64::new();
             self.empty = UnwinderX86_64::new();
             self.generations = 1;
         }
-        self.generations += 1;
-        let mut unwinder = UnwinderX86_64::new();
+        let mut fingerprint = Fingerprint::new();
+        let mut paths = Vec::new();
         for m in spaces.mappings(pid) {
             let Some(info) = self.file(pid, m) else {
                 continue;
@@ -259,9 +286,22 @@ impl Unwinder {
             if m.end.wrapping_sub(bias) > u64::from(u32::MAX) || m.start < bias {
                 continue;
             }
-            unwinder.add_module(info.module(&m.path, m.start..m.end, bias));
-            self.generations += 1;
+            fingerprint.push((m.start, m.end, bias, SameInfo(info)));
+            paths.push(m.path.clone());
         }
+        let unwinder = match self.shared.get(&fingerprint) {
+            Some(u) => u.clone(),
+            None => {
+                self.generations += 1 + fingerprint.len();
+                let mut u = UnwinderX86_64::new();
+                for ((start, end, bias, info), path) in fingerprint.iter().zip(&paths) {
+                    u.add_module(info.0.module(path, *start..*end, *bias));
+                }
+                let u = Arc::new(u);
+                self.shared.insert(fingerprint, u.clone());
+                u
+            }
+        };
         self.procs.insert(
             pid,
             ProcState {
@@ -304,6 +344,8 @@ impl Unwinder {
     fn prune(&mut self, spaces: &AddressSpaces) {
         self.procs
             .retain(|&pid, _| spaces.generation(pid).is_some());
+        // Module lists no process uses any more.
+        self.shared.retain(|_, u| Arc::strong_count(u) > 1);
         self.files
             .retain(|_, info| info.as_ref().is_some_and(|i| i.in_use()));
     }
@@ -518,6 +560,31 @@ mod tests {
             0,
             "exec forgot the modules"
         );
+    }
+
+    #[test]
+    fn forked_processes_share_one_module_list() {
+        let exe = std::env::current_exe().unwrap();
+        let mut spaces = AddressSpaces::new();
+        spaces.add_mapping(20, mapping(0x10000, 0x20_0000, exe.to_str().unwrap()));
+        spaces.fork(20, 21);
+        spaces.fork(20, 22);
+        spaces.add_mapping(22, mapping(0x4000_0000, 0x4020_0000, exe.to_str().unwrap()));
+        let stack = UserStack {
+            ip: 0x10010,
+            sp: 0x1000,
+            bp: 0,
+            fp_chain: &[],
+            copy: &[],
+        };
+        let mut u = Unwinder::new();
+        for pid in [20, 21, 22] {
+            u.unwind(&spaces, pid, &stack);
+        }
+        // The parent and the unchanged child share rules; the child that
+        // mapped more has a list of its own.
+        assert!(Arc::ptr_eq(&u.procs[&20].unwinder, &u.procs[&21].unwinder));
+        assert!(!Arc::ptr_eq(&u.procs[&20].unwinder, &u.procs[&22].unwinder));
     }
 
     #[test]

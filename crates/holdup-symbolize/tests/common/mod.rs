@@ -27,8 +27,14 @@ pub fn source(name: &str) -> PathBuf {
 /// return the executable.
 pub fn build(src: &str, name: &str, flags: &[&str]) -> PathBuf {
     static BUILT: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
-    let built = BUILT.get_or_init(Default::default);
-    if let Some(p) = built.lock().unwrap().get(name) {
+    // Held while compiling: two tests wanting the same fixture must not
+    // write it twice (running it while the linker rewrites it fails with
+    // "text file busy").
+    let mut built = BUILT
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some(p) = built.get(name) {
         return p.clone();
     }
     let out = fixture_dir().join(name);
@@ -41,7 +47,7 @@ pub fn build(src: &str, name: &str, flags: &[&str]) -> PathBuf {
         .status()
         .expect("run cc (a C compiler is needed to build test fixtures)");
     assert!(status.success(), "cc {flags:?} {src} failed");
-    built.lock().unwrap().insert(name.to_string(), out.clone());
+    built.insert(name.to_string(), out.clone());
     out
 }
 
