@@ -1,6 +1,6 @@
 //! Per-process address spaces.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// One executable mapping of a process.
@@ -82,7 +82,9 @@ impl Space {
 /// `/proc/PID/maps`.
 #[derive(Debug, Default)]
 pub struct AddressSpaces {
-    spaces: HashMap<u32, Space>,
+    /// By pid. A BTreeMap: looked up for every frame, and a few compares
+    /// beat hashing a key.
+    spaces: BTreeMap<u32, Space>,
     /// Build-ids read while loading `/proc/PID/maps`, by (dev, inode, path):
     /// every process maps libc, reading its notes once is enough.
     build_ids: HashMap<(String, u64, String), Option<Vec<u8>>>,

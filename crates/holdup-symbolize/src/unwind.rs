@@ -13,7 +13,7 @@ use crate::elf::{Bytes, ElfUnwindInfo};
 use crate::maps::{AddressSpaces, Mapping};
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{FrameAddress, Unwinder as _};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -120,7 +120,7 @@ impl std::hash::Hash for SameInfo {
 /// list per process.
 pub struct Unwinder {
     files: HashMap<FileKey, Option<Arc<ElfUnwindInfo>>>,
-    procs: HashMap<u32, ProcState>,
+    procs: BTreeMap<u32, ProcState>,
     shared: HashMap<Fingerprint, Arc<UnwinderX86_64<Bytes>>>,
     /// For processes we know no mappings of: framehop then applies its
     /// frame-pointer rule on the copy.
@@ -141,7 +141,7 @@ impl Unwinder {
     pub fn new() -> Self {
         Self {
             files: HashMap::new(),
-            procs: HashMap::new(),
+            procs: BTreeMap::new(),
             shared: HashMap::new(),
             empty: UnwinderX86_64::new(),
             cache: CacheX86_64::new(),

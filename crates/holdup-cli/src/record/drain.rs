@@ -2,6 +2,7 @@
 //! unwound while the target's files are at hand, frames are normalized to
 //! (file, offset), stacks are deduplicated, threads get their names.
 
+use holdup_analysis::fxhash::FxHashMap;
 use holdup_bpf::perf::AddressEvent;
 use holdup_bpf::records::{self as raw, c_str, Record as RawRecord};
 use holdup_symbolize::{AddressSpaces, Mapping, Unwinder, UserStack};
@@ -28,7 +29,10 @@ pub struct Drainer<W: Write> {
     /// (path, build-id) → dso id, and the reverse for the final symbolization.
     dso_ids: HashMap<(String, Option<Vec<u8>>), DsoId>,
     pub dsos: Vec<(DsoId, String, Option<Vec<u8>>)>,
-    stack_ids: HashMap<Vec<Frame>, StackId>,
+    /// (pid, mapping start) → dso, so that most frames need no string
+    /// hashing; cleared whenever mappings change.
+    mapping_dsos: FxHashMap<(u32, u64), DsoId>,
+    stack_ids: FxHashMap<Vec<Frame>, StackId>,
     named: HashSet<u32>,
     /// Address-space events not yet applied: applied in time order with the
     /// records, so that a sample sees the mappings of its own time.
@@ -99,7 +103,8 @@ impl<W: Write> Drainer<W> {
             unwinder: Unwinder::new(),
             dso_ids: HashMap::new(),
             dsos: Vec::new(),
-            stack_ids: HashMap::new(),
+            mapping_dsos: FxHashMap::default(),
+            stack_ids: FxHashMap::default(),
             named: HashSet::new(),
             address_events: VecDeque::new(),
             counts: Counts::default(),
@@ -110,6 +115,7 @@ impl<W: Write> Drainer<W> {
 
     /// Read the mappings of a process that exists already (-p, -a).
     pub fn load_existing(&mut self, pid: u32) {
+        self.mapping_dsos.clear();
         if self.spaces.load_proc_maps(pid).is_err() {
             return;
         }
@@ -157,6 +163,7 @@ impl<W: Write> Drainer<W> {
             if ev.time() > until {
                 break;
             }
+            self.mapping_dsos.clear();
             match self.address_events.pop_front().unwrap() {
                 AddressEvent::Mmap(m) => {
                     let path = match (&self.vdso, m.path.as_str()) {
@@ -248,8 +255,15 @@ impl<W: Write> Drainer<W> {
             });
         };
         let offset = a - m.start + m.file_offset;
-        let (path, build_id) = (m.path.clone(), m.build_id.clone());
-        let dso = self.dso(&path, &build_id)?;
+        let dso = match self.mapping_dsos.get(&(pid, m.start)) {
+            Some(&d) => d,
+            None => {
+                let (start, path, build_id) = (m.start, m.path.clone(), m.build_id.clone());
+                let d = self.dso(&path, &build_id)?;
+                self.mapping_dsos.insert((pid, start), d);
+                d
+            }
+        };
         Ok(Frame { dso, addr: offset })
     }
 
@@ -353,6 +367,8 @@ impl<W: Write> Drainer<W> {
             RawRecord::Fork(f) => {
                 if f.pid != f.parent_pid {
                     self.spaces.fork(f.parent_pid, f.pid);
+                    // The pid may be a reused one.
+                    self.mapping_dsos.clear();
                 }
                 self.writer.write(&Record::Fork {
                     time: f.time,
