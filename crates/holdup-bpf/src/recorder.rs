@@ -238,13 +238,15 @@ impl Recorder {
     /// takes the user stacks of blocked samples for threads without rseq.
     /// Cheap to call on every drain.
     pub fn attach_fallbacks(&mut self) -> Result<()> {
-        let without_rseq = self
+        let late = self
             .skel
             .maps
             .bss_data
             .as_deref()
-            .map_or(0, |b| b.parked_without_rseq);
-        if without_rseq > 0 && self.sys_exit.is_none() {
+            .map_or(0, |b| b.late_without_rseq);
+        // A thread parked before it registered rseq at startup is emitted
+        // once, late; more than a few mean threads that never will.
+        if late > 2 && self.sys_exit.is_none() {
             self.sys_exit = Some(self.skel.progs.on_sys_exit.attach().map_err(|e| Error::Attach {
                 prog: "on_sys_exit",
                 msg: e.to_string(),

@@ -49,10 +49,11 @@ const volatile u32 self_tgid = 0;		/* the recorder, never traced */
 /* Intervals that began before the recording are cut at its start. */
 u64 start_ns = 0;
 
-/* Samples parked for threads that have not registered rseq, so that
- * rseq_update will not fire for them: user space then attaches the
- * (system-wide, hence costlier) sys_exit fallback. */
-u64 parked_without_rseq = 0;
+/* Samples emitted late (the thread ran on before its user stack was read)
+ * for threads that have not registered rseq, so that rseq_update does not
+ * fire for them: user space then attaches the (system-wide, hence
+ * costlier) sys_exit fallback. */
+u64 late_without_rseq = 0;
 
 struct thread_state {
 	u64 out;		/* switch-out time, 0 while running */
@@ -344,6 +345,8 @@ static __always_inline void emit_pending(struct thread_state *st, struct task_st
 	struct scratch *s;
 
 	st->pending = 0;
+	if ((flags & SF_LATE_USTACK) && !BPF_CORE_READ(task, rseq))
+		__sync_fetch_and_add(&late_without_rseq, 1);
 	s = get_scratch();
 	if (!s)
 		return;
@@ -503,8 +506,6 @@ static __always_inline void switch_in(struct task_struct *prev, struct task_stru
 	 * read right away, otherwise it waits for the thread to run. */
 	if (mm_loaded(prev, next))
 		emit_pending(st, next, USER_LOADED, 0);
-	else if (!BPF_CORE_READ(next, rseq))
-		__sync_fetch_and_add(&parked_without_rseq, 1);
 }
 
 SEC("tp_btf/sched_switch")
