@@ -1,1 +1,38 @@
-//! The causal-profiling runtime.
+//! The causal-profiling runtime, loaded into the target with `LD_PRELOAD` by
+//! `holdup causal run`.
+//!
+//! It does what COZ's libcoz does — interposes the pthread and signal
+//! functions, keeps COZ's delay accounting, runs experiments, writes a
+//! COZ-format profile — but its samples come from the holdup recorder: the
+//! parent loads the BPF recorder for this process and hands over its ring
+//! buffer, so the runtime sees on-CPU samples *and* blocked samples (BCOZ)
+//! without a kernel patch. See [`runtime`] for the accounting.
+//!
+//! Loaded without `holdup causal run` (no settings in the environment), it
+//! only answers `_coz_get_counter` and forwards every call.
+
+pub mod clock;
+pub mod config;
+pub mod lines;
+pub mod modules;
+pub mod progress;
+pub mod real;
+pub mod runtime;
+pub mod threads;
+pub mod unwind;
+
+#[cfg(not(test))]
+#[allow(non_snake_case)]
+mod interpose;
+
+/// Runs before `main` (and before the program's own constructors, since
+/// preloaded libraries are initialised first).
+#[cfg(not(test))]
+#[used]
+#[link_section = ".init_array"]
+static INIT: extern "C" fn() = {
+    extern "C" fn init() {
+        runtime::init();
+    }
+    init
+};

@@ -1,5 +1,6 @@
 //! Renderers: text tables, JSON, flame graphs, DOT.
 
+pub mod causal;
 pub mod flame;
 pub mod report;
 pub mod waitgraph;

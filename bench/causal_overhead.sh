@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Overhead and experiment rate of `holdup causal run` next to `coz run`
+# (apt coz-profiler, COZ 0.2.2) on the same programs: the causal_* workloads,
+# built with -gdwarf-3 -gstrict-dwarf so that COZ can read their line tables.
+#
+# For each program: the wall time of the plain program, under `coz run` and
+# under `holdup causal run` (medians of ROUNDS interleaved runs), the
+# slowdown of each, and the experiments per minute each profiler completed.
+# The slowdown includes the delays that virtual speedups insert: that is
+# the method's price, paid by both profilers.
+# usage: bench/causal_overhead.sh [ROUNDS]   (as root)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-3}
+cargo build --release --quiet -p holdup-cli -p holdup-causal
+target=${CARGO_TARGET_DIR:-$(pwd)/target}
+holdup=$target/release/holdup
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+have_coz=1
+command -v coz >/dev/null || { echo "coz not installed (apt install coz-profiler): holdup only" >&2; have_coz=0; }
+
+for w in barrier odirect lock pool; do
+	cc -O1 -gdwarf-3 -gstrict-dwarf -fno-omit-frame-pointer -pthread -o "$work/$w" "workloads/causal_$w.c"
+done
+# Same work in every run: calibrate the spin loop once.
+cat >"$work/cal.c" <<EOF
+#include "$(pwd)/workloads/causal_common.h"
+int main(void) { printf("%ld\n", iters_per_ms()); return 0; }
+EOF
+cc -O1 -o "$work/cal" "$work/cal.c"
+CAUSAL_ITERS_PER_MS=$(env -u CAUSAL_ITERS_PER_MS "$work/cal")
+export CAUSAL_ITERS_PER_MS
+
+median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+
+# mode, profile, command... → wall seconds; the profile gets the experiments
+run() {
+	local mode=$1 prof=$2 t0 t1
+	shift 2
+	t0=$(date +%s.%N)
+	case $mode in
+		plain) "$@" >/dev/null 2>&1 ;;
+		coz) (cd "$work" && coz run -o "$prof" --- "$@" >/dev/null 2>&1) ;;
+		holdup) "$holdup" causal run -o "$prof" -- "$@" >/dev/null 2>&1 ;;
+	esac
+	t1=$(date +%s.%N)
+	echo "$t1 - $t0" | bc -l
+}
+
+declare -A cmds=(
+	[barrier]="$work/barrier 1500 8 5"
+	[odirect]="$work/odirect $work 1500 20 4"
+	[lock]="$work/lock 3000 2 1"
+	[pool]="$work/pool 1500 1 2"
+)
+modes=(plain holdup)
+[ "$have_coz" = 1 ] && modes=(plain coz holdup)
+
+printf "%-8s %9s %9s %9s %8s %8s %10s %10s\n" program plain_s coz_s holdup_s coz_% holdup_% coz_exp/m holdup_exp/m
+sum_coz=0 sum_holdup=0 n=0
+for name in barrier odirect lock pool; do
+	declare -A times=() exps=()
+	for r in $(seq "$rounds"); do
+		for m in "${modes[@]}"; do
+			prof="$work/$name.$m.$r.coz"
+			rm -f "$prof"
+			# shellcheck disable=SC2086
+			t=$(run "$m" "$prof" ${cmds[$name]})
+			times[$m]+="$t "
+			if [ "$m" != plain ]; then
+				e=$(grep -c '^experiment' "$prof" 2>/dev/null || true)
+				exps[$m]+="$(echo "${e:-0} * 60 / $t" | bc -l) "
+			fi
+		done
+	done
+	plain=$(echo "${times[plain]}" | tr ' ' '\n' | grep . | median)
+	hold=$(echo "${times[holdup]}" | tr ' ' '\n' | grep . | median)
+	hold_e=$(echo "${exps[holdup]}" | tr ' ' '\n' | grep . | median)
+	hold_pct=$(echo "($hold / $plain - 1) * 100" | bc -l)
+	if [ "$have_coz" = 1 ]; then
+		coz=$(echo "${times[coz]}" | tr ' ' '\n' | grep . | median)
+		coz_e=$(echo "${exps[coz]}" | tr ' ' '\n' | grep . | median)
+		coz_pct=$(echo "($coz / $plain - 1) * 100" | bc -l)
+	else
+		coz=0 coz_e=0 coz_pct=0
+	fi
+	printf "%-8s %9.2f %9.2f %9.2f %7.1f%% %7.1f%% %10.0f %10.0f\n" "$name" "$plain" "$coz" "$hold" "$coz_pct" "$hold_pct" "$coz_e" "$hold_e"
+	sum_coz=$(echo "$sum_coz + $coz_pct" | bc -l)
+	sum_holdup=$(echo "$sum_holdup + $hold_pct" | bc -l)
+	n=$((n + 1))
+done
+printf "mean slowdown: coz %.1f%%, holdup %.1f%%\n" "$(echo "$sum_coz / $n" | bc -l)" "$(echo "$sum_holdup / $n" | bc -l)"

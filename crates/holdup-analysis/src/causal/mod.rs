@@ -1,0 +1,592 @@
+//! Causal profiles: COZ's profile format in, speedup curves and a ranking out.
+//!
+//! A profile is a list of experiments. Each ran one target (a source line, or
+//! `subclass:io` / `subclass:sched`) at one virtual speedup for a while and
+//! counted progress-point visits. The period of a progress point in an
+//! experiment is duration / visits, where duration excludes the delays the
+//! experiment inserted; the program speedup at a line speedup is
+//! (baseline period − period) / baseline period, as in COZ.
+//!
+//! Two choices differ from COZ's viewer, both to make the short experiments
+//! holdup runs add up to stable curves:
+//! - The baseline pools the 0% experiments of *all* targets: a 0% experiment
+//!   inserts no delay, so it measures the unperturbed program whatever its
+//!   target was. COZ's viewer only uses the target's own 0% runs.
+//! - Each curve also gets a smoothed value per point (local linear regression
+//!   over neighbouring speedups, anchored at 0% → 0), which ranks targets and
+//!   answers "what would s% buy"; the raw COZ value is kept beside it.
+//!
+//! Reads both the tab-separated format (COZ 0.2.2, holdup) and the JSON-lines
+//! format of later COZ versions; a line cut short by a crash is skipped.
+
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use std::io::BufRead;
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    #[error("cannot read the profile: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Measure {
+    /// `window`: (visits, duration in ns without inserted delay) between
+    /// the first and the last visit seen in the experiment (holdup adds it;
+    /// COZ's profiles lack it).
+    Throughput {
+        name: String,
+        delta: u64,
+        window: Option<(u64, u64)>,
+    },
+    Latency {
+        name: String,
+        arrivals: u64,
+        departures: u64,
+        difference: u64,
+    },
+}
+
+impl Measure {
+    pub fn name(&self) -> &str {
+        match self {
+            Measure::Throughput { name, .. } | Measure::Latency { name, .. } => name,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Experiment {
+    pub selected: String,
+    pub speedup: f64,
+    /// Elapsed time minus inserted delay, ns.
+    pub duration: u64,
+    pub selected_samples: u64,
+    pub measures: Vec<Measure>,
+}
+
+/// A parsed profile.
+#[derive(Clone, Debug, Default)]
+pub struct Profile {
+    pub experiments: Vec<Experiment>,
+    /// Last cumulative sample count per location.
+    pub samples: BTreeMap<String, u64>,
+    /// Runs in the file (`startup` records).
+    pub runs: usize,
+    /// Progress points the last finished run had reached, when it says so.
+    pub progress_points_reached: Option<u64>,
+    /// Runs that finished cleanly (they wrote a final `runtime` record
+    /// with their counts).
+    pub finished_runs: usize,
+}
+
+fn fields(line: &str) -> Option<(String, HashMap<String, String>)> {
+    if line.starts_with('{') {
+        let v: serde_json::Value = serde_json::from_str(line).ok()?;
+        let obj = v.as_object()?;
+        let kind = obj.get("type")?.as_str()?.replace('_', "-");
+        let map = obj
+            .iter()
+            .filter(|(k, _)| k.as_str() != "type")
+            .map(|(k, v)| {
+                let s = match v {
+                    serde_json::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                (k.replace('_', "-"), s)
+            })
+            .collect();
+        return Some((kind, map));
+    }
+    let mut parts = line.split('\t');
+    let kind = parts.next()?.to_string();
+    let map = parts
+        .filter_map(|p| p.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    Some((kind, map))
+}
+
+impl Profile {
+    /// Parse a profile; records this version does not know are skipped.
+    pub fn parse(reader: impl BufRead) -> Result<Profile, Error> {
+        let mut p = Profile::default();
+        let mut current: Option<Experiment> = None;
+        for line in reader.lines() {
+            let line = line?;
+            let Some((kind, f)) = fields(line.trim_end()) else {
+                continue;
+            };
+            let num = |k: &str| f.get(k).and_then(|v| v.parse::<f64>().ok());
+            let int = |k: &str| num(k).map(|v| v.max(0.0) as u64);
+            match kind.as_str() {
+                "startup" => {
+                    p.runs += 1;
+                    p.experiments.extend(current.take());
+                }
+                "experiment" => {
+                    p.experiments.extend(current.take());
+                    let (Some(sel), Some(speedup), Some(duration)) =
+                        (f.get("selected"), num("speedup"), int("duration"))
+                    else {
+                        continue;
+                    };
+                    current = Some(Experiment {
+                        selected: sel.clone(),
+                        speedup: (speedup * 100.0).round() / 100.0,
+                        duration,
+                        selected_samples: int("selected-samples").unwrap_or(0),
+                        measures: Vec::new(),
+                    });
+                }
+                "throughput-point" | "progress-point" => {
+                    if let (Some(e), Some(name), Some(delta)) =
+                        (current.as_mut(), f.get("name"), int("delta"))
+                    {
+                        let window = int("window-delta").zip(int("window-duration"));
+                        e.measures.push(Measure::Throughput {
+                            name: name.clone(),
+                            delta,
+                            window,
+                        });
+                    }
+                }
+                "latency-point" => {
+                    if let (Some(e), Some(name)) = (current.as_mut(), f.get("name")) {
+                        e.measures.push(Measure::Latency {
+                            name: name.clone(),
+                            arrivals: int("arrivals").unwrap_or(0),
+                            departures: int("departures").unwrap_or(0),
+                            difference: int("difference").unwrap_or(0),
+                        });
+                    }
+                }
+                "samples" => {
+                    if let (Some(loc), Some(count)) = (f.get("location"), int("count")) {
+                        p.samples.insert(loc.clone(), count);
+                    }
+                }
+                "runtime" => {
+                    p.experiments.extend(current.take());
+                    if let Some(n) = int("progress-points") {
+                        p.progress_points_reached = Some(n);
+                        p.finished_runs += 1;
+                    }
+                }
+                _ => {}
+            }
+        }
+        p.experiments.extend(current);
+        Ok(p)
+    }
+
+    /// Names of the progress points measured, in order of first appearance.
+    pub fn progress_points(&self) -> Vec<String> {
+        let mut names: Vec<String> = Vec::new();
+        for e in &self.experiments {
+            for m in &e.measures {
+                if !names.iter().any(|n| n == m.name()) {
+                    names.push(m.name().to_string());
+                }
+            }
+        }
+        names
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TargetKind {
+    Line,
+    Subclass,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct CurvePoint {
+    /// Virtual speedup of the target, 0–1.
+    pub speedup: f64,
+    /// COZ's program speedup measured at this speedup.
+    pub program_speedup: f64,
+    /// Smoothed over neighbouring speedups (what rankings and predictions use).
+    pub fitted: f64,
+    pub experiments: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct TargetCurve {
+    /// `file.c:42` (the shortest unambiguous name), `subclass:io`, `subclass:sched`.
+    pub target: String,
+    /// As recorded: the full path for lines.
+    pub location: String,
+    pub kind: TargetKind,
+    /// Weighted sample points of the target over the run.
+    pub samples: u64,
+    pub experiments: u64,
+    pub curve: Vec<CurvePoint>,
+    pub max_program_speedup: f64,
+    /// At least three different non-zero speedups were measured: enough to
+    /// draw a curve.
+    pub enough_data: bool,
+}
+
+impl TargetCurve {
+    /// The smoothed program speedup at line speedup `s` (0–1), interpolated.
+    pub fn predict(&self, s: f64) -> Option<f64> {
+        let c = &self.curve;
+        let first = c.first()?;
+        if s <= first.speedup {
+            return Some(first.fitted);
+        }
+        for w in c.windows(2) {
+            if s <= w[1].speedup {
+                let t = (s - w[0].speedup) / (w[1].speedup - w[0].speedup);
+                return Some(w[0].fitted + t * (w[1].fitted - w[0].fitted));
+            }
+        }
+        c.last().map(|p| p.fitted)
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct CausalProfile {
+    pub progress_points: Vec<String>,
+    /// The progress point the curves are for.
+    pub progress_point: Option<String>,
+    /// Baseline period (ns per visit) of that point, or latency (ns).
+    pub baseline_ns: f64,
+    pub baseline_experiments: u64,
+    pub experiments: usize,
+    pub targets: Vec<TargetCurve>,
+}
+
+#[derive(Default, Clone, Copy)]
+struct Acc {
+    delta: f64,
+    /// Time over which `delta` visits were counted.
+    span: f64,
+    duration: f64,
+    arrivals: f64,
+    difference_weighted: f64,
+    n: u64,
+}
+
+impl Acc {
+    fn add(&mut self, e: &Experiment, m: &Measure) {
+        self.n += 1;
+        self.duration += e.duration as f64;
+        match m {
+            // Whole visits between the first and last one seen, when known.
+            Measure::Throughput {
+                window: Some((d, t)),
+                ..
+            } => {
+                self.delta += *d as f64;
+                self.span += *t as f64;
+            }
+            Measure::Throughput { delta, .. } => {
+                self.delta += *delta as f64;
+                self.span += e.duration as f64;
+            }
+            Measure::Latency {
+                arrivals,
+                difference,
+                ..
+            } => {
+                self.arrivals += *arrivals as f64;
+                self.difference_weighted += *difference as f64 * e.duration as f64;
+            }
+        }
+    }
+
+    /// Period per visit (throughput) or mean latency by Little's law.
+    fn value(&self, latency: bool) -> Option<f64> {
+        if latency {
+            if self.arrivals <= 0.0 || self.duration <= 0.0 {
+                return None;
+            }
+            let difference = self.difference_weighted / self.duration;
+            Some(difference / (self.arrivals / self.duration))
+        } else if self.delta > 0.0 {
+            Some(self.span / self.delta)
+        } else {
+            None
+        }
+    }
+}
+
+/// Curves for every target of `profile`, best first.
+pub fn analyze(profile: &Profile) -> CausalProfile {
+    let points = profile.progress_points();
+    // The point visited most carries the most information.
+    let mut visits: HashMap<&str, u64> = HashMap::new();
+    for e in &profile.experiments {
+        for m in &e.measures {
+            let v = match m {
+                Measure::Throughput { delta, .. } => *delta,
+                Measure::Latency { arrivals, .. } => *arrivals,
+            };
+            *visits.entry(m.name()).or_insert(0) += v;
+        }
+    }
+    let primary = points
+        .iter()
+        .max_by_key(|p| visits.get(p.as_str()).copied().unwrap_or(0))
+        .cloned();
+    let mut out = CausalProfile {
+        progress_points: points.clone(),
+        progress_point: primary.clone(),
+        baseline_ns: 0.0,
+        baseline_experiments: 0,
+        experiments: profile.experiments.len(),
+        targets: Vec::new(),
+    };
+    let Some(primary) = primary else { return out };
+
+    let mut baseline = Acc::default();
+    let mut latency = false;
+    // target → speedup (in %) → accumulated measurements
+    let mut by_target: BTreeMap<&str, BTreeMap<u32, Acc>> = BTreeMap::new();
+    for e in &profile.experiments {
+        let Some(m) = e.measures.iter().find(|m| m.name() == primary) else {
+            continue;
+        };
+        latency = matches!(m, Measure::Latency { .. });
+        let pct = (e.speedup * 100.0).round() as u32;
+        if pct == 0 {
+            baseline.add(e, m);
+        }
+        by_target
+            .entry(e.selected.as_str())
+            .or_default()
+            .entry(pct)
+            .or_default()
+            .add(e, m);
+    }
+    let Some(base) = baseline.value(latency) else {
+        return out;
+    };
+    out.baseline_ns = base;
+    out.baseline_experiments = baseline.n;
+
+    let names: Vec<&str> = by_target.keys().copied().collect();
+    for (target, accs) in &by_target {
+        let mut curve: Vec<CurvePoint> = Vec::new();
+        for (&pct, acc) in accs {
+            let Some(v) = acc.value(latency) else {
+                continue;
+            };
+            let program_speedup = if pct == 0 { 0.0 } else { (base - v) / base };
+            curve.push(CurvePoint {
+                speedup: pct as f64 / 100.0,
+                program_speedup,
+                fitted: 0.0,
+                experiments: acc.n,
+            });
+        }
+        if !curve.iter().any(|p| p.speedup == 0.0) {
+            curve.insert(
+                0,
+                CurvePoint {
+                    speedup: 0.0,
+                    program_speedup: 0.0,
+                    fitted: 0.0,
+                    experiments: 0,
+                },
+            );
+        }
+        fit(&mut curve);
+        let kind = if target.starts_with("subclass:") {
+            TargetKind::Subclass
+        } else {
+            TargetKind::Line
+        };
+        let nonzero = curve
+            .iter()
+            .filter(|p| p.speedup > 0.0 && p.experiments > 0)
+            .count();
+        out.targets.push(TargetCurve {
+            target: short_name(target, &names),
+            location: target.to_string(),
+            kind,
+            samples: profile.samples.get(*target).copied().unwrap_or(0),
+            experiments: accs.values().map(|a| a.n).sum(),
+            max_program_speedup: curve.iter().map(|p| p.fitted).fold(0.0, f64::max),
+            curve,
+            enough_data: nonzero >= 3,
+        });
+    }
+    out.targets.sort_by(|a, b| {
+        b.enough_data
+            .cmp(&a.enough_data)
+            .then(b.max_program_speedup.total_cmp(&a.max_program_speedup))
+            .then(b.samples.cmp(&a.samples))
+    });
+    out
+}
+
+/// Local linear regression (tricube kernel) of program speedup on line
+/// speedup, weighted by experiment count, with 0% → 0 as an anchor.
+fn fit(curve: &mut [CurvePoint]) {
+    let anchor_w = curve
+        .iter()
+        .map(|p| p.experiments)
+        .max()
+        .unwrap_or(1)
+        .max(1) as f64;
+    // Like COZ's viewer, values beyond -100%/+100% are taken for broken
+    // measurements (an experiment that saw almost no progress), not data.
+    let pts: Vec<(f64, f64, f64)> = curve
+        .iter()
+        .filter(|p| p.program_speedup.abs() <= 1.0)
+        .map(|p| {
+            if p.speedup == 0.0 {
+                (0.0, 0.0, anchor_w)
+            } else {
+                (p.speedup, p.program_speedup, p.experiments as f64)
+            }
+        })
+        .filter(|p| p.2 > 0.0)
+        .collect();
+    for p in curve.iter_mut() {
+        p.fitted = local_linear(&pts, p.speedup);
+    }
+}
+
+fn local_linear(pts: &[(f64, f64, f64)], x0: f64) -> f64 {
+    let mut h = 0.25;
+    loop {
+        let (mut sw, mut sx, mut sy, mut sxx, mut sxy) = (0.0, 0.0, 0.0, 0.0, 0.0);
+        let mut n = 0;
+        for &(x, y, w) in pts {
+            let d = ((x - x0) / h).abs();
+            if d >= 1.0 {
+                continue;
+            }
+            let k = w * (1.0 - d * d * d).powi(3);
+            let dx = x - x0;
+            sw += k;
+            sx += k * dx;
+            sy += k * y;
+            sxx += k * dx * dx;
+            sxy += k * dx * y;
+            n += 1;
+        }
+        if sw > 0.0 {
+            let det = sw * sxx - sx * sx;
+            if n >= 2 && det.abs() > 1e-12 * sw * sw {
+                return (sxx * sy - sx * sxy) / det;
+            }
+            if h >= 1.0 {
+                return sy / sw;
+            }
+        } else if h >= 2.0 {
+            return 0.0;
+        }
+        h *= 1.5;
+    }
+}
+
+/// `path:line` shortened to `file:line` unless another target has the same
+/// file name.
+fn short_name(name: &str, all: &[&str]) -> String {
+    if name.starts_with("subclass:") {
+        return name.to_string();
+    }
+    let base = |n: &str| n.rsplit('/').next().unwrap_or(n).to_string();
+    let mine = base(name);
+    let file = |n: &str| {
+        n.rsplit_once(':')
+            .map(|(f, _)| f.to_string())
+            .unwrap_or_default()
+    };
+    let clash = all.iter().any(|o| {
+        *o != name
+            && base(o).rsplit_once(':').map(|x| x.0) == mine.rsplit_once(':').map(|x| x.0)
+            && file(o) != file(name)
+    });
+    if clash {
+        name.to_string()
+    } else {
+        mine
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PROFILE: &str = "startup\ttime=1\n\
+experiment\tselected=/src/a.c:10\tspeedup=0.00\tduration=1000\tselected-samples=3\n\
+throughput-point\tname=round\tdelta=10\n\
+experiment\tselected=/src/b.c:20\tspeedup=0.00\tduration=1000\tselected-samples=3\n\
+throughput-point\tname=round\tdelta=10\n\
+experiment\tselected=/src/a.c:10\tspeedup=0.50\tduration=1000\tselected-samples=3\n\
+throughput-point\tname=round\tdelta=20\n\
+experiment\tselected=/src/a.c:10\tspeedup=0.25\tduration=1000\tselected-samples=3\n\
+throughput-point\tname=round\tdelta=15\n\
+experiment\tselected=/src/a.c:10\tspeedup=1.00\tduration=1000\tselected-samples=3\n\
+throughput-point\tname=round\tdelta=20\n\
+experiment\tselected=/src/b.c:20\tspeedup=0.50\tduration=1000\tselected-samples=3\n\
+throughput-point\tname=round\tdelta=10\n\
+runtime\ttime=5\n\
+samples\tlocation=/src/a.c:10\tcount=70\n\
+samples\tlocation=/src/a.c:10\tcount=90\n\
+runtime\ttime=6\tprogress-points=1\texperiments=6\n\
+experiment\tselected=/src/b.c:20\tspee";
+
+    #[test]
+    fn parses_coz_format_and_cut_lines() {
+        let p = Profile::parse(PROFILE.as_bytes()).unwrap();
+        assert_eq!(p.experiments.len(), 6);
+        assert_eq!(p.samples["/src/a.c:10"], 90);
+        assert_eq!(p.progress_points_reached, Some(1));
+        assert_eq!(p.progress_points(), vec!["round".to_string()]);
+    }
+
+    #[test]
+    fn parses_json_lines() {
+        let text = "{\"type\":\"startup\",\"time\":1}\n\
+{\"type\":\"experiment\",\"selected\":\"x.c:1\",\"speedup\":0.0,\"duration\":100,\"selected_samples\":1}\n\
+{\"type\":\"throughput_point\",\"name\":\"p\",\"delta\":4}\n";
+        let p = Profile::parse(text.as_bytes()).unwrap();
+        assert_eq!(p.experiments.len(), 1);
+        assert_eq!(
+            p.experiments[0].measures[0],
+            Measure::Throughput {
+                name: "p".into(),
+                delta: 4,
+                window: None
+            }
+        );
+    }
+
+    #[test]
+    fn curves_rank_the_line_that_matters_first() {
+        let p = Profile::parse(PROFILE.as_bytes()).unwrap();
+        let c = analyze(&p);
+        assert_eq!(c.progress_point.as_deref(), Some("round"));
+        assert_eq!(c.baseline_ns, 100.0);
+        let a = &c.targets[0];
+        assert_eq!(a.target, "a.c:10");
+        assert_eq!(a.samples, 90);
+        // Period 50 ns instead of 100 at 50%: the program is 50% faster.
+        let half = a.curve.iter().find(|p| p.speedup == 0.5).unwrap();
+        assert!((half.program_speedup - 0.5).abs() < 1e-9);
+        assert!(a.enough_data);
+        assert!(a.predict(0.5).unwrap() > 0.3);
+        let b = &c.targets[1];
+        assert_eq!(b.target, "b.c:20");
+        assert!(b.max_program_speedup.abs() < 1e-9);
+    }
+
+    #[test]
+    fn short_names_keep_ambiguous_paths() {
+        assert_eq!(
+            short_name("/x/a.c:1", &["/x/a.c:1", "/y/a.c:2"]),
+            "/x/a.c:1"
+        );
+        assert_eq!(short_name("/x/a.c:1", &["/x/a.c:1", "/x/a.c:2"]), "a.c:1");
+        assert_eq!(short_name("subclass:io", &[]), "subclass:io");
+    }
+}

@@ -1,0 +1,108 @@
+//! Time, and the sleep that pays a delay.
+
+/// CLOCK_MONOTONIC in ns: the clock of `bpf_ktime_get_ns`, so sample times
+/// and experiment boundaries compare directly.
+pub fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Sleep `ns` on CLOCK_MONOTONIC. Async-signal-safe.
+///
+/// The syscall is issued from this library's own code rather than through
+/// libc's `clock_nanosleep`, so that the blocked samples the recorder takes
+/// of a thread paying a delay have their IP inside the runtime and are
+/// recognised as the profiler's doing, whatever the unwinder manages.
+pub fn sleep_ns(ns: u64) {
+    let ts = libc::timespec {
+        tv_sec: (ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+    };
+    // Delays are often tens of µs: the default 50 µs timer slack would
+    // double them. Only for this sleep; the program's own timers keep theirs.
+    let slack = unsafe { libc::prctl(libc::PR_GET_TIMERSLACK) };
+    if slack > 1000 {
+        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong) };
+    }
+    raw_clock_nanosleep(&ts);
+    if slack > 1000 {
+        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, slack as libc::c_ulong) };
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn raw_clock_nanosleep(ts: &libc::timespec) {
+    let mut rem = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    let mut req = *ts;
+    loop {
+        let ret: i64;
+        // SAFETY: clock_nanosleep(CLOCK_MONOTONIC, 0, &req, &rem); the
+        // syscall clobbers rcx and r11 only.
+        unsafe {
+            std::arch::asm!(
+                "syscall",
+                inlateout("rax") libc::SYS_clock_nanosleep => ret,
+                in("rdi") libc::CLOCK_MONOTONIC as i64,
+                in("rsi") 0i64,
+                in("rdx") &req as *const libc::timespec,
+                in("r10") &mut rem as *mut libc::timespec,
+                lateout("rcx") _,
+                lateout("r11") _,
+                options(nostack),
+            );
+        }
+        // Interrupted by a signal: sleep the rest, the delay is owed.
+        if ret == -(libc::EINTR as i64) {
+            req = rem;
+            continue;
+        }
+        break;
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn raw_clock_nanosleep(ts: &libc::timespec) {
+    let mut req = *ts;
+    let mut rem = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    while unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, 0, &req, &mut rem) } == libc::EINTR
+    {
+        req = rem;
+    }
+}
+
+/// A small xorshift generator: experiments need cheap, not strong, randomness.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn seeded() -> Rng {
+        Rng(now_ns() ^ ((std::process::id() as u64) << 32) | 1)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+
+    /// Uniform in `0..n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        if n == 0 {
+            0
+        } else {
+            self.next_u64() % n
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! Settings passed by `holdup causal run` through the environment.
+
+use std::path::PathBuf;
+
+/// Environment variables shared with the CLI (it sets them, we read them).
+pub mod env {
+    pub const RING_FD: &str = "HOLDUP_CAUSAL_RING_FD";
+    pub const RING_BYTES: &str = "HOLDUP_CAUSAL_RING_BYTES";
+    /// Pid of `holdup causal run`: only its direct child profiles itself.
+    pub const PARENT: &str = "HOLDUP_CAUSAL_PARENT";
+    pub const PERIOD_NS: &str = "HOLDUP_CAUSAL_PERIOD_NS";
+    pub const OUTPUT: &str = "HOLDUP_CAUSAL_OUTPUT";
+    pub const SCOPE: &str = "HOLDUP_CAUSAL_SCOPE";
+    pub const LINE: &str = "HOLDUP_CAUSAL_LINE";
+    pub const SPEEDUP: &str = "HOLDUP_CAUSAL_SPEEDUP";
+    pub const SUBCLASS: &str = "HOLDUP_CAUSAL_SUBCLASS";
+    pub const END_TO_END: &str = "HOLDUP_CAUSAL_END_TO_END";
+    /// Minimum experiment length in ms (tuning and tests).
+    pub const EXPERIMENT_MS: &str = "HOLDUP_CAUSAL_EXPERIMENT_MS";
+    pub const VERBOSE: &str = "HOLDUP_CAUSAL_VERBOSE";
+    pub const ALL: &[&str] = &[
+        RING_FD,
+        RING_BYTES,
+        PARENT,
+        PERIOD_NS,
+        OUTPUT,
+        SCOPE,
+        LINE,
+        SPEEDUP,
+        SUBCLASS,
+        END_TO_END,
+        EXPERIMENT_MS,
+        VERBOSE,
+    ];
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Subclass {
+    Io,
+    Sched,
+}
+
+impl Subclass {
+    pub fn name(self) -> &'static str {
+        match self {
+            Subclass::Io => "subclass:io",
+            Subclass::Sched => "subclass:sched",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub ring_fd: i32,
+    pub ring_bytes: u64,
+    pub period_ns: u64,
+    pub output: PathBuf,
+    pub scope: Option<String>,
+    pub line: Option<String>,
+    /// Fixed speedup in percent.
+    pub speedup: Option<u32>,
+    pub subclass: Option<Subclass>,
+    pub end_to_end: bool,
+    pub experiment_ns: u64,
+    pub verbose: bool,
+}
+
+fn var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+impl Config {
+    /// The settings, if this process is the one `holdup causal run` started.
+    pub fn from_env() -> Option<Config> {
+        let parent: i32 = var(env::PARENT)?.parse().ok()?;
+        if unsafe { libc::getppid() } != parent {
+            return None;
+        }
+        Some(Config {
+            ring_fd: var(env::RING_FD)?.parse().ok()?,
+            ring_bytes: var(env::RING_BYTES)?.parse().ok()?,
+            period_ns: var(env::PERIOD_NS)
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(1_000_000),
+            output: var(env::OUTPUT)
+                .unwrap_or_else(|| "profile.coz".into())
+                .into(),
+            scope: var(env::SCOPE),
+            line: var(env::LINE),
+            speedup: var(env::SPEEDUP)
+                .and_then(|v| v.parse().ok())
+                .filter(|&s| s <= 100),
+            subclass: match var(env::SUBCLASS).as_deref() {
+                Some("io") => Some(Subclass::Io),
+                Some("sched") => Some(Subclass::Sched),
+                _ => None,
+            },
+            end_to_end: var(env::END_TO_END).is_some(),
+            experiment_ns: var(env::EXPERIMENT_MS)
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(200)
+                .max(10)
+                * 1_000_000,
+            verbose: var(env::VERBOSE).is_some(),
+        })
+    }
+}
+
+/// Shell-style glob: `*` (within a path component), `**` (across them), `?`.
+pub fn glob_match(pattern: &str, text: &str) -> bool {
+    fn rec(p: &[u8], t: &[u8]) -> bool {
+        match p.first() {
+            None => t.is_empty(),
+            Some(b'*') if p.get(1) == Some(&b'*') => (0..=t.len()).any(|i| rec(&p[2..], &t[i..])),
+            Some(b'*') => {
+                let mut i = 0;
+                loop {
+                    if rec(&p[1..], &t[i..]) {
+                        return true;
+                    }
+                    if i >= t.len() || t[i] == b'/' {
+                        return false;
+                    }
+                    i += 1;
+                }
+            }
+            Some(b'?') => !t.is_empty() && t[0] != b'/' && rec(&p[1..], &t[1..]),
+            Some(&c) => t.first() == Some(&c) && rec(&p[1..], &t[1..]),
+        }
+    }
+    rec(pattern.as_bytes(), text.as_bytes())
+}
+
+/// A scope matches a path either whole or as its last components, so
+/// `--scope 'src/*.c'` and `--scope '/home/me/app/**'` both work.
+pub fn scope_match(pattern: &str, path: &str) -> bool {
+    if glob_match(pattern, path) {
+        return true;
+    }
+    path.match_indices('/')
+        .any(|(i, _)| glob_match(pattern, &path[i + 1..]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs() {
+        assert!(glob_match("*.c", "a.c"));
+        assert!(!glob_match("*.c", "d/a.c"));
+        assert!(glob_match("**.c", "d/a.c"));
+        assert!(glob_match("/src/**", "/src/x/y.c"));
+        assert!(glob_match("a?c", "abc"));
+        assert!(scope_match("src/*.c", "/home/me/app/src/main.c"));
+        assert!(!scope_match("lib/*.c", "/home/me/app/src/main.c"));
+        assert!(scope_match("*causal*", "/w/workloads/causal_lock.c"));
+    }
+}

@@ -1,0 +1,343 @@
+//! Source lines of machine code, from DWARF line tables (versions 2–5).
+//!
+//! COZ 0.2.2 reads line tables with libelfin, which stops at DWARF 5 — the
+//! default of gcc ≥ 11. gimli reads every version, so the same code path
+//! serves `-gdwarf-3 -gstrict-dwarf` binaries and gcc 12's default output.
+//!
+//! A table maps static addresses (as in the ELF file) to interned source
+//! locations: a sorted list of non-overlapping ranges, searched by binary
+//! search, because lookups happen for every frame of every sample.
+
+use gimli::{EndianSlice, LittleEndian, Reader};
+use object::{Object, ObjectSection};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// Interned `file:line` locations shared by all tables.
+#[derive(Default, Debug)]
+pub struct Locations {
+    names: Vec<String>,
+    by_name: HashMap<String, u32>,
+    files: Vec<String>,
+    file_ids: HashMap<String, u32>,
+    /// (file id, line) of each location.
+    keys: Vec<(u32, u32)>,
+    by_key: HashMap<(u32, u32), u32>,
+}
+
+impl Locations {
+    fn file_id(&mut self, path: &str) -> u32 {
+        if let Some(&id) = self.file_ids.get(path) {
+            return id;
+        }
+        let id = self.files.len() as u32;
+        self.files.push(path.to_string());
+        self.file_ids.insert(path.to_string(), id);
+        id
+    }
+
+    fn intern(&mut self, file: u32, line: u32) -> u32 {
+        if let Some(&id) = self.by_key.get(&(file, line)) {
+            return id;
+        }
+        let id = self.names.len() as u32;
+        let name = format!("{}:{}", self.files[file as usize], line);
+        self.by_name.insert(name.clone(), id);
+        self.names.push(name);
+        self.keys.push((file, line));
+        self.by_key.insert((file, line), id);
+        id
+    }
+
+    /// `path:line` of a location.
+    pub fn name(&self, loc: u32) -> &str {
+        &self.names[loc as usize]
+    }
+
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+
+    /// Find a location from a user's `FILE:LINE`, where FILE may be any
+    /// suffix of the recorded path that starts at a path component.
+    pub fn find(&self, spec: &str) -> Option<u32> {
+        let (file, line) = spec.rsplit_once(':')?;
+        let line: u32 = line.trim().parse().ok()?;
+        let file = file.trim();
+        self.keys.iter().enumerate().find_map(|(id, &(f, l))| {
+            let path = &self.files[f as usize];
+            let matches = path == file
+                || (path.ends_with(file) && path[..path.len() - file.len()].ends_with('/'));
+            (l == line && matches).then_some(id as u32)
+        })
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Range {
+    start: u64,
+    end: u64,
+    loc: u32,
+}
+
+/// Address ranges of one object file, in its static addresses.
+#[derive(Default, Debug)]
+pub struct LineTable {
+    ranges: Vec<Range>,
+}
+
+impl LineTable {
+    pub fn lookup(&self, svma: u64) -> Option<u32> {
+        let i = self.ranges.partition_point(|r| r.start <= svma);
+        let r = self.ranges.get(i.checked_sub(1)?)?;
+        (svma < r.end).then_some(r.loc)
+    }
+
+    pub fn len(&self) -> usize {
+        self.ranges.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ranges.is_empty()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    #[error("cannot read the object file: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("cannot parse the object file: {0}")]
+    Elf(String),
+    #[error("cannot read its line table: {0}")]
+    Dwarf(#[from] gimli::Error),
+}
+
+/// Which source files are wanted: a predicate on the full path.
+pub type FileFilter<'a> = &'a dyn Fn(&str) -> bool;
+
+/// Read the line table of the ELF file at `path`, or of its separate debug
+/// file under /usr/lib/debug when the file itself carries none.
+pub fn load(path: &Path, locs: &mut Locations, keep: FileFilter<'_>) -> Result<LineTable, Error> {
+    let data = std::fs::read(path)?;
+    let file = object::File::parse(&*data).map_err(|e| Error::Elf(e.to_string()))?;
+    if file.section_by_name(".debug_line").is_none() {
+        if let Some(debug) = separate_debug_file(&file) {
+            let data = std::fs::read(&debug)?;
+            let file = object::File::parse(&*data).map_err(|e| Error::Elf(e.to_string()))?;
+            return from_object(&file, locs, keep);
+        }
+        return Ok(LineTable::default());
+    }
+    from_object(&file, locs, keep)
+}
+
+fn separate_debug_file(file: &object::File<'_>) -> Option<PathBuf> {
+    let id = file.build_id().ok()??;
+    if id.len() < 2 {
+        return None;
+    }
+    let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+    let p = PathBuf::from(format!(
+        "/usr/lib/debug/.build-id/{}/{}.debug",
+        &hex[..2],
+        &hex[2..]
+    ));
+    p.exists().then_some(p)
+}
+
+fn from_object(
+    file: &object::File<'_>,
+    locs: &mut Locations,
+    keep: FileFilter<'_>,
+) -> Result<LineTable, Error> {
+    let load = |id: gimli::SectionId| -> Result<EndianSlice<'_, LittleEndian>, gimli::Error> {
+        let data = file
+            .section_by_name(id.name())
+            .and_then(|s| s.data().ok())
+            .unwrap_or(&[]);
+        Ok(EndianSlice::new(data, LittleEndian))
+    };
+    let dwarf = gimli::Dwarf::load(load)?;
+    let mut ranges = Vec::new();
+    let mut units = dwarf.units();
+    while let Some(header) = units.next()? {
+        let unit = match dwarf.unit(header) {
+            Ok(u) => u,
+            Err(_) => continue, // one bad unit should not hide the others
+        };
+        let Some(program) = unit.line_program.clone() else {
+            continue;
+        };
+        let comp_dir = unit
+            .comp_dir
+            .map(|d| d.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        // Per unit: DWARF file index → location file id (None: filtered out).
+        let mut file_ids: HashMap<u64, Option<u32>> = HashMap::new();
+        let mut rows = program.rows();
+        let mut prev: Option<(u64, Option<u32>)> = None;
+        while let Some((header, row)) = rows.next_row()? {
+            let addr = row.address();
+            if let Some((start, Some(loc))) = prev {
+                if addr > start {
+                    push_range(&mut ranges, start, addr, loc);
+                }
+            }
+            if row.end_sequence() {
+                prev = None;
+                continue;
+            }
+            let loc = match row.line() {
+                None => None,
+                Some(line) => {
+                    let idx = row.file_index();
+                    let fid = *file_ids.entry(idx).or_insert_with(|| {
+                        let path = file_path(&dwarf, &unit, header, idx, &comp_dir)?;
+                        keep(&path).then(|| locs.file_id(&path))
+                    });
+                    fid.map(|f| locs.intern(f, line.get() as u32))
+                }
+            };
+            prev = Some((addr, loc));
+        }
+    }
+    ranges.sort_by_key(|r| (r.start, r.end));
+    // Overlapping ranges come from duplicate sequences (e.g. COMDAT copies):
+    // the first one wins.
+    let mut out: Vec<Range> = Vec::with_capacity(ranges.len());
+    for r in ranges {
+        match out.last_mut() {
+            Some(last) if r.start < last.end => {
+                if r.end > last.end {
+                    let start = last.end;
+                    out.push(Range { start, ..r });
+                }
+            }
+            _ => out.push(r),
+        }
+    }
+    Ok(LineTable { ranges: out })
+}
+
+fn push_range(ranges: &mut Vec<Range>, start: u64, end: u64, loc: u32) {
+    if let Some(last) = ranges.last_mut() {
+        if last.loc == loc && last.end == start {
+            last.end = end;
+            return;
+        }
+    }
+    ranges.push(Range { start, end, loc });
+}
+
+fn file_path<R: Reader>(
+    dwarf: &gimli::Dwarf<R>,
+    unit: &gimli::Unit<R>,
+    header: &gimli::LineProgramHeader<R>,
+    index: u64,
+    comp_dir: &str,
+) -> Option<String> {
+    let file = header.file(index)?;
+    let name = dwarf.attr_string(unit, file.path_name()).ok()?;
+    let name = name.to_string_lossy().ok()?.into_owned();
+    if name.starts_with('/') {
+        return Some(normalize(&name));
+    }
+    let mut path = String::new();
+    if let Some(dir) = file.directory(header) {
+        if let Ok(dir) = dwarf.attr_string(unit, dir) {
+            if let Ok(dir) = dir.to_string_lossy() {
+                path.push_str(&dir);
+            }
+        }
+    }
+    if !path.starts_with('/') {
+        let rel = std::mem::take(&mut path);
+        path = comp_dir.to_string();
+        if !rel.is_empty() {
+            path.push('/');
+            path.push_str(&rel);
+        }
+    }
+    if !path.is_empty() && !path.ends_with('/') {
+        path.push('/');
+    }
+    path.push_str(&name);
+    Some(normalize(&path))
+}
+
+/// Remove `.` and `x/..` components, so one file has one name whatever the
+/// directory the compiler was run from.
+fn normalize(path: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for p in path.split('/') {
+        match p {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            _ => parts.push(p),
+        }
+    }
+    let mut out = String::new();
+    if path.starts_with('/') {
+        out.push('/');
+    }
+    out.push_str(&parts.join("/"));
+    out
+}
+
+/// Headers that define progress points: their lines are never targets.
+pub fn is_progress_header(path: &str) -> bool {
+    path.ends_with("/coz.h") || path.ends_with("/holdup.h")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalize_paths() {
+        assert_eq!(normalize("/a/./b/../c.c"), "/a/c.c");
+        assert_eq!(normalize("a//b.c"), "a/b.c");
+    }
+
+    #[test]
+    fn lookup_is_half_open() {
+        let t = LineTable {
+            ranges: vec![
+                Range {
+                    start: 10,
+                    end: 20,
+                    loc: 1,
+                },
+                Range {
+                    start: 30,
+                    end: 40,
+                    loc: 2,
+                },
+            ],
+        };
+        assert_eq!(t.lookup(9), None);
+        assert_eq!(t.lookup(10), Some(1));
+        assert_eq!(t.lookup(19), Some(1));
+        assert_eq!(t.lookup(20), None);
+        assert_eq!(t.lookup(39), Some(2));
+    }
+
+    #[test]
+    fn find_by_suffix() {
+        let mut l = Locations::default();
+        let f = l.file_id("/src/app/work.c");
+        let id = l.intern(f, 42);
+        assert_eq!(l.find("work.c:42"), Some(id));
+        assert_eq!(l.find("app/work.c:42"), Some(id));
+        assert_eq!(l.find("ork.c:42"), None);
+        assert_eq!(l.find("/src/app/work.c:42"), Some(id));
+        assert_eq!(l.name(id), "/src/app/work.c:42");
+    }
+}

@@ -1,0 +1,174 @@
+//! User call chains of samples, unwound inside the target.
+//!
+//! The recorder gives each sample the user registers, a frame-pointer walk
+//! done by the kernel, and a copy of the top of the user stack. Debian's libc
+//! has no frame pointers, so the frame-pointer walk from inside `pread` skips
+//! its caller — the very line a blocked sample must be charged to. The leaf
+//! frames are therefore unwound with the CFI of the mapped `.eh_frame`
+//! (x86-64: CFA = rsp/rbp + n, return address and rbp saved at CFA + n),
+//! reading the stack copy; once a read falls outside the copy, the walk
+//! continues on the kernel's frame-pointer chain from the recovered rbp.
+
+use crate::modules::Modules;
+use gimli::UnwindSection;
+use std::collections::HashMap;
+
+const RSP: u16 = 7;
+const RBP: u16 = 6;
+const RA: u16 = 16;
+const MAX_FRAMES: usize = 128;
+
+/// How to step out of a frame at a given address.
+#[derive(Clone, Copy, Debug)]
+struct Step {
+    cfa_from_rbp: bool,
+    cfa_offset: i64,
+    ra_offset: i64,
+    /// Where the caller's rbp was saved, if it was.
+    rbp_offset: Option<i64>,
+}
+
+/// The stack of one sample.
+pub struct UserStack<'a> {
+    pub ip: u64,
+    pub sp: u64,
+    pub bp: u64,
+    /// (frame address, return address) pairs, leaf first.
+    pub fp_chain: &'a [(u64, u64)],
+    /// Bytes of stack from `sp`.
+    pub copy: &'a [u8],
+}
+
+impl UserStack<'_> {
+    fn read(&self, addr: u64) -> Option<u64> {
+        let off = addr.checked_sub(self.sp)? as usize;
+        let b = self.copy.get(off..off.checked_add(8)?)?;
+        Some(u64::from_ne_bytes(b.try_into().ok()?))
+    }
+}
+
+#[derive(Default)]
+pub struct Unwinder {
+    cache: HashMap<u64, Option<Step>>,
+    ctx: Option<Box<gimli::UnwindContext<usize>>>,
+}
+
+impl Unwinder {
+    /// Frames of `stack`, leaf first: `out[0]` is the IP, the others are
+    /// return addresses.
+    pub fn unwind(&mut self, mods: &Modules, stack: &UserStack<'_>, out: &mut Vec<u64>) {
+        out.clear();
+        if stack.ip == 0 {
+            return;
+        }
+        out.push(stack.ip);
+        let (mut pc, mut sp, mut bp) = (stack.ip, stack.sp, stack.bp);
+        let mut leaf = true;
+        while out.len() < MAX_FRAMES {
+            let lookup = if leaf { pc } else { pc - 1 };
+            let Some(step) = self.step_for(mods, lookup) else {
+                break;
+            };
+            let base = if step.cfa_from_rbp { bp } else { sp };
+            let cfa = base.wrapping_add(step.cfa_offset as u64);
+            let Some(ra) = stack.read(cfa.wrapping_add(step.ra_offset as u64)) else {
+                break;
+            };
+            let new_bp = match step.rbp_offset {
+                Some(o) => match stack.read(cfa.wrapping_add(o as u64)) {
+                    Some(v) => v,
+                    None => break,
+                },
+                None => bp,
+            };
+            if ra == 0 || cfa <= sp {
+                return; // outermost frame, or a corrupt step
+            }
+            out.push(ra);
+            pc = ra;
+            sp = cfa;
+            bp = new_bp;
+            leaf = false;
+        }
+        // Frame pointers from here: first the kernel's walk, then the copy.
+        let chain = stack.fp_chain;
+        if let Some(i) = chain.iter().position(|&(f, _)| f == bp) {
+            for &(_, ra) in &chain[i..] {
+                if ra == 0 || out.len() >= MAX_FRAMES {
+                    break;
+                }
+                out.push(ra);
+            }
+            return;
+        }
+        while out.len() < MAX_FRAMES {
+            let (Some(next), Some(ra)) = (stack.read(bp), stack.read(bp.wrapping_add(8))) else {
+                break;
+            };
+            if ra == 0 {
+                break;
+            }
+            out.push(ra);
+            if next <= bp {
+                break;
+            }
+            bp = next;
+        }
+    }
+
+    fn step_for(&mut self, mods: &Modules, addr: u64) -> Option<Step> {
+        if let Some(s) = self.cache.get(&addr) {
+            return *s;
+        }
+        let step = self.compute(mods, addr);
+        if self.cache.len() > 1 << 16 {
+            self.cache.clear();
+        }
+        self.cache.insert(addr, step);
+        step
+    }
+
+    fn compute(&mut self, mods: &Modules, addr: u64) -> Option<Step> {
+        let m = &mods.list[mods.find(addr)?];
+        let eh = m.eh.as_ref()?;
+        let bases = gimli::BaseAddresses::default()
+            .set_eh_frame_hdr(eh.hdr_avma)
+            .set_eh_frame(eh.frame_avma)
+            .set_text(m.text.first()?.0);
+        let hdr = gimli::EhFrameHdr::new(eh.hdr, gimli::NativeEndian)
+            .parse(&bases, 8)
+            .ok()?;
+        let table = hdr.table()?;
+        let mut frame = gimli::EhFrame::new(eh.frame, gimli::NativeEndian);
+        frame.set_address_size(8);
+        let ctx = self
+            .ctx
+            .get_or_insert_with(|| Box::new(gimli::UnwindContext::new()));
+        let row = table
+            .unwind_info_for_address(&frame, &bases, ctx, addr, gimli::EhFrame::cie_from_offset)
+            .ok()?;
+        let (cfa_from_rbp, cfa_offset) = match *row.cfa() {
+            gimli::CfaRule::RegisterAndOffset { register, offset } => match register.0 {
+                RSP => (false, offset),
+                RBP => (true, offset),
+                _ => return None,
+            },
+            gimli::CfaRule::Expression(_) => return None,
+        };
+        let ra_offset = match row.register(gimli::Register(RA))? {
+            gimli::RegisterRule::Offset(o) => o,
+            _ => return None,
+        };
+        let rbp_offset = match row.register(gimli::Register(RBP)) {
+            None | Some(gimli::RegisterRule::SameValue) => None,
+            Some(gimli::RegisterRule::Offset(o)) => Some(o),
+            Some(_) => return None,
+        };
+        Some(Step {
+            cfa_from_rbp,
+            cfa_offset,
+            ra_offset,
+            rbp_offset,
+        })
+    }
+}

@@ -1,0 +1,323 @@
+//! `holdup causal`: causal profiling (COZ's virtual speedups, with BCOZ's
+//! blocked samples).
+//!
+//! `run` loads the recorder for the command, hands its ring buffer to the
+//! runtime library it preloads into the command (`libholdup_causal.so`), and
+//! waits; the runtime runs the experiments and writes the profile.
+//! `report` ranks the profile's targets.
+
+use crate::record::launch::{self, ExitStatus};
+use anyhow::{bail, Context};
+use holdup_analysis::causal::{analyze, Profile};
+use holdup_bpf::{Recorder, RecorderOptions, Target};
+use std::io::BufReader;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum Command {
+    /// Run a command and write a causal profile of it.
+    Run(RunArgs),
+    /// Rank the targets of a causal profile, with their speedup curves.
+    Report(ReportArgs),
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SubclassArg {
+    Io,
+    Sched,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    /// Profile to write (COZ's format).
+    #[arg(short, long, default_value = "profile.coz")]
+    pub output: PathBuf,
+    /// Source files (or objects) whose lines may be targets, as a glob
+    /// (`*`, `**`, `?`) on their path or its last components. Default: every
+    /// line of the main executable.
+    #[arg(long, value_name = "GLOB")]
+    pub scope: Option<String>,
+    /// Use program completion as the progress point: run the command
+    /// repeatedly, one experiment per run.
+    #[arg(long)]
+    pub end_to_end: bool,
+    /// Runs with --end-to-end.
+    #[arg(long, default_value_t = 10, requires = "end_to_end", value_parser = clap::value_parser!(u32).range(1..))]
+    pub runs: u32,
+    /// Only experiment on this line (FILE:LINE, FILE may be a path suffix).
+    #[arg(long, value_name = "FILE:LINE", conflicts_with = "subclass")]
+    pub line: Option<String>,
+    /// Only use this speedup, in percent.
+    #[arg(long, value_name = "PCT", value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub speedup: Option<u32>,
+    /// Only experiment on a whole subclass of blocked samples: `io` (a faster
+    /// disk) or `sched` (more cores).
+    #[arg(long, value_enum)]
+    pub subclass: Option<SubclassArg>,
+    /// Add to the profile instead of replacing it (COZ's behaviour).
+    #[arg(long)]
+    pub append: bool,
+    /// Sampling frequency in Hz (on-CPU and blocked samples).
+    #[arg(short = 'F', long = "freq", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(100..=10_000))]
+    pub freq: u64,
+    /// Shortest experiment, in milliseconds.
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(10..=60_000))]
+    pub experiment_ms: u64,
+    /// Print every experiment as it ends.
+    #[arg(short, long)]
+    pub verbose: bool,
+    /// The command to profile.
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND",
+        required = true
+    )]
+    pub command: Vec<String>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ReportArgs {
+    /// Profile to read.
+    #[arg(short, long, default_value = "profile.coz")]
+    pub input: PathBuf,
+    /// One JSON object, schema holdup.causal/1.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    match args.command {
+        Command::Run(a) => causal_run(a),
+        Command::Report(a) => report(a),
+    }
+}
+
+/// Where the runtime library is: `HOLDUP_CAUSAL_LIB`, else next to this
+/// executable (cargo puts it there, or in `deps/` for test builds).
+fn runtime_library() -> anyhow::Result<PathBuf> {
+    if let Some(p) = std::env::var_os("HOLDUP_CAUSAL_LIB") {
+        let p = PathBuf::from(p);
+        if !p.exists() {
+            bail!(
+                "HOLDUP_CAUSAL_LIB names {}, which does not exist",
+                p.display()
+            );
+        }
+        return Ok(p);
+    }
+    let exe = std::env::current_exe().context("cannot locate the holdup executable")?;
+    let dir = exe.parent().unwrap_or(Path::new("."));
+    for cand in [
+        dir.join("libholdup_causal.so"),
+        dir.join("deps/libholdup_causal.so"),
+        dir.join("../lib/holdup/libholdup_causal.so"),
+    ] {
+        if cand.exists() {
+            return Ok(cand);
+        }
+    }
+    bail!(
+        "cannot find libholdup_causal.so next to {}: build it with `cargo build -p holdup-causal` or set HOLDUP_CAUSAL_LIB",
+        exe.display()
+    )
+}
+
+struct RunConfig {
+    output: PathBuf,
+    command: Vec<String>,
+    runs: u32,
+    period_ns: u64,
+    env: Vec<(&'static str, String)>,
+}
+
+fn config(a: &RunArgs, lib: &Path) -> anyhow::Result<RunConfig> {
+    use holdup_causal_env as e;
+    let output = if a.output.is_absolute() {
+        a.output.clone()
+    } else {
+        std::env::current_dir()
+            .context("cannot read the current directory")?
+            .join(&a.output)
+    };
+    let period_ns = 1_000_000_000 / a.freq;
+    let preload = match std::env::var("LD_PRELOAD") {
+        Ok(p) if !p.is_empty() => format!("{}:{p}", lib.display()),
+        _ => lib.display().to_string(),
+    };
+    let mut env = vec![
+        ("LD_PRELOAD", preload),
+        (e::PARENT, std::process::id().to_string()),
+        (e::PERIOD_NS, period_ns.to_string()),
+        (e::OUTPUT, output.display().to_string()),
+        (e::EXPERIMENT_MS, a.experiment_ms.to_string()),
+    ];
+    if let Some(s) = &a.scope {
+        env.push((e::SCOPE, s.clone()));
+    }
+    if let Some(l) = &a.line {
+        if l.rsplit_once(':')
+            .and_then(|(_, n)| n.parse::<u32>().ok())
+            .is_none()
+        {
+            bail!("--line takes FILE:LINE, like work.c:42");
+        }
+        env.push((e::LINE, l.clone()));
+    }
+    if let Some(s) = a.speedup {
+        env.push((e::SPEEDUP, s.to_string()));
+    }
+    match a.subclass {
+        Some(SubclassArg::Io) => env.push((e::SUBCLASS, "io".into())),
+        Some(SubclassArg::Sched) => env.push((e::SUBCLASS, "sched".into())),
+        None => {}
+    }
+    if a.end_to_end {
+        env.push((e::END_TO_END, "1".into()));
+    }
+    if a.verbose {
+        env.push((e::VERBOSE, "1".into()));
+    }
+    Ok(RunConfig {
+        output,
+        command: a.command.clone(),
+        runs: if a.end_to_end { a.runs } else { 1 },
+        period_ns,
+        env,
+    })
+}
+
+/// The names the runtime reads (kept in step with holdup-causal's config.rs;
+/// the CLI does not link the runtime).
+mod holdup_causal_env {
+    pub const RING_FD: &str = "HOLDUP_CAUSAL_RING_FD";
+    pub const RING_BYTES: &str = "HOLDUP_CAUSAL_RING_BYTES";
+    pub const PARENT: &str = "HOLDUP_CAUSAL_PARENT";
+    pub const PERIOD_NS: &str = "HOLDUP_CAUSAL_PERIOD_NS";
+    pub const OUTPUT: &str = "HOLDUP_CAUSAL_OUTPUT";
+    pub const SCOPE: &str = "HOLDUP_CAUSAL_SCOPE";
+    pub const LINE: &str = "HOLDUP_CAUSAL_LINE";
+    pub const SPEEDUP: &str = "HOLDUP_CAUSAL_SPEEDUP";
+    pub const SUBCLASS: &str = "HOLDUP_CAUSAL_SUBCLASS";
+    pub const END_TO_END: &str = "HOLDUP_CAUSAL_END_TO_END";
+    pub const EXPERIMENT_MS: &str = "HOLDUP_CAUSAL_EXPERIMENT_MS";
+    pub const VERBOSE: &str = "HOLDUP_CAUSAL_VERBOSE";
+}
+
+/// Ring buffer handed to the runtime: it drains every few ms, so a few MiB
+/// absorb seconds of samples.
+const RING_BYTES: u32 = 8 << 20;
+
+fn causal_run(a: RunArgs) -> anyhow::Result<ExitCode> {
+    let lib = runtime_library()?;
+    let cfg = config(&a, &lib)?;
+    if !a.append {
+        std::fs::write(&cfg.output, b"")
+            .with_context(|| format!("cannot write {}", cfg.output.display()))?;
+    }
+
+    let rec = Recorder::start(RecorderOptions {
+        target: Target::Pids(Vec::new()),
+        period_ns: cfg.period_ns,
+        follow_children: false,
+        segments: false,
+        block_io: false,
+        stack_copy_bytes: 2048,
+        ring_bytes: RING_BYTES,
+    })
+    .context("starting the recorder")?;
+    // The runtime reads the ring from inside the command: give it an fd
+    // that survives exec (libbpf's are close-on-exec).
+    let fd = unsafe { libc::fcntl(rec.ring_fd().as_raw_fd(), libc::F_DUPFD, 10) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error())
+            .context("cannot pass the ring buffer to the command");
+    }
+    std::env::set_var(holdup_causal_env::RING_FD, fd.to_string());
+    std::env::set_var(holdup_causal_env::RING_BYTES, RING_BYTES.to_string());
+    for (k, v) in &cfg.env {
+        std::env::set_var(k, v);
+    }
+    // Ctrl-C reaches the command (same process group); we wait for it.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+        libc::signal(libc::SIGQUIT, libc::SIG_IGN);
+    }
+
+    let mut last = ExitStatus::Code(0);
+    for _ in 0..cfg.runs {
+        let mut child = launch::spawn_held(&cfg.command)?;
+        rec.track(child.pid as u32)?;
+        child.release()?;
+        last = child.wait(true).unwrap_or(ExitStatus::Code(0));
+        if last != ExitStatus::Code(0) {
+            break;
+        }
+    }
+    unsafe { libc::close(fd) };
+    drop(rec);
+    finish(&cfg, last)
+}
+
+fn finish(cfg: &RunConfig, status: ExitStatus) -> anyhow::Result<ExitCode> {
+    let file = std::fs::File::open(&cfg.output)
+        .with_context(|| format!("cannot read {}", cfg.output.display()))?;
+    let profile = Profile::parse(BufReader::new(file))?;
+    let n = profile.experiments.len();
+    let name = cfg.output.display();
+    match status {
+        ExitStatus::Signal(sig) => {
+            eprintln!(
+                "holdup causal: the program was killed by {}; {name} keeps the {n} experiments done so far",
+                launch::signal_name(sig)
+            );
+            return Ok(ExitCode::from((128 + sig).clamp(0, 255) as u8));
+        }
+        ExitStatus::Code(c) if c != 0 => {
+            eprintln!(
+                "holdup causal: the program exited with status {c}; {name} has {n} experiments"
+            );
+            return Ok(ExitCode::from(c.clamp(0, 255) as u8));
+        }
+        _ => {}
+    }
+    if profile.runs == 0 {
+        bail!("the profiling runtime did not start in the program (is it statically linked?)");
+    }
+    if profile.progress_points_reached == Some(0) && n == 0 {
+        bail!(
+            "no progress point was reached: mark one with COZ_PROGRESS (include holdup.h or coz.h), or use --end-to-end"
+        );
+    }
+    if n == 0 {
+        bail!("the program ended before any experiment finished: make it run longer, or use --end-to-end");
+    }
+    eprintln!("holdup causal: {n} experiments written to {name} (holdup causal report -i {name})");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn report(a: ReportArgs) -> anyhow::Result<ExitCode> {
+    let file = std::fs::File::open(&a.input)
+        .with_context(|| format!("cannot open {}", a.input.display()))?;
+    let profile = Profile::parse(BufReader::new(file))?;
+    let causal = analyze(&profile);
+    let stdout = std::io::stdout();
+    let out = stdout.lock();
+    if a.json {
+        holdup_render::causal::write_json(&causal, out)?;
+    } else {
+        if causal.experiments == 0 {
+            bail!("{} has no experiments", a.input.display());
+        }
+        holdup_render::causal::write_text(&causal, out)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,52 @@
+/* Shared helpers of the causal_* workloads (holdup causal's end-to-end tests). */
+#ifndef CAUSAL_COMMON_H
+#define CAUSAL_COMMON_H
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static inline long long now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static volatile double spin_sink;
+
+/* n steps of a dependent floating-point chain. A macro, so that the loop's
+ * code belongs to the line that invokes it: each target is one line. */
+#define SPIN(n) do { double x_ = 1.0; for (long i_ = 0; i_ < (long)(n); i_++) x_ = x_ * 1.0000001 + 0.5; spin_sink = x_; } while (0)
+
+__attribute__((noinline)) static double spin(long n)
+{
+	SPIN(n);
+	return spin_sink;
+}
+
+/* Iterations of SPIN per millisecond, measured once. */
+static long iters_per_ms(void)
+{
+	/* Runs that are compared must do the same work: the tests measure
+	 * once and pass the result to every run. */
+	const char *fixed = getenv("CAUSAL_ITERS_PER_MS");
+	if (fixed && atol(fixed) > 0)
+		return atol(fixed);
+	long n = 200000;
+	long long best = -1;
+	for (int k = 0; k < 5; k++) {
+		long long t0 = now_ns();
+		spin(n);
+		long long dt = now_ns() - t0;
+		if (best < 0 || dt < best)
+			best = dt;
+	}
+	return (long)((double)n * 1e6 / (double)best);
+}
+
+static double arg_d(int argc, char **argv, int i, double dflt)
+{
+	return argc > i ? atof(argv[i]) : dflt;
+}
+#endif
