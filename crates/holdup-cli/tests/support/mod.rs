@@ -9,7 +9,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
 }
 
 /// A scratch directory for one test, emptied first.
@@ -27,7 +30,11 @@ pub fn workload_with(name: &str, extra: &[&str]) -> PathBuf {
     let tag = extra.join("").replace(['-', '=', ' '], "");
     let out_dir = repo_root().join("target/workloads");
     std::fs::create_dir_all(&out_dir).unwrap();
-    let bin = out_dir.join(if tag.is_empty() { name.to_string() } else { format!("{name}-{tag}") });
+    let bin = out_dir.join(if tag.is_empty() {
+        name.to_string()
+    } else {
+        format!("{name}-{tag}")
+    });
     let status = Command::new("cc")
         .args(["-O1", "-g", "-fno-omit-frame-pointer", "-pthread", "-o"])
         .arg(&bin)
@@ -79,7 +86,10 @@ pub fn record(dir: &Path, extra: &[&str], cmd: &[&str]) -> PathBuf {
 pub fn json(args: &[&str]) -> serde_json::Value {
     let out = run_ok(args);
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!("holdup {args:?}: output is not JSON ({e}):\n{}", String::from_utf8_lossy(&out.stdout))
+        panic!(
+            "holdup {args:?}: output is not JSON ({e}):\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        )
     })
 }
 
