@@ -309,3 +309,27 @@ fn threads_without_rseq_still_get_the_stack_they_blocked_with() {
     let under_usleep = function(t, "usleep")["total"]["other"].as_f64().unwrap();
     assert!(under_usleep >= 0.85 * other, "{under_usleep} of {other} under usleep");
 }
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn waits_for_kernel_locks_are_lock_waits() {
+    let _serial = serial();
+    let dir = scratch("kernel_lock");
+    let bin = workload("kernel_lock");
+    let file = dir.join("shared.log");
+    // Four threads write to one file descriptor: they queue on its
+    // position mutex (and the inode's rw-semaphore) inside write(2).
+    let data = record(&dir, &[], &[bin.to_str().unwrap(), file.to_str().unwrap(), "4", "1500"]);
+    let r = report(&data);
+    let writers = threads_with(&r, "append_records");
+    assert_eq!(writers.len(), 4);
+    let lock: f64 = writers.iter().map(|t| t["samples"]["lock"].as_f64().unwrap()).sum();
+    let all: f64 = writers.iter().map(|t| total(&t["samples"])).sum();
+    assert!(lock / all >= 0.05, "kernel lock waits are [L]: {lock} of {all}");
+    let in_write: f64 = writers
+        .iter()
+        .flat_map(|t| functions_matching(t, |s| s.contains("write")))
+        .map(|f| f["self"]["lock"].as_f64().unwrap())
+        .sum();
+    assert!(in_write >= 0.9 * lock, "the waits are inside write(2): {in_write} of {lock}");
+}
