@@ -157,15 +157,21 @@ impl Recorder {
                 })?);
             )*};
         }
+        // Exits before entries: an entry without its exit would leave a
+        // CPU marked as in interrupt context.
         attach!(
-            on_irq_entry,
             on_irq_exit,
-            on_softirq_entry,
             on_softirq_exit,
-            on_hrtimer_entry,
             on_hrtimer_exit,
-            on_local_timer_entry,
             on_local_timer_exit,
+            on_ipi_single_exit,
+            on_ipi_exit,
+            on_irq_entry,
+            on_softirq_entry,
+            on_hrtimer_entry,
+            on_local_timer_entry,
+            on_ipi_single_entry,
+            on_ipi_entry,
             on_contention_begin,
             on_contention_end,
             on_fork,

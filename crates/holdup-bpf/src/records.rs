@@ -33,6 +33,9 @@ pub const WAKER_THREAD: u8 = 1;
 pub const WAKER_IRQ: u8 = 2;
 pub const WAKER_SOFTIRQ: u8 = 3;
 pub const WAKER_TIMER: u8 = 4;
+/// `waker_id` of `WAKER_IRQ` for inter-processor interrupts and unknown vectors.
+pub const IRQ_IPI: u32 = 0xffff_fffe;
+pub const IRQ_UNKNOWN: u32 = 0xffff_ffff;
 
 pub const SF_KSTACK_LEAF_IS_IP: u16 = 1 << 0;
 pub const SF_USER_REGS: u16 = 1 << 1;

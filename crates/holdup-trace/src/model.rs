@@ -198,7 +198,8 @@ impl Trace {
             },
             Waker::Irq(n) => match self.irq_names.get(&n) {
                 Some(name) => format!("irq:{name}"),
-                None if n == u32::MAX => "irq:unknown".to_string(),
+                None if n == IRQ_UNKNOWN => "irq:unknown".to_string(),
+                None if n == IRQ_IPI => "irq:ipi".to_string(),
                 None => format!("irq:{n}"),
             },
             Waker::Softirq(v) => format!(

@@ -60,13 +60,18 @@ pub enum Waker {
     /// Preempted, or no wakeup seen.
     None,
     Thread(u32),
-    /// A hardware interrupt handler (irq number; `u32::MAX` if unknown).
+    /// A hardware interrupt handler (irq number, [`IRQ_IPI`] or [`IRQ_UNKNOWN`]).
     Irq(u32),
     /// A softirq (vector: 0 HI, 1 TIMER, 2 NET_TX, 3 NET_RX, 4 BLOCK, …).
     Softirq(u32),
     /// An hrtimer or the tick, in interrupt context.
     Timer,
 }
+
+/// Irq "number" of wakeups from inter-processor interrupts: work another CPU
+/// handed over (a block completion run on the submitting CPU, say).
+pub const IRQ_IPI: u32 = u32::MAX - 1;
+pub const IRQ_UNKNOWN: u32 = u32::MAX;
 
 pub const SOFTIRQ_NAMES: [&str; 10] = [
     "hi", "timer", "net_tx", "net_rx", "block", "irq_poll", "tasklet", "sched", "hrtimer", "rcu",

@@ -47,10 +47,15 @@ enum sample_class {
 enum waker_kind {
 	WAKER_NONE = 0,		/* preempted: never slept, nobody woke it */
 	WAKER_THREAD = 1,	/* waker_id = tid */
-	WAKER_IRQ = 2,		/* waker_id = irq number, or -1 when unknown */
+	WAKER_IRQ = 2,		/* waker_id = irq number, IRQ_IPI, or IRQ_UNKNOWN */
 	WAKER_SOFTIRQ = 3,	/* waker_id = softirq vector */
 	WAKER_TIMER = 4,	/* an hrtimer or the tick, in hard-irq context */
 };
+
+/* waker_id of WAKER_IRQ for wakeups from inter-processor interrupts (a
+ * completion handed to the submitting CPU) and from unknown vectors. */
+#define IRQ_IPI 0xfffffffeU
+#define IRQ_UNKNOWN 0xffffffffU
 
 enum sample_flags {
 	SF_KSTACK_LEAF_IS_IP = 1 << 0,	/* kstack[0] is the interrupted IP, not a return address */

@@ -85,6 +85,7 @@ struct irq_context {
 	s32 hardirq;		/* irq number + 1 */
 	s32 softirq;		/* vector + 1 */
 	u32 timer;		/* inside an hrtimer expiry or the local timer */
+	u32 ipi;		/* inside a function-call IPI */
 };
 
 struct scratch {
@@ -134,6 +135,13 @@ struct {
 	__type(key, u32);
 	__type(value, u64);
 } lost SEC(".maps");
+
+static __always_inline struct irq_context *this_irq_ctx(void)
+{
+	u32 zero = 0;
+
+	return bpf_map_lookup_elem(&irq_ctx, &zero);
+}
 
 static __always_inline void count_lost(u32 kind)
 {
@@ -194,13 +202,17 @@ static __always_inline void *reserve(u32 kind, u32 size)
  * context, where current is just whoever was interrupted. */
 static __always_inline void current_waker(u8 *kind, u32 *id)
 {
-	u32 zero = 0;
-	struct irq_context *ic = bpf_map_lookup_elem(&irq_ctx, &zero);
+	struct irq_context *ic = this_irq_ctx();
 
 	if (ic) {
 		if (ic->hardirq) {
 			*kind = WAKER_IRQ;
 			*id = ic->hardirq - 1;
+			return;
+		}
+		if (ic->ipi) {
+			*kind = WAKER_IRQ;
+			*id = IRQ_IPI;
 			return;
 		}
 		if (ic->timer) {
@@ -513,6 +525,13 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	     unsigned int prev_state)
 {
 	u64 now = bpf_ktime_get_ns();
+	struct irq_context *ic = this_irq_ctx();
+
+	/* No interrupt handler runs across a context switch: whatever the
+	 * entry/exit hooks left behind (an exit missed while attaching) must
+	 * not name the wakers of the rest of the recording. */
+	if (ic)
+		__builtin_memset(ic, 0, sizeof(*ic));
 
 	if (is_tracked(prev))
 		switch_out(prev, preempt, prev_state, now);
@@ -651,12 +670,6 @@ int BPF_PROG(on_contention_end, void *lock, int ret)
 }
 
 /* Interrupt context bookkeeping, for naming wakers. */
-static __always_inline struct irq_context *this_irq_ctx(void)
-{
-	u32 zero = 0;
-
-	return bpf_map_lookup_elem(&irq_ctx, &zero);
-}
 
 SEC("tp_btf/irq_handler_entry")
 int BPF_PROG(on_irq_entry, int irq)
@@ -715,6 +728,46 @@ int BPF_PROG(on_hrtimer_exit)
 
 	if (ic && ic->timer)
 		ic->timer--;
+	return 0;
+}
+
+SEC("tp_btf/call_function_single_entry")
+int BPF_PROG(on_ipi_single_entry)
+{
+	struct irq_context *ic = this_irq_ctx();
+
+	if (ic)
+		ic->ipi++;
+	return 0;
+}
+
+SEC("tp_btf/call_function_single_exit")
+int BPF_PROG(on_ipi_single_exit)
+{
+	struct irq_context *ic = this_irq_ctx();
+
+	if (ic && ic->ipi)
+		ic->ipi--;
+	return 0;
+}
+
+SEC("tp_btf/call_function_entry")
+int BPF_PROG(on_ipi_entry)
+{
+	struct irq_context *ic = this_irq_ctx();
+
+	if (ic)
+		ic->ipi++;
+	return 0;
+}
+
+SEC("tp_btf/call_function_exit")
+int BPF_PROG(on_ipi_exit)
+{
+	struct irq_context *ic = this_irq_ctx();
+
+	if (ic && ic->ipi)
+		ic->ipi--;
 	return 0;
 }
 

@@ -1,0 +1,238 @@
+//! One line of advice per knot, from its shape and its stacks (wPerf §4.3:
+//! blocking I/O → batch or make it asynchronous; lock contention → finer
+//! locks; load imbalance → finer tasks).
+
+use super::{Edge, Knot, KnotKind, Node, NodeKind};
+use holdup_trace::Class;
+
+fn any_stack(edges: &[Edge], es: &[usize], words: &[&str]) -> bool {
+    es.iter().any(|&e| {
+        edges[e].stacks.iter().any(|s| {
+            let f = s.folded.to_ascii_lowercase();
+            words.iter().any(|w| f.contains(w))
+        })
+    })
+}
+
+fn how(e: &Edge) -> String {
+    match e.stacks.first() {
+        Some(s) => match &s.reason {
+            Some(r) if !s.short.is_empty() => format!("in {} [{r}]", s.short),
+            _ => format!("in {}", s.short),
+        },
+        None => format!("{} waits", e.main_class().name()),
+    }
+}
+
+const BARRIER: [&str; 4] = ["barrier", "pthread_join", "cond_wait", "cond_timedwait"];
+const LOCK: [&str; 5] = [
+    "mutex_lock",
+    "pthread_mutex",
+    "lll_lock",
+    "rwlock",
+    "spin_lock",
+];
+
+pub fn advise(nodes: &[Node], edges: &[Edge], k: &Knot, _duration: u64) -> String {
+    let mut s = main(nodes, edges, k);
+    let thready: Vec<&Node> = k
+        .nodes
+        .iter()
+        .map(|&v| &nodes[v])
+        .filter(|n| matches!(n.kind, NodeKind::Thread | NodeKind::Group))
+        .collect();
+    let run: u64 = thready.iter().map(|n| n.runnable_ns).sum();
+    let all: u64 = thready
+        .iter()
+        .map(|n| n.cpu_ns + n.runnable_ns + n.wait_ns)
+        .sum();
+    if !k.background && !k.unrecorded && all > 0 && run * 5 > all {
+        s.push_str(&format!(
+            "; its threads are runnable {:.0}% of the time: more cores or a higher priority would help",
+            run as f64 * 100.0 / all as f64
+        ));
+    }
+    s
+}
+
+fn main(nodes: &[Node], edges: &[Edge], k: &Knot) -> String {
+    let label = |v: usize| nodes[v].label.as_str();
+    if k.unrecorded {
+        return format!(
+            "{} is outside the recording (a kernel thread or another process): record with -a to see what it waits for",
+            label(k.nodes[0])
+        );
+    }
+    if k.kind == KnotKind::Sink && nodes[k.nodes[0]].id == "timer" {
+        return "threads wait for timers (sleeps, timeouts): set aside as pacing, not a resource; if the sleeps are in the critical path, shorten them or wake on events instead".to_string();
+    }
+    if k.background && k.kind == KnotKind::Sink {
+        return format!(
+            "{} barely runs and waits for nothing else in the graph: idle, not a bottleneck",
+            label(k.nodes[0])
+        );
+    }
+    if k.background {
+        return "background threads (no device, under one core of CPU): not needed for throughput; set aside".to_string();
+    }
+    let mut internal = k.edges.clone();
+    internal.sort_by_key(|&e| std::cmp::Reverse(edges[e].weight_ns));
+    if k.kind == KnotKind::Sink {
+        let v = k.nodes[0];
+        let n = &nodes[v];
+        // Its waits, if any, went to vertices set aside (timers, threads
+        // outside the recording): it is not simply CPU-bound then.
+        let life = (n.cpu_ns + n.runnable_ns + n.wait_ns).max(1);
+        let mut away: Vec<&Edge> = edges
+            .iter()
+            .filter(|e| e.from == v && e.to != v && e.wait_ns * 100 >= life)
+            .collect();
+        away.sort_by_key(|e| std::cmp::Reverse(e.wait_ns));
+        if matches!(n.kind, NodeKind::Thread | NodeKind::Group) && !away.is_empty() {
+            let on: Vec<String> = away
+                .iter()
+                .take(3)
+                .map(|e| {
+                    format!(
+                        "{} ({:.0}%)",
+                        nodes[e.to].label,
+                        e.wait_ns as f64 * 100.0 / life as f64
+                    )
+                })
+                .collect();
+            return format!(
+                "{} waits only for {}, set aside; it is on CPU {:.0}% of the time: speed up its code, or its waits if they are in the critical path",
+                n.label,
+                on.join(", "),
+                n.cpu_ns as f64 * 100.0 / life as f64
+            );
+        }
+        return match n.kind {
+            NodeKind::Thread => format!(
+                "{} waits for nobody: it is CPU-bound; speed up its code (holdup report --tid {})",
+                n.label,
+                n.tids.first().copied().unwrap_or(0)
+            ),
+            NodeKind::Group => format!("{} wait for nobody: CPU-bound; speed up their code or add threads", n.label),
+            NodeKind::Device if n.id.starts_with("net") => {
+                "waits on the network (the NIC's own waits are not recorded): batch or pipeline requests".to_string()
+            }
+            NodeKind::Device if n.cpu_ns + n.wait_ns > 0 && n.wait_ns * 10 < n.cpu_ns + n.wait_ns => format!(
+                "{} is busy {:.0}% of the time: a saturated device; less I/O or faster storage would pay",
+                n.label,
+                n.cpu_ns as f64 * 100.0 / (n.cpu_ns + n.wait_ns) as f64
+            ),
+            NodeKind::Device => format!("{} waits for nobody recorded: its requests come from outside the recording", n.label),
+            NodeKind::Irq if n.id == "timer" => {
+                "threads wait for timers (sleeps, timeouts): shorten or remove them, or wake on events instead".to_string()
+            }
+            NodeKind::Irq => format!("waits on {}, an interrupt not tied to a device", n.label),
+            NodeKind::Softirq => format!("waits on {} work", n.label),
+        };
+    }
+    // A knot.
+    let device = k
+        .nodes
+        .iter()
+        .copied()
+        .find(|&v| nodes[v].kind == NodeKind::Device);
+    if let Some(d) = device {
+        let into = internal.iter().copied().find(|&e| {
+            edges[e].to == d
+                && edges[e].from != d
+                && matches!(
+                    nodes[edges[e].from].kind,
+                    NodeKind::Thread | NodeKind::Group
+                )
+        });
+        if let Some(e) = into {
+            let t = edges[e].from;
+            let mut s = format!(
+                "blocking I/O in the loop: {} waits for {} on each request ({}) while {} waits for it: batch the I/O or make it asynchronous so that they overlap",
+                label(t),
+                label(d),
+                how(&edges[e]),
+                label(d)
+            );
+            // Merged workers that also wait for each other (a lock around
+            // the I/O, as in group commit).
+            let self_loop = internal.iter().copied().find(|&x| {
+                edges[x].from == t
+                    && edges[x].to == t
+                    && edges[x].weight_ns * 2 >= edges[e].weight_ns
+            });
+            if let Some(x) = self_loop {
+                s.push_str(&format!(
+                    "; the {} merged threads also wait for each other ({})",
+                    nodes[t].tids.len(),
+                    how(&edges[x])
+                ));
+            }
+            return s;
+        }
+        return format!(
+            "{} and the threads it serves wait for each other: overlap or batch the I/O",
+            label(d)
+        );
+    }
+    let is_group = |v: usize| nodes[v].kind == NodeKind::Group;
+    if k.nodes.len() == 1 && is_group(k.nodes[0]) {
+        let n = &nodes[k.nodes[0]];
+        let self_loop = internal
+            .iter()
+            .copied()
+            .find(|&e| edges[e].from == edges[e].to);
+        let what = self_loop.map(|e| how(&edges[e])).unwrap_or_default();
+        if any_stack(edges, &internal, &BARRIER) && !any_stack(edges, &internal, &LOCK) {
+            return format!(
+                "load imbalance among the {} merged {} threads ({what}): split the work into finer tasks",
+                n.tids.len(),
+                n.comm
+            );
+        }
+        let lock = self_loop.is_some_and(|e| edges[e].main_class() == Class::Lock)
+            || any_stack(edges, &internal, &LOCK);
+        if lock {
+            return format!(
+                "lock contention among the {} merged {} threads ({what}): finer-grained locks or sharding",
+                n.tids.len(),
+                n.comm
+            );
+        }
+        return format!(
+            "the {} merged {} threads wait for each other ({what}): contention on a shared resource",
+            n.tids.len(),
+            n.comm
+        );
+    }
+    let Some(&heavy) = internal.iter().find(|&&e| edges[e].from != edges[e].to) else {
+        return "threads wait for each other".to_string();
+    };
+    let (a, b) = (edges[heavy].from, edges[heavy].to);
+    let names = if k.nodes.len() == 2 {
+        format!("{} and {}", label(a), label(b))
+    } else {
+        format!(
+            "{} threads ({} → {} heaviest)",
+            k.nodes.len(),
+            label(a),
+            label(b)
+        )
+    };
+    if any_stack(edges, &internal, &BARRIER) {
+        return format!(
+            "load imbalance: {names} wait for each other in turn ({}): finer tasks or dynamic work distribution would balance the phases",
+            how(&edges[heavy])
+        );
+    }
+    if edges[heavy].main_class() == Class::Lock || any_stack(edges, &internal, &LOCK) {
+        return format!(
+            "lock handoffs: {names} wait for each other's lock ({}): shorten the critical sections or split the lock",
+            how(&edges[heavy])
+        );
+    }
+    format!(
+        "{names} wait for each other in a cycle; start with the heaviest edge ({})",
+        how(&edges[heavy])
+    )
+}

@@ -1,0 +1,1561 @@
+//! Building the graph: two passes over the records, then vertices, edges,
+//! knots.
+//!
+//! Pass 1 learns thread lifetimes (for merging short-lived threads) and the
+//! waits too long for the sweep's reordering window. Pass 2 feeds every
+//! other wait to the sweep and accumulates per-thread times, raw waits,
+//! stacks and device activity. Waits are first kept against raw targets
+//! (a thread, a disk, an irq number, …) and mapped to vertices at the end,
+//! when it is known which irq serves which disk and which threads merge.
+
+use super::knots::{find_knots, KnotGraph};
+use super::merge::{self, Candidate, Dist, Life};
+use super::sweep::{Sweep, WaitSeg};
+use super::*;
+use crate::symbols::{wait_reason, Resolver};
+use holdup_trace::{
+    features, Bio, Class, Record, Sample, Segment, StackId, Trace, Waker, SOFTIRQ_NAMES,
+};
+use std::collections::{BTreeMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// A request completion wakes its waiter within this long (same interrupt).
+const COMPLETION_TO_WAKE_NS: u64 = 200_000;
+/// Reordering between CPUs allowed on top of `long_ns`.
+const SLACK_NS: u64 = 50_000_000;
+/// On-CPU samples remembered per thread, to find what a waker was doing.
+const RING: usize = 16;
+
+const SOFTIRQ_TIMER: u32 = 1;
+const SOFTIRQ_NET_TX: u32 = 2;
+const SOFTIRQ_NET_RX: u32 = 3;
+const SOFTIRQ_BLOCK: u32 = 4;
+const SOFTIRQ_HRTIMER: u32 = 8;
+
+/// FxHash: the keys are small integers chosen by the kernel, not by an
+/// attacker, and hashing is on the per-event path.
+#[derive(Default, Clone, Copy)]
+struct Fx(u64);
+
+impl Fx {
+    #[inline]
+    fn add(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+impl Hasher for Fx {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.add(b as u64);
+        }
+    }
+    fn write_u8(&mut self, i: u8) {
+        self.add(i as u64)
+    }
+    fn write_u16(&mut self, i: u16) {
+        self.add(i as u64)
+    }
+    fn write_u32(&mut self, i: u32) {
+        self.add(i as u64)
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.add(i)
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64)
+    }
+    fn write_isize(&mut self, i: isize) {
+        self.add(i as u64)
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<Fx>>;
+
+/// Counts by a small key: a short vector searched linearly (most threads
+/// and edges see few distinct keys), a hash map past that.
+#[derive(Default)]
+struct Counts {
+    few: Vec<(u32, u64)>,
+    many: FxMap<u32, u64>,
+}
+
+impl Counts {
+    const FEW: usize = 8;
+
+    #[inline]
+    fn add(&mut self, k: u32, n: u64) {
+        if self.many.is_empty() {
+            if let Some(i) = self.few.iter().position(|p| p.0 == k) {
+                self.few[i].1 += n;
+                // Move towards the front: frequent keys are found first.
+                if i > 0 {
+                    self.few.swap(i, i - 1);
+                }
+                return;
+            }
+            if self.few.len() < Self::FEW {
+                self.few.push((k, n));
+                return;
+            }
+            self.many.extend(self.few.drain(..));
+        }
+        *self.many.entry(k).or_default() += n;
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
+        self.few
+            .iter()
+            .copied()
+            .chain(self.many.iter().map(|(&k, &v)| (k, v)))
+    }
+}
+
+/// Stacks whose Stack record has not been seen yet get a class of their
+/// own: their id with this bit set.
+const UNCLASSED: u32 = 1 << 31;
+
+/// What a wait is on, before mapping to vertices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Key {
+    Thread(u32),
+    Disk(u32),
+    Irq(u32),
+    Softirq(u32),
+    Timer,
+    /// An interrupt that left no name (a wakeup from the idle task).
+    Interrupt,
+    /// The virtual thread of a creator's short-lived threads, while none of
+    /// them exists.
+    Creator(u32),
+    /// Everything outside the recording that issued requests to a disk.
+    Outside(u32),
+}
+
+/// Recent request completions, to tie interrupt wakeups to a disk.
+#[derive(Default)]
+struct Completions {
+    ring: VecDeque<(u64, u32)>,
+}
+
+impl Completions {
+    const CAP: usize = 4096;
+
+    fn push(&mut self, t: u64, dev: u32) {
+        if self.ring.len() == Self::CAP {
+            self.ring.pop_front();
+        }
+        self.ring.push_back((t, dev));
+    }
+
+    /// The disk whose request completed just before `wake`, if any.
+    fn before(&self, wake: u64) -> Option<u32> {
+        for &(t, dev) in self.ring.iter().rev().take(512) {
+            if t <= wake {
+                return (wake - t <= COMPLETION_TO_WAKE_NS).then_some(dev);
+            }
+        }
+        None
+    }
+}
+
+/// What `tid` waited on, when woken by `waker` at `wake` after a wait of
+/// subclass `class`.
+fn target(tid: u32, class: Class, waker: Waker, wake: u64, comps: &Completions) -> Option<Key> {
+    // An I/O wait that ends right after a request completed waited for
+    // that disk, whatever context the wakeup was seen in: completions on
+    // another CPU arrive by IPI, which has no irq number, so the thread it
+    // interrupted looks like the waker.
+    let io_disk = if class == Class::Io {
+        comps.before(wake)
+    } else {
+        None
+    };
+    Some(match waker {
+        Waker::None => return None,
+        _ if io_disk.is_some() => Key::Disk(io_disk.unwrap_or_default()),
+        Waker::Thread(t) if t != 0 && t != tid => Key::Thread(t),
+        // The idle task (or the thread itself) cannot wake a sleeper: an
+        // interrupt did, without the recorder seeing its name.
+        Waker::Thread(_) => Key::Interrupt,
+        Waker::Irq(n) => Key::Irq(n),
+        Waker::Softirq(SOFTIRQ_BLOCK) => match comps.before(wake) {
+            Some(dev) => Key::Disk(dev),
+            None => Key::Softirq(SOFTIRQ_BLOCK),
+        },
+        Waker::Softirq(SOFTIRQ_TIMER | SOFTIRQ_HRTIMER) | Waker::Timer => Key::Timer,
+        Waker::Softirq(v) => Key::Softirq(v),
+    })
+}
+
+#[derive(Clone, Debug, Default)]
+struct Info {
+    pid: u32,
+    comm: String,
+    start: Option<u64>,
+    end: Option<u64>,
+    creator: u32,
+    recorded: bool,
+}
+
+#[derive(Default)]
+struct ThreadAcc {
+    off: u64,
+    wait: u64,
+    runnable: u64,
+    samples: u64,
+    /// Samples by class of user stack.
+    dist: Counts,
+    ring: [(u64, StackId); RING],
+    ring_at: usize,
+    /// Recent target → edge: a thread usually waits on the same few.
+    cache: [(u32, u32); 2],
+}
+
+struct EdgeAcc {
+    from: u32,
+    to: u32,
+    kind: EdgeKind,
+    wait: u64,
+    weight: u64,
+    count: u64,
+    class_ns: [u64; 5],
+    share: f64,
+    stacks: Counts,
+    waker_stacks: Counts,
+}
+
+/// A disk's activity, from its request issues and completions.
+#[derive(Default)]
+struct DevAcc {
+    inflight: u32,
+    busy_since: u64,
+    busy: u64,
+    /// Start of the current idle period (0: the recording's start).
+    idle_since: u64,
+    requests: u64,
+    bytes: u64,
+    /// tid → (requests, bytes, in the recorded target)
+    issuers: BTreeMap<u32, (u64, u64, bool)>,
+}
+
+impl DevAcc {
+    /// A request issued; returns the idle period it ends, if it ends one.
+    fn issue(&mut self, b: &Bio, start_ns: u64) -> Option<(u64, u64)> {
+        let mut idle = None;
+        if self.inflight == 0 {
+            let from = self.idle_since.max(start_ns);
+            if b.time > from {
+                idle = Some((from, b.time));
+            }
+            self.busy_since = b.time;
+        }
+        self.inflight += 1;
+        self.requests += 1;
+        self.bytes += b.bytes as u64;
+        let e = self.issuers.entry(b.tid).or_default();
+        e.0 += 1;
+        e.1 += b.bytes as u64;
+        e.2 |= b.tracked;
+        idle
+    }
+
+    fn done(&mut self, t: u64) {
+        // A completion of a request issued before the recording: ignored.
+        if self.inflight > 0 {
+            self.inflight -= 1;
+            if self.inflight == 0 {
+                self.busy += t.saturating_sub(self.busy_since);
+                self.idle_since = t;
+            }
+        }
+    }
+
+    fn busy_until(&self, end: u64) -> u64 {
+        self.busy
+            + if self.inflight > 0 {
+                end.saturating_sub(self.busy_since)
+            } else {
+                0
+            }
+    }
+}
+
+struct Build<'o> {
+    opts: &'o Options,
+    /// Off-CPU intervals longer than this go through the first pass.
+    long_ns: u64,
+    start_ns: u64,
+    end_ns: u64,
+    keys: Vec<Key>,
+    index: FxMap<Key, u32>,
+    /// tid → node, the hot path of `index`, and the last one looked up.
+    tnodes: FxMap<u32, u32>,
+    last_tid: (u32, u32),
+    /// The last thread marked as recorded in pass 1.
+    last_info: u32,
+    /// Stack id → class of its user part (threads doing the same work run
+    /// the same user code paths), and user part → class.
+    class_of: Vec<u32>,
+    classes: FxMap<u64, u32>,
+    acc: Vec<ThreadAcc>,
+    edges: Vec<EdgeAcc>,
+    edge_index: FxMap<u64, u32>,
+    threads: FxMap<u32, Info>,
+    comps: Completions,
+    /// irq → (wakeups, disk → wakeups right after its completion)
+    votes: BTreeMap<u32, (u64, BTreeMap<u32, u64>)>,
+    devs: BTreeMap<u32, DevAcc>,
+    /// Disks some wait was tied to directly.
+    waited_disks: std::collections::BTreeSet<u32>,
+    /// Stacks, symbols, dsos and irq names, for naming stacks at the end.
+    names: Trace,
+    lost: BTreeMap<String, u64>,
+    stats: Stats,
+    max_time: u64,
+    finish: Option<u64>,
+}
+
+impl<'o> Build<'o> {
+    fn new(opts: &'o Options, start_ns: u64) -> Self {
+        Build {
+            opts,
+            long_ns: opts.long_ns,
+            start_ns,
+            end_ns: start_ns,
+            keys: Vec::new(),
+            index: FxMap::default(),
+            tnodes: FxMap::default(),
+            last_tid: (u32::MAX, 0),
+            last_info: u32::MAX,
+            class_of: Vec::new(),
+            classes: FxMap::default(),
+            acc: Vec::new(),
+            edges: Vec::new(),
+            edge_index: FxMap::default(),
+            threads: FxMap::default(),
+            comps: Completions::default(),
+            votes: BTreeMap::new(),
+            devs: BTreeMap::new(),
+            waited_disks: Default::default(),
+            names: Trace::default(),
+            lost: BTreeMap::new(),
+            stats: Stats::default(),
+            max_time: start_ns,
+            finish: None,
+        }
+    }
+
+    fn node(&mut self, k: Key) -> u32 {
+        if let Key::Thread(tid) = k {
+            return self.thread_node(tid);
+        }
+        self.new_node(k)
+    }
+
+    #[inline]
+    fn thread_node(&mut self, tid: u32) -> u32 {
+        if self.last_tid.0 == tid {
+            return self.last_tid.1;
+        }
+        let n = match self.tnodes.get(&tid) {
+            Some(&n) => n,
+            None => {
+                let n = self.new_node(Key::Thread(tid));
+                self.tnodes.insert(tid, n);
+                n
+            }
+        };
+        self.last_tid = (tid, n);
+        n
+    }
+
+    fn new_node(&mut self, k: Key) -> u32 {
+        if let Some(&n) = self.index.get(&k) {
+            return n;
+        }
+        let n = self.keys.len() as u32;
+        self.keys.push(k);
+        self.acc.push(ThreadAcc {
+            cache: [(u32::MAX, u32::MAX); 2],
+            ..Default::default()
+        });
+        self.index.insert(k, n);
+        n
+    }
+
+    #[inline]
+    fn edge(&mut self, from: u32, to: u32, kind: EdgeKind) -> u32 {
+        let c = &mut self.acc[from as usize].cache;
+        if c[0].0 == to {
+            return c[0].1;
+        }
+        if c[1].0 == to {
+            c.swap(0, 1);
+            return c[0].1;
+        }
+        let next = self.edges.len() as u32;
+        let e = *self
+            .edge_index
+            .entry((from as u64) << 32 | to as u64)
+            .or_insert(next);
+        if e == next {
+            self.edges.push(EdgeAcc {
+                from,
+                to,
+                kind,
+                wait: 0,
+                weight: 0,
+                count: 0,
+                class_ns: [0; 5],
+                share: 0.0,
+                stacks: Counts::default(),
+                waker_stacks: Counts::default(),
+            });
+        }
+        let c = &mut self.acc[from as usize].cache;
+        c[1] = c[0];
+        c[0] = (to, e);
+        e
+    }
+
+    /// The class of a stack's user part.
+    #[inline]
+    fn class(&self, stack: StackId) -> u32 {
+        match self.class_of.get(stack as usize) {
+            Some(&c) if c != u32::MAX => c,
+            _ => UNCLASSED | stack,
+        }
+    }
+
+    fn add_stack(&mut self, id: StackId, frames: &[holdup_trace::Frame]) {
+        // Ids are small and dense (deduplicated in order): index a vector.
+        if id < 1 << 24 {
+            let next = self.classes.len() as u32;
+            let c = *self.classes.entry(user_key(frames)).or_insert(next);
+            if self.class_of.len() <= id as usize {
+                self.class_of.resize(id as usize + 1, u32::MAX);
+            }
+            self.class_of[id as usize] = c;
+        }
+    }
+
+    fn info(&mut self, pid: u32, tid: u32) -> &mut Info {
+        let i = self.threads.entry(tid).or_default();
+        if i.pid == 0 {
+            i.pid = pid;
+        }
+        i
+    }
+
+    /// A disk waits for the thread whose request ends its idle period (the
+    /// device's "waker"): that is what it was waiting for.
+    fn bio_issue(&mut self, b: &Bio) -> Option<(WaitSeg, bool)> {
+        let (start, wake) = self
+            .devs
+            .entry(b.dev)
+            .or_default()
+            .issue(b, self.start_ns)?;
+        let node = self.node(Key::Disk(b.dev));
+        let parent = if b.tracked && b.tid != 0 {
+            self.node(Key::Thread(b.tid))
+        } else {
+            self.node(Key::Outside(b.dev))
+        };
+        let edge = self.edge(node, parent, EdgeKind::DeviceIdle);
+        let seg = WaitSeg {
+            node,
+            parent,
+            edge,
+            start,
+            wake,
+        };
+        Some((seg, wake - start > self.long_ns))
+    }
+
+    fn is_long(&self, s: &Segment) -> bool {
+        s.end.saturating_sub(s.start) > self.long_ns
+    }
+
+    /// Keep a long segment; past the budget, double the threshold and drop
+    /// those no longer long, so that memory stays bounded.
+    fn keep_long(&mut self, long: &mut Vec<(WaitSeg, u64)>, seg: WaitSeg, len: u64) {
+        long.push((seg, len));
+        while long.len() > self.opts.long_budget.max(1) {
+            self.long_ns = self.long_ns.max(1) * 2;
+            let l = self.long_ns;
+            long.retain(|&(_, len)| len > l);
+        }
+    }
+
+    /// The wait of a segment: `(target, start, wake)`.
+    fn wait_of(&self, s: &Segment) -> Option<(Key, u64, u64)> {
+        if s.class == Class::Sched || s.wake <= s.start {
+            return None;
+        }
+        target(s.tid, s.class, s.waker, s.wake, &self.comps).map(|k| (k, s.start, s.wake))
+    }
+
+    // ---- pass 1 -------------------------------------------------------
+
+    fn learn(&mut self, batch: &[Record], long: &mut Vec<(WaitSeg, u64)>) {
+        for r in batch {
+            match r {
+                Record::Segment(s) => {
+                    if self.last_info != s.tid {
+                        self.info(s.pid, s.tid).recorded = true;
+                        self.last_info = s.tid;
+                    }
+                    self.max_time = self.max_time.max(s.end);
+                    if self.is_long(s) {
+                        if let Some((k, start, wake)) = self.wait_of(s) {
+                            let node = self.node(Key::Thread(s.tid));
+                            let parent = self.node(k);
+                            let edge = self.edge(node, parent, EdgeKind::Wait);
+                            let seg = WaitSeg {
+                                node,
+                                parent,
+                                edge,
+                                start,
+                                wake,
+                            };
+                            self.keep_long(long, seg, s.end - s.start);
+                        }
+                    }
+                }
+                Record::Sample(s) => {
+                    if self.last_info != s.tid {
+                        self.info(s.pid, s.tid).recorded = true;
+                        self.last_info = s.tid;
+                    }
+                    self.max_time = self.max_time.max(s.end);
+                }
+                Record::Fork {
+                    time,
+                    parent_tid,
+                    pid,
+                    tid,
+                    ..
+                } => {
+                    let parent_comm = self.threads.get(parent_tid).map(|p| p.comm.clone());
+                    let i = self.info(*pid, *tid);
+                    i.start = Some(*time);
+                    i.creator = *parent_tid;
+                    if i.comm.is_empty() {
+                        i.comm = parent_comm.unwrap_or_default();
+                    }
+                    self.max_time = self.max_time.max(*time);
+                }
+                Record::Comm { pid, tid, comm, .. } => self.info(*pid, *tid).comm = comm.clone(),
+                Record::Exit { time, pid, tid } => {
+                    self.info(*pid, *tid).end = Some(*time);
+                    self.max_time = self.max_time.max(*time);
+                }
+                Record::BioIssue(b) => {
+                    if let Some((seg, true)) = self.bio_issue(b) {
+                        self.keep_long(long, seg, seg.wake - seg.start);
+                    }
+                    self.max_time = self.max_time.max(b.time);
+                }
+                Record::BioDone(b) => {
+                    self.comps.push(b.time, b.dev);
+                    self.devs.entry(b.dev).or_default().done(b.time);
+                    self.max_time = self.max_time.max(b.time);
+                }
+                Record::Finish(f) => self.finish = Some(f.time),
+                other => {
+                    if let Some(t) = other.time() {
+                        self.max_time = self.max_time.max(t);
+                    }
+                }
+            }
+        }
+    }
+
+    // ---- pass 2 -------------------------------------------------------
+
+    fn segment(&mut self, s: &Segment, sweep: &mut Sweep) {
+        self.stats.segments += 1;
+        let node = self.thread_node(s.tid);
+        let len = s.end.saturating_sub(s.start);
+        let wait = self.wait_of(s);
+        let long = self.is_long(s);
+        let a = &mut self.acc[node as usize];
+        a.off += len;
+        if s.class == Class::Sched {
+            a.runnable += len;
+        } else if s.wake > s.start {
+            self.stats.wakeups += 1;
+            if s.class == Class::Lock {
+                self.stats.lock_wakeups += 1;
+                self.stats.lock_wakeups_by_timer += (s.waker == Waker::Timer) as u64;
+            }
+            a.wait += s.wake - s.start;
+            a.runnable += s.end.saturating_sub(s.wake);
+        } else {
+            // Still blocked at the end, or no wakeup seen.
+            a.wait += len;
+        }
+        match wait {
+            Some((k, start, wake)) => {
+                if let Key::Disk(d) = k {
+                    self.waited_disks.insert(d);
+                }
+                if let Key::Irq(n) = k {
+                    let v = self.votes.entry(n).or_default();
+                    v.0 += 1;
+                    if let Some(dev) = self.comps.before(wake) {
+                        *v.1.entry(dev).or_default() += 1;
+                    }
+                }
+                let parent = self.node(k);
+                let edge = self.edge(node, parent, EdgeKind::Wait);
+                let e = &mut self.edges[edge as usize];
+                e.wait += wake - start;
+                e.count += 1;
+                e.class_ns[s.class.index()] += wake - start;
+                if !long {
+                    sweep.add(WaitSeg {
+                        node,
+                        parent,
+                        edge,
+                        start,
+                        wake,
+                    });
+                }
+            }
+            None if s.class != Class::Sched && s.wake.max(s.end) > s.start => {
+                self.stats.waits_without_waker += 1
+            }
+            None => {}
+        }
+        if s.end > self.max_time {
+            self.max_time = s.end;
+            sweep.advance(s.end);
+        }
+    }
+
+    fn sample(&mut self, s: &Sample) {
+        self.stats.samples += 1;
+        let node = self.thread_node(s.tid);
+        let w = if s.class == Class::Cpu {
+            1
+        } else {
+            s.weight as u64 + s.sched_weight as u64
+        };
+        let class = self.class(s.stack);
+        let a = &mut self.acc[node as usize];
+        a.samples += w;
+        a.dist.add(class, w);
+        if s.class == Class::Cpu {
+            a.ring[a.ring_at % RING] = (s.time, s.stack);
+            a.ring_at += 1;
+            return;
+        }
+        if s.class == Class::Sched || s.weight == 0 || s.wake <= s.time {
+            return;
+        }
+        let Some(k) = target(s.tid, s.class, s.waker, s.wake, &self.comps) else {
+            return;
+        };
+        let parent = self.node(k);
+        let edge = self.edge(node, parent, EdgeKind::Wait);
+        self.edges[edge as usize]
+            .stacks
+            .add(s.stack, s.weight as u64);
+        if let Key::Thread(w) = k {
+            // What the waker ran last before the wakeup, if it was sampled
+            // within one period of it.
+            let Some(&wn) = self.tnodes.get(&w) else {
+                return;
+            };
+            let period = self.period();
+            let ring = &self.acc[wn as usize].ring;
+            let best = ring
+                .iter()
+                .filter(|(t, _)| *t != 0 && *t <= s.wake && *t + period >= s.wake)
+                .max_by_key(|(t, _)| *t);
+            if let Some(&(_, stack)) = best {
+                self.edges[edge as usize]
+                    .waker_stacks
+                    .add(stack, s.weight as u64);
+            }
+        }
+    }
+
+    fn period(&self) -> u64 {
+        self.names.header.period_ns.max(1)
+    }
+
+    fn record(&mut self, r: &Record, sweep: &mut Sweep) {
+        match r {
+            Record::Segment(s) => self.segment(s, sweep),
+            Record::Sample(s) => self.sample(s),
+            Record::BioIssue(b) => {
+                self.stats.bio += 1;
+                if let Some((seg, long)) = self.bio_issue(b) {
+                    let e = &mut self.edges[seg.edge as usize];
+                    e.wait += seg.wake - seg.start;
+                    e.count += 1;
+                    if !long {
+                        sweep.add(seg);
+                    }
+                }
+                if b.time > self.max_time {
+                    self.max_time = b.time;
+                    sweep.advance(b.time);
+                }
+            }
+            Record::BioDone(b) => {
+                self.comps.push(b.time, b.dev);
+                self.devs.entry(b.dev).or_default().done(b.time);
+            }
+            Record::Stack(s) => {
+                self.add_stack(s.id, &s.frames);
+                self.names.stacks.insert(s.id, s.frames.clone());
+            }
+            Record::Symbol(s) => {
+                self.names.symbols.insert(s.frame, s.frames.clone());
+            }
+            Record::Dso(d) => {
+                self.names.dsos.insert(d.id, d.clone());
+            }
+            Record::IrqName { irq, name } => {
+                self.names.irq_names.insert(*irq, name.clone());
+            }
+            Record::Lost(l) => {
+                let n = self.lost.entry(l.what.clone()).or_default();
+                *n = (*n).max(l.count);
+            }
+            _ => {}
+        }
+    }
+}
+
+pub fn run(src: &mut dyn Source, opts: &Options) -> Result<WaitGraph, Error> {
+    if src.features() & features::SEGMENTS == 0 {
+        return Err(Error::NoSegments);
+    }
+    let header = src.header().clone();
+    let mut b = Build::new(opts, header.start_ns);
+    b.names.header = header.clone();
+
+    // Pass 1.
+    let mut kept = Vec::new();
+    src.pass(&mut |batch| b.learn(batch, &mut kept))?;
+    let mut long: Vec<WaitSeg> = kept.into_iter().map(|(s, _)| s).collect();
+    b.stats.long_ns = b.long_ns;
+    b.end_ns = b.finish.unwrap_or(b.max_time).max(b.start_ns);
+    let duration = b.end_ns - b.start_ns;
+    b.stats.long_segments = long.len() as u64;
+
+    // Short-lived threads: their virtual thread waits for the creator
+    // whenever none of them exists.
+    let mut virtual_of: FxMap<u32, u32> = FxMap::default();
+    let mut virtuals: Vec<(u32, Vec<u32>)> = Vec::new();
+    if opts.merge_short {
+        let lives: Vec<Life> = b
+            .threads
+            .iter()
+            .filter(|(_, i)| i.recorded)
+            .map(|(&tid, i)| Life {
+                tid,
+                creator: i.creator,
+                start: i.start.unwrap_or(b.start_ns),
+                end: i.end.unwrap_or(b.end_ns),
+                born_and_died: i.start.is_some() && i.end.is_some(),
+            })
+            .collect();
+        for (creator, members) in merge::short_lived(&lives, duration) {
+            let spans: Vec<(u64, u64)> = lives
+                .iter()
+                .filter(|l| members.contains(&l.tid))
+                .map(|l| (l.start, l.end))
+                .collect();
+            let ci = b.threads.get(&creator).cloned().unwrap_or_default();
+            let from = ci.start.unwrap_or(b.start_ns).max(b.start_ns);
+            let to = ci.end.unwrap_or(b.end_ns).min(b.end_ns);
+            let node = b.node(Key::Creator(creator));
+            let parent = b.node(Key::Thread(creator));
+            let edge = b.edge(node, parent, EdgeKind::Creator);
+            for (s, e) in merge::gaps(spans, from, to) {
+                let ea = &mut b.edges[edge as usize];
+                ea.wait += e - s;
+                ea.count += 1;
+                ea.class_ns[Class::Other.index()] += e - s;
+                b.acc[node as usize].wait += e - s;
+                long.push(WaitSeg {
+                    node,
+                    parent,
+                    edge,
+                    start: s,
+                    wake: e,
+                });
+            }
+            for &m in &members {
+                virtual_of.insert(m, creator);
+            }
+            virtuals.push((creator, members));
+        }
+    }
+
+    // Pass 2.
+    b.comps = Completions::default();
+    b.devs.clear();
+    b.max_time = b.start_ns;
+    let mut sweep = Sweep::new(b.start_ns, b.long_ns + SLACK_NS, long);
+    src.pass(&mut |batch| {
+        for r in batch {
+            b.record(r, &mut sweep);
+        }
+    })?;
+    if b.stats.segments == 0 {
+        return Err(Error::Empty);
+    }
+    b.stats.late_events = sweep.late;
+    b.stats.cycles = sweep.cycles;
+    let weights = sweep.finish();
+    for (e, w) in b.edges.iter_mut().zip(weights) {
+        e.weight = w;
+    }
+
+    b.stats.lost_events = b.lost.values().sum();
+    Ok(finish(
+        b,
+        duration,
+        &virtual_of,
+        &virtuals,
+        src.damage().map(|d| d.to_string()),
+    ))
+}
+
+fn major_minor(dev: u32) -> (u32, u32) {
+    (dev >> 20, dev & 0xfffff)
+}
+
+/// A name for a NIC from its irq name: `virtio0-input.0` → `virtio0`,
+/// `eth0-TxRx-1` → `eth0`.
+fn nic_name(irq_name: &str) -> Option<&str> {
+    let n = irq_name.trim();
+    let base = n.split(['-', ' ', '@']).next().unwrap_or(n);
+    // virtio-net queues are `virtioN-input.Q` / `virtioN-output.Q`.
+    let netlike = n.contains("-input.")
+        || n.contains("-output.")
+        || n.contains("TxRx")
+        || n.contains("-rx-")
+        || n.contains("-tx-");
+    let prefixes = [
+        "eth", "ens", "enp", "eno", "enx", "wlan", "wlp", "mlx", "ixgbe", "i40e", "ice", "igb",
+        "e1000",
+    ];
+    (netlike || prefixes.iter().any(|p| base.starts_with(p))).then_some(base)
+}
+
+/// A key for the user part of a stack (the kernel part when there is none):
+/// threads doing the same work run the same user code paths.
+fn user_key(frames: &[holdup_trace::Frame]) -> u64 {
+    let mut h = Fx::default();
+    let mut any = false;
+    for f in frames.iter().filter(|f| !f.is_kernel()) {
+        h.add(f.dso as u64);
+        h.add(f.addr);
+        any = true;
+    }
+    if !any {
+        for f in frames {
+            h.add(f.addr);
+        }
+    }
+    h.finish()
+}
+
+/// The vertex of what is left out of the graph.
+const DROPPED: usize = usize::MAX;
+
+struct VAcc {
+    node: Node,
+    /// Longest lifetime among its threads: the span its CPU time is
+    /// compared with.
+    span: u64,
+}
+
+fn finish(
+    mut b: Build,
+    duration: u64,
+    virtual_of: &FxMap<u32, u32>,
+    virtuals: &[(u32, Vec<u32>)],
+    damage: Option<String>,
+) -> WaitGraph {
+    let opts = b.opts;
+    let mut notes = Vec::new();
+
+    // Which irq serves which disk: most of its wakeups came right after a
+    // completion on that disk.
+    let mut irq_disk: BTreeMap<u32, u32> = BTreeMap::new();
+    for (&irq, (n, per)) in &b.votes {
+        if let Some((&dev, &v)) = per.iter().max_by_key(|(_, &v)| v) {
+            if v >= 3 && v * 2 >= *n {
+                irq_disk.insert(irq, dev);
+            }
+        }
+    }
+    // Disks that nobody in the target waited on or fed are left out.
+    let relevant: std::collections::BTreeSet<u32> = b
+        .devs
+        .iter()
+        .filter(|(dev, d)| {
+            b.waited_disks.contains(dev)
+                || irq_disk
+                    .iter()
+                    .any(|(n, dv)| dv == *dev && b.index.contains_key(&Key::Irq(*n)))
+                || d.issuers.values().any(|i| i.2)
+        })
+        .map(|(dev, _)| *dev)
+        .chain(b.waited_disks.iter().copied())
+        .collect();
+    let mut outside_tids: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+    for (&dev, d) in &b.devs {
+        outside_tids.insert(
+            dev,
+            d.issuers
+                .iter()
+                .filter(|(t, i)| !i.2 || **t == 0)
+                .map(|(t, _)| *t)
+                .collect(),
+        );
+    }
+    // Device edges: `count` is the requests issued, `share` the part of the
+    // disk's attributed idle time.
+    let mut idle_total: BTreeMap<u32, u64> = BTreeMap::new();
+    for e in &b.edges {
+        if let (EdgeKind::DeviceIdle, Key::Disk(dev)) = (e.kind, b.keys[e.from as usize]) {
+            *idle_total.entry(dev).or_default() += e.wait;
+        }
+    }
+    for i in 0..b.edges.len() {
+        let e = &b.edges[i];
+        let (EdgeKind::DeviceIdle, Key::Disk(dev)) = (e.kind, b.keys[e.from as usize]) else {
+            continue;
+        };
+        let d = &b.devs[&dev];
+        let req = match b.keys[e.to as usize] {
+            Key::Thread(tid) => d.issuers.get(&tid).map_or(0, |i| i.0),
+            _ => d
+                .issuers
+                .iter()
+                .filter(|(t, i)| !i.2 || **t == 0)
+                .map(|(_, i)| i.0)
+                .sum(),
+        };
+        let total = idle_total.get(&dev).copied().unwrap_or(0).max(1);
+        let e = &mut b.edges[i];
+        e.share = e.wait as f64 / total as f64;
+        e.count = req;
+    }
+
+    let disks: Vec<u32> = relevant.iter().copied().collect();
+    let nics: std::collections::BTreeSet<String> = b
+        .keys
+        .iter()
+        .filter_map(|k| match k {
+            Key::Irq(n) if !irq_disk.contains_key(n) => b
+                .names
+                .irq_names
+                .get(n)
+                .and_then(|s| nic_name(s))
+                .map(str::to_string),
+            _ => None,
+        })
+        .collect();
+
+    // Groups of similar threads.
+    let mut group_of: FxMap<u32, usize> = FxMap::default();
+    let mut group_names: Vec<String> = Vec::new();
+    if opts.merge_similar {
+        let mut keyed: Vec<(u32, Dist)> = Vec::new();
+        for (i, k) in b.keys.iter().enumerate() {
+            if let Key::Thread(tid) = *k {
+                let recorded = b.threads.get(&tid).is_some_and(|t| t.recorded);
+                if !recorded || virtual_of.contains_key(&tid) {
+                    continue;
+                }
+                let counts: Vec<(u64, u64)> =
+                    b.acc[i].dist.iter().map(|(c, n)| (c as u64, n)).collect();
+                keyed.push((tid, Dist::from_counts(counts)));
+            }
+        }
+        let cands: Vec<Candidate> = keyed
+            .iter()
+            .map(|(tid, d)| Candidate {
+                name: b.threads.get(tid).map_or("", |t| t.comm.as_str()),
+                dist: d,
+                samples: b.acc[b.index[&Key::Thread(*tid)] as usize].samples,
+            })
+            .collect();
+        let ids = merge::group_similar(&cands, 0.5);
+        let mut renum: BTreeMap<usize, usize> = BTreeMap::new();
+        for (c, id) in cands.iter().zip(&ids) {
+            if let Some(id) = id {
+                let n = renum.len();
+                let g = *renum.entry(*id).or_insert(n);
+                if g == group_names.len() {
+                    group_names.push(merge::base_name(c.name).to_string());
+                }
+            }
+        }
+        for ((tid, _), id) in keyed.iter().zip(&ids) {
+            if let Some(id) = id {
+                group_of.insert(*tid, renum[id]);
+            }
+        }
+    }
+
+    // Vertices.
+    let mut vindex: HashMap<String, usize> = HashMap::new();
+    let mut verts: Vec<VAcc> = Vec::new();
+    let mut vertex = |id: String, make: &dyn Fn() -> Node| -> usize {
+        if let Some(&v) = vindex.get(&id) {
+            return v;
+        }
+        let v = verts.len();
+        let mut node = make();
+        node.id = id.clone();
+        verts.push(VAcc { node, span: 0 });
+        vindex.insert(id, v);
+        v
+    };
+    let blank = |kind: NodeKind, label: String| Node {
+        id: String::new(),
+        kind,
+        label,
+        comm: String::new(),
+        tids: Vec::new(),
+        pids: Vec::new(),
+        cpu_ns: 0,
+        runnable_ns: 0,
+        wait_ns: 0,
+        recorded: true,
+        short_lived: false,
+        requests: 0,
+        bytes: 0,
+    };
+    let thread_label = |tid: u32| match b.threads.get(&tid) {
+        Some(t) if !t.comm.is_empty() => format!("{}:{tid}", t.comm),
+        _ => format!("tid:{tid}"),
+    };
+    let disk_label = |dev: u32| {
+        let (ma, mi) = major_minor(dev);
+        match opts.device_names.get(&dev) {
+            Some(n) => format!("{n} ({ma}:{mi})"),
+            None if dev == 0 => "disk ?".to_string(),
+            None => format!("disk {ma}:{mi}"),
+        }
+    };
+    let group_ids: Vec<String> = {
+        let mut seen: HashMap<&str, usize> = HashMap::new();
+        group_names
+            .iter()
+            .map(|n| {
+                let k = seen.entry(n.as_str()).or_insert(0);
+                *k += 1;
+                if *k == 1 {
+                    format!("g:{n}")
+                } else {
+                    format!("g:{n}#{k}")
+                }
+            })
+            .collect()
+    };
+    let mut vmap: Vec<usize> = Vec::with_capacity(b.keys.len());
+    for k in b.keys.clone() {
+        let virt = match k {
+            Key::Creator(c) => Some(c),
+            Key::Thread(t) => virtual_of.get(&t).copied(),
+            _ => None,
+        };
+        if let Some(creator) = virt {
+            let members = virtuals
+                .iter()
+                .find(|v| v.0 == creator)
+                .map_or(&[][..], |v| &v.1[..]);
+            let label = format!(
+                "short-lived ×{} of {}",
+                members.len(),
+                thread_label(creator)
+            );
+            let comm = members
+                .first()
+                .and_then(|m| b.threads.get(m))
+                .map_or(String::new(), |t| t.comm.clone());
+            vmap.push(vertex(format!("v:{creator}"), &|| Node {
+                short_lived: true,
+                comm: comm.clone(),
+                ..blank(NodeKind::Group, label.clone())
+            }));
+            continue;
+        }
+        let v = match k {
+            Key::Creator(_) => unreachable!("handled above"),
+            Key::Thread(tid) => match group_of.get(&tid) {
+                Some(&g) => vertex(group_ids[g].clone(), &|| Node {
+                    comm: group_names[g].clone(),
+                    ..blank(NodeKind::Group, group_names[g].clone())
+                }),
+                None => {
+                    let info = b.threads.get(&tid).cloned().unwrap_or_default();
+                    vertex(format!("t:{tid}"), &|| Node {
+                        comm: info.comm.clone(),
+                        recorded: info.recorded,
+                        ..blank(NodeKind::Thread, thread_label(tid))
+                    })
+                }
+            },
+            Key::Disk(dev) | Key::Outside(dev) if !relevant.contains(&dev) => DROPPED,
+            Key::Disk(dev) => vertex(
+                format!("disk:{}:{}", major_minor(dev).0, major_minor(dev).1),
+                &|| blank(NodeKind::Device, disk_label(dev)),
+            ),
+            Key::Irq(n) => {
+                let name = b.names.irq_names.get(&n).cloned();
+                if let Some(&dev) = irq_disk.get(&n) {
+                    vertex(
+                        format!("disk:{}:{}", major_minor(dev).0, major_minor(dev).1),
+                        &|| blank(NodeKind::Device, disk_label(dev)),
+                    )
+                } else if let Some(nic) = name.as_deref().and_then(nic_name) {
+                    vertex(format!("net:{nic}"), &|| {
+                        blank(NodeKind::Device, format!("net {nic}"))
+                    })
+                } else {
+                    let label = match (&name, n) {
+                        (Some(s), _) => format!("irq {n} {s}"),
+                        (None, u32::MAX) => "irq ?".to_string(),
+                        (None, _) => format!("irq {n}"),
+                    };
+                    vertex(format!("irq:{n}"), &|| blank(NodeKind::Irq, label.clone()))
+                }
+            }
+            Key::Softirq(SOFTIRQ_BLOCK) if disks.len() == 1 => {
+                let dev = disks[0];
+                vertex(
+                    format!("disk:{}:{}", major_minor(dev).0, major_minor(dev).1),
+                    &|| blank(NodeKind::Device, disk_label(dev)),
+                )
+            }
+            Key::Softirq(SOFTIRQ_NET_RX | SOFTIRQ_NET_TX) => match nics.len() {
+                1 => {
+                    let nic = nics.iter().next().unwrap().clone();
+                    vertex(format!("net:{nic}"), &|| {
+                        blank(NodeKind::Device, format!("net {nic}"))
+                    })
+                }
+                _ => vertex("net:?".to_string(), &|| {
+                    blank(NodeKind::Device, "network".to_string())
+                }),
+            },
+            Key::Softirq(v) => {
+                let name = SOFTIRQ_NAMES.get(v as usize).copied().unwrap_or("unknown");
+                vertex(format!("softirq:{name}"), &|| {
+                    blank(NodeKind::Softirq, format!("softirq {name}"))
+                })
+            }
+            Key::Timer => vertex("timer".to_string(), &|| {
+                blank(NodeKind::Irq, "timer".to_string())
+            }),
+            Key::Outside(dev) => {
+                let tids = outside_tids.get(&dev).cloned().unwrap_or_default();
+                let (ma, mi) = major_minor(dev);
+                vertex(format!("ext:{ma}:{mi}"), &|| Node {
+                    recorded: false,
+                    tids: tids.clone(),
+                    ..blank(
+                        NodeKind::Group,
+                        format!("other tasks on {}", disk_label(dev)),
+                    )
+                })
+            }
+            Key::Interrupt => vertex("irq:?".to_string(), &|| {
+                blank(NodeKind::Irq, "interrupt (unnamed)".to_string())
+            }),
+        };
+        vmap.push(v);
+    }
+
+    // Vertex times.
+    for (i, k) in b.keys.iter().enumerate() {
+        if vmap[i] == DROPPED {
+            continue;
+        }
+        let v = &mut verts[vmap[i]];
+        let a = &b.acc[i];
+        match *k {
+            Key::Thread(tid) => {
+                let Some(info) = b.threads.get(&tid).filter(|t| t.recorded) else {
+                    continue;
+                };
+                let start = info.start.unwrap_or(b.start_ns).max(b.start_ns);
+                let end = info.end.unwrap_or(b.end_ns).min(b.end_ns).max(start);
+                let life = end - start;
+                v.node.cpu_ns += life.saturating_sub(a.off);
+                v.node.runnable_ns += a.runnable;
+                v.node.wait_ns += a.wait;
+                v.node.tids.push(tid);
+                if !v.node.pids.contains(&info.pid) {
+                    v.node.pids.push(info.pid);
+                }
+                v.span = v.span.max(life);
+            }
+            Key::Creator(_) => {
+                v.node.wait_ns += a.wait;
+                v.span = duration;
+            }
+            _ => {}
+        }
+    }
+    for (&dev, d) in &b.devs {
+        let Some(&n) = b.index.get(&Key::Disk(dev)) else {
+            continue;
+        };
+        if vmap[n as usize] == DROPPED {
+            continue;
+        }
+        let v = &mut verts[vmap[n as usize]];
+        let busy = d.busy_until(b.end_ns);
+        v.node.cpu_ns += busy.min(duration);
+        v.node.wait_ns += duration.saturating_sub(busy);
+        v.node.requests += d.requests;
+        v.node.bytes += d.bytes;
+        v.span = duration;
+        if dev == 0 {
+            notes.push(
+                "some block requests carried no device number: they are shown as \"disk ?\""
+                    .to_string(),
+            );
+        }
+    }
+    for v in &mut verts {
+        v.node.tids.sort_unstable();
+        v.node.tids.dedup();
+        v.node.pids.sort_unstable();
+        if v.node.kind == NodeKind::Group && !v.node.short_lived && v.node.recorded {
+            // Groups that share a name (senders and receivers of one
+            // program) carry the number of their id.
+            let nth = v
+                .node
+                .id
+                .rsplit_once('#')
+                .map(|(_, k)| format!(" #{k}"))
+                .unwrap_or_default();
+            v.node.label = format!("{} ×{}{nth}", v.node.comm, v.node.tids.len());
+        }
+        if v.span == 0 {
+            v.span = duration;
+        }
+    }
+
+    // Edges by vertex pair.
+    let mut eindex: HashMap<(usize, usize), usize> = HashMap::new();
+    let mut parts: Vec<(EdgeAcc, Vec<usize>)> = Vec::new();
+    for (i, e) in b.edges.iter().enumerate() {
+        let key = (vmap[e.from as usize], vmap[e.to as usize]);
+        if (e.weight == 0 && e.wait == 0) || key.0 == DROPPED || key.1 == DROPPED {
+            continue;
+        }
+        match eindex.get(&key) {
+            Some(&j) => {
+                let p = &mut parts[j].0;
+                p.weight += e.weight;
+                p.wait += e.wait;
+                p.count += e.count;
+                p.share += e.share;
+                for c in 0..5 {
+                    p.class_ns[c] += e.class_ns[c];
+                }
+                if e.kind == EdgeKind::Wait {
+                    p.kind = EdgeKind::Wait;
+                }
+                parts[j].1.push(i);
+            }
+            None => {
+                eindex.insert(key, parts.len());
+                parts.push((
+                    EdgeAcc {
+                        from: key.0 as u32,
+                        to: key.1 as u32,
+                        kind: e.kind,
+                        wait: e.wait,
+                        weight: e.weight,
+                        count: e.count,
+                        class_ns: e.class_ns,
+                        share: e.share,
+                        stacks: Counts::default(),
+                        waker_stacks: Counts::default(),
+                    },
+                    vec![i],
+                ));
+            }
+        }
+    }
+    let mut resolver = Resolver::new(&b.names);
+    let mut top = |sources: &mut dyn Iterator<Item = &Counts>| -> Vec<StackInfo> {
+        let mut sum: BTreeMap<StackId, u64> = BTreeMap::new();
+        for m in sources {
+            for (s, n) in m.iter() {
+                *sum.entry(s).or_default() += n;
+            }
+        }
+        let mut v: Vec<(StackId, u64)> = sum.into_iter().collect();
+        v.sort_by_key(|&(s, n)| (std::cmp::Reverse(n), s));
+        v.truncate(opts.stacks);
+        v.into_iter()
+            .map(|(s, n)| stack_info(&mut resolver, s, n))
+            .collect()
+    };
+    let mut edges: Vec<Edge> = parts
+        .iter()
+        .map(|(p, members)| Edge {
+            from: p.from as usize,
+            to: p.to as usize,
+            kind: p.kind,
+            weight_ns: p.weight,
+            wait_ns: p.wait,
+            count: p.count,
+            class_ns: p.class_ns,
+            share: p.share,
+            stacks: top(&mut members.iter().map(|&i| &b.edges[i].stacks)),
+            waker_stacks: top(&mut members.iter().map(|&i| &b.edges[i].waker_stacks)),
+        })
+        .collect();
+    edges.sort_by_key(|e| (std::cmp::Reverse(e.weight_ns), e.from, e.to));
+
+    let nodes: Vec<Node> = verts.iter().map(|v| v.node.clone()).collect();
+    let spans: Vec<u64> = verts.iter().map(|v| v.span).collect();
+    let threshold_ns = match opts.threshold {
+        Threshold::Fraction(f) => (duration as f64 * f) as u64,
+        Threshold::Ns(n) => n,
+    };
+    let (knots, ignored) = knots_of(&nodes, &edges, &spans, duration, threshold_ns);
+    b.stats.light_edges = ignored;
+
+    // Notes.
+    if let Some(d) = damage {
+        notes.push(d);
+    }
+    if b.stats.lost_events > 0 {
+        notes.push(format!(
+            "{} events were lost while recording: waits and weights are lower bounds",
+            b.stats.lost_events
+        ));
+    }
+    for (i, n) in nodes.iter().enumerate() {
+        let into: u64 = edges.iter().filter(|e| e.to == i).map(|e| e.wait_ns).sum();
+        if n.kind == NodeKind::Irq && n.id != "timer" && into > 0 {
+            notes.push(format!(
+                "{} could not be tied to a device; waits on it ({:.1} ms) are shown on an interrupt vertex",
+                n.label,
+                into as f64 / 1e6
+            ));
+        }
+    }
+    // Timed lock waits exist, but when most lock waits end "in timer
+    // context" the recorder has lost track of interrupt context and named
+    // the wrong wakers.
+    if b.stats.lock_wakeups >= 20 && b.stats.lock_wakeups_by_timer * 4 > b.stats.lock_wakeups {
+        notes.push(format!(
+            "{} of {} lock waits were woken in timer context: unless the program uses timed waits, the recorder lost track of interrupt context and these wakers are wrong",
+            b.stats.lock_wakeups_by_timer, b.stats.lock_wakeups
+        ));
+    }
+    if b.stats.late_events > 0 {
+        notes.push(format!(
+            "{} events arrived out of order beyond the analysis window and were clamped",
+            b.stats.late_events
+        ));
+    }
+    if nodes.iter().any(|n| !n.recorded) {
+        notes.push(
+            "some wakers or I/O issuers are outside the recording (kernel threads, other processes): what they wait for is unknown; record with -a to follow them"
+                .to_string(),
+        );
+    }
+    WaitGraph {
+        start_ns: b.start_ns,
+        duration_ns: duration,
+        period_ns: b.names.header.period_ns,
+        threshold_ns,
+        nodes,
+        edges,
+        knots,
+        notes,
+        stats: b.stats,
+    }
+}
+
+fn stack_info(r: &mut Resolver, id: StackId, samples: u64) -> StackInfo {
+    let funcs = r.stack(id);
+    let mut folded = String::new();
+    for f in funcs.iter().rev() {
+        if !folded.is_empty() {
+            folded.push(';');
+        }
+        folded.extend(f.name.chars().map(|c| if c == ';' { ':' } else { c }));
+        if f.kernel {
+            folded.push_str("_[k]");
+        }
+    }
+    let user: Vec<&str> = funcs
+        .iter()
+        .filter(|f| !f.kernel)
+        .take(4)
+        .map(|f| &*f.name)
+        .collect();
+    let reason = wait_reason(&funcs).map(|s| s.to_string());
+    let short = if user.is_empty() {
+        funcs
+            .iter()
+            .take(3)
+            .map(|f| &*f.name)
+            .collect::<Vec<_>>()
+            .join(" ← ")
+    } else {
+        user.join(" ← ")
+    };
+    StackInfo {
+        folded,
+        short,
+        reason,
+        samples,
+    }
+}
+
+/// Knots and sinks, most important first.
+/// Knots and sinks, most important first, and the number of edges too
+/// light to matter that were ignored while finding them.
+fn knots_of(
+    nodes: &[Node],
+    edges: &[Edge],
+    spans: &[u64],
+    duration: u64,
+    threshold: u64,
+) -> (Vec<Knot>, u64) {
+    // A stray wakeup makes an edge out of what would be a knot and hides
+    // it. An edge under 1% of the recording and under 5% of its source's
+    // heaviest edge cannot be a bottleneck (its weight bounds what
+    // optimizing it could gain, wPerf §3.2.2): leave it out.
+    let mut heaviest = vec![0u64; nodes.len()];
+    for e in edges {
+        heaviest[e.from] = heaviest[e.from].max(e.weight_ns);
+    }
+    let keep: Vec<usize> = (0..edges.len())
+        .filter(|&i| {
+            let e = &edges[i];
+            !(e.weight_ns.saturating_mul(100) < duration
+                && e.weight_ns.saturating_mul(20) < heaviest[e.from])
+        })
+        .collect();
+    let ignored = (edges.len() - keep.len()) as u64;
+    let g = KnotGraph {
+        n: nodes.len(),
+        edges: keep
+            .iter()
+            .map(|&i| {
+                let e = &edges[i];
+                (
+                    e.from,
+                    e.to,
+                    e.weight_ns.max(if e.wait_ns > 0 { 1 } else { 0 }),
+                )
+            })
+            .collect(),
+    };
+    let span = |c: &[usize]| c.iter().map(|&v| spans[v]).max().unwrap_or(duration).max(1);
+    let has_device = |c: &[usize]| c.iter().any(|&v| nodes[v].kind == NodeKind::Device);
+    let cpu = |c: &[usize]| c.iter().map(|&v| nodes[v].cpu_ns).sum::<u64>();
+    let demand = |c: &[usize]| {
+        c.iter()
+            .map(|&v| nodes[v].cpu_ns + nodes[v].runnable_ns)
+            .sum::<u64>()
+    };
+    let threads = |c: &[usize]| {
+        c.iter()
+            .map(|&v| nodes[v].tids.len().max(1) as u64)
+            .sum::<u64>()
+    };
+    let is_sink = |c: &[usize], es: &[usize]| {
+        c.len() == 1 && !es.iter().any(|&e| g.edges[e].0 == g.edges[e].1)
+    };
+    let background = |c: &[usize], es: &[usize]| {
+        let thready = c
+            .iter()
+            .all(|&v| matches!(nodes[v].kind, NodeKind::Thread | NodeKind::Group));
+        if !thready || has_device(c) {
+            return false;
+        }
+        if is_sink(c, es) {
+            // A thread that waits on nothing named and barely runs: idle.
+            demand(c) * 2 < span(c) * threads(c)
+        } else {
+            // wPerf's test is CPU time below one core; time spent runnable
+            // counts too, or any knot starved by other processes' load
+            // would look like background threads.
+            demand(c) < span(c)
+        }
+    };
+    let unrecorded = |c: &[usize]| c.len() == 1 && !nodes[c[0]].recorded;
+    // Threads paced by sleeps and timeouts wait on the timer; like
+    // background threads, they are reported and set aside, so that what
+    // they hid (a knot whose members sometimes sleep) comes out.
+    let timer = |c: &[usize]| c.len() == 1 && nodes[c[0]].id == "timer";
+    let aside = |c: &[usize], es: &[usize]| unrecorded(c) || timer(c) || background(c, es);
+    let mut raw = find_knots(&g, threshold, &aside);
+    for k in &mut raw {
+        for e in k.edges.iter_mut().chain(k.trimmed.iter_mut()) {
+            *e = keep[*e];
+        }
+    }
+    // Threads first, then devices and interrupts.
+    let rank = |v: usize| {
+        (nodes[v].kind == NodeKind::Thread || nodes[v].kind == NodeKind::Group) as u8 ^ 1
+    };
+    let mut knots: Vec<Knot> = raw
+        .into_iter()
+        .map(|mut k| {
+            k.nodes.sort_by_key(|&v| (rank(v), v));
+            // Edge ids are the graph's again here.
+            let sink = k.nodes.len() == 1 && !k.edges.iter().any(|&e| edges[e].from == edges[e].to);
+            let mut knot = Knot {
+                kind: if sink { KnotKind::Sink } else { KnotKind::Knot },
+                background: k.aside && !unrecorded(&k.nodes),
+                unrecorded: unrecorded(&k.nodes),
+                cpu_ns: cpu(&k.nodes),
+                runnable_ns: k.nodes.iter().map(|&v| nodes[v].runnable_ns).sum(),
+                wait_ns: k.nodes.iter().map(|&v| nodes[v].wait_ns).sum(),
+                weight_ns: k.edges.iter().map(|&e| edges[e].weight_ns).sum(),
+                nodes: k.nodes,
+                edges: k.edges,
+                refined_from: k.refined_from,
+                trimmed: k.trimmed,
+                advice: String::new(),
+            };
+            knot.advice = advice::advise(nodes, edges, &knot, duration);
+            knot
+        })
+        .collect();
+    // Knots before sinks, set-aside ones last; heavier first.
+    knots.sort_by_key(|k| {
+        let rank = match (k.background || k.unrecorded, k.kind) {
+            (false, KnotKind::Knot) => 0,
+            (false, KnotKind::Sink) => 1,
+            (true, _) => 2,
+        };
+        (
+            rank,
+            std::cmp::Reverse(k.weight_ns.max(k.cpu_ns)),
+            k.nodes.clone(),
+        )
+    });
+    (knots, ignored)
+}

@@ -1,0 +1,119 @@
+//! Where the records come from. The analysis reads them twice, in file
+//! order, in batches; it never holds more than a few batches.
+
+use super::Error;
+use holdup_trace::{Damage, Header, Reader, Record};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+
+pub trait Source {
+    fn header(&self) -> &Header;
+    /// Feature bits of the recording (`holdup_trace::features`).
+    fn features(&self) -> u32;
+    /// Hand every record to `f`, in file order, in batches. Called once per
+    /// pass.
+    fn pass(&mut self, f: &mut dyn FnMut(&[Record])) -> Result<(), Error>;
+    /// Why the last pass stopped before the end of the data, if it did.
+    fn damage(&self) -> Option<&Damage> {
+        None
+    }
+    /// Time spent so far handing batches to `f` and in `f` (the analysis
+    /// proper, without reading and decoding), if measured.
+    fn analysis_time(&self) -> Option<std::time::Duration> {
+        None
+    }
+}
+
+/// Records already in memory (tests, small tools).
+pub struct InMemory<'a> {
+    pub header: Header,
+    pub features: u32,
+    pub records: &'a [Record],
+}
+
+impl Source for InMemory<'_> {
+    fn header(&self) -> &Header {
+        &self.header
+    }
+    fn features(&self) -> u32 {
+        self.features
+    }
+    fn pass(&mut self, f: &mut dyn FnMut(&[Record])) -> Result<(), Error> {
+        for batch in self.records.chunks(4096) {
+            f(batch);
+        }
+        Ok(())
+    }
+}
+
+/// A trace file, decoded on a second thread while the first analyses.
+pub struct TraceFile {
+    path: PathBuf,
+    header: Header,
+    features: u32,
+    damage: Option<Damage>,
+    busy: std::time::Duration,
+}
+
+impl TraceFile {
+    pub fn open(path: &Path) -> Result<Self, Error> {
+        let r = Reader::open(path)?;
+        Ok(TraceFile {
+            path: path.to_path_buf(),
+            header: r.header.clone(),
+            features: r.features,
+            damage: None,
+            busy: Default::default(),
+        })
+    }
+}
+
+impl Source for TraceFile {
+    fn header(&self) -> &Header {
+        &self.header
+    }
+    fn features(&self) -> u32 {
+        self.features
+    }
+    fn damage(&self) -> Option<&Damage> {
+        self.damage.as_ref()
+    }
+
+    fn analysis_time(&self) -> Option<std::time::Duration> {
+        Some(self.busy)
+    }
+
+    fn pass(&mut self, f: &mut dyn FnMut(&[Record])) -> Result<(), Error> {
+        let path = self.path.clone();
+        let io_err = |source| Error::Io {
+            path: path.display().to_string(),
+            source,
+        };
+        let mut reader = Reader::open(&self.path)?;
+        // Batches go over `full` and come back over `empty` to be reused.
+        let (full_tx, full_rx) = mpsc::sync_channel::<Vec<Record>>(2);
+        let (empty_tx, empty_rx) = mpsc::channel::<Vec<Record>>();
+        let result = std::thread::scope(|s| {
+            let decoder = s.spawn(move || -> std::io::Result<Option<Damage>> {
+                loop {
+                    let mut batch = empty_rx.try_recv().unwrap_or_default();
+                    if !reader.next_chunk(&mut batch)? {
+                        return Ok(reader.damage().cloned());
+                    }
+                    if full_tx.send(batch).is_err() {
+                        return Ok(None);
+                    }
+                }
+            });
+            for batch in full_rx.iter() {
+                let t = std::time::Instant::now();
+                f(&batch);
+                self.busy += t.elapsed();
+                let _ = empty_tx.send(batch);
+            }
+            decoder.join().expect("decoder thread panicked")
+        });
+        self.damage = result.map_err(io_err)?;
+        Ok(())
+    }
+}

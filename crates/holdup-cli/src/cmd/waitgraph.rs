@@ -1,0 +1,227 @@
+//! `holdup waitgraph`: the wait-for graph, its knots, and the waits that
+//! limit throughput (wPerf). Reads the trace twice, streaming, so memory
+//! does not grow with its length.
+
+use anyhow::Context;
+use holdup_analysis::waitgraph::{self, Error, Options, Source, Threshold, TraceFile};
+use holdup_render::waitgraph::{self as render, DotOptions, TextOptions};
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Trace to read.
+    #[arg(short, long, default_value = "holdup.data")]
+    pub input: PathBuf,
+    /// JSON, schema holdup.waitgraph/1.
+    #[arg(long, conflicts_with_all = ["dot", "svg"])]
+    pub json: bool,
+    /// GraphViz DOT on stdout (knots in red, thin edges dashed).
+    #[arg(long, conflicts_with = "svg")]
+    pub dot: bool,
+    /// Render the graph to this SVG file (needs GraphViz `dot`).
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+    /// Stop refining a knot once its lightest edge weighs this much: a share
+    /// of the recording (`20%`, the default) or a duration (`150ms`, `2s`).
+    #[arg(long, default_value = "20%", value_parser = parse_threshold)]
+    pub threshold: Threshold,
+    /// Keep threads with the same name and similar stacks apart.
+    #[arg(long)]
+    pub no_merge_similar: bool,
+    /// Keep short-lived threads apart (no virtual thread per creator).
+    #[arg(long)]
+    pub no_merge_short: bool,
+    /// Stacks shown per edge in the text output.
+    #[arg(long, default_value_t = 3)]
+    pub stacks: usize,
+    /// Print the analysis speed and peak memory on stderr.
+    #[arg(long, hide = true)]
+    pub timing: bool,
+    /// Benchmark: decode the whole trace into memory first, then time the
+    /// analysis alone (`bench/waitgraph.sh`).
+    #[arg(long, hide = true)]
+    pub bench_in_memory: bool,
+}
+
+/// Time the analysis alone, on records decoded beforehand.
+fn bench_in_memory(path: &Path, opts: &Options) -> anyhow::Result<()> {
+    let mut reader = holdup_trace::Reader::open(path)?;
+    let mut records = Vec::new();
+    reader.for_each(|r| records.push(r))?;
+    let mut src = waitgraph::InMemory {
+        header: reader.header.clone(),
+        features: reader.features,
+        records: &records,
+    };
+    let t = Instant::now();
+    let g = waitgraph::analyze(&mut src, opts)?;
+    let s = t.elapsed().as_secs_f64();
+    eprintln!(
+        "holdup: analysis alone (records in memory): {} sched events in {s:.3} s: {:.2} M events/s",
+        g.events(),
+        g.events() as f64 / s / 1e6
+    );
+    Ok(())
+}
+
+fn parse_threshold(s: &str) -> Result<Threshold, String> {
+    let s = s.trim();
+    let bad =
+        || format!("'{s}' is not a threshold: use a percentage (20%) or a duration (150ms, 2s)");
+    let num = |t: &str| {
+        t.trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|v| v.is_finite() && *v >= 0.0)
+    };
+    if let Some(p) = s.strip_suffix('%') {
+        return num(p)
+            .map(|v| Threshold::Fraction(v / 100.0))
+            .ok_or_else(bad);
+    }
+    for (suffix, scale) in [
+        ("ns", 1.0),
+        ("us", 1e3),
+        ("µs", 1e3),
+        ("ms", 1e6),
+        ("s", 1e9),
+    ] {
+        if let Some(v) = s.strip_suffix(suffix) {
+            return num(v)
+                .map(|v| Threshold::Ns((v * scale) as u64))
+                .ok_or_else(bad);
+        }
+    }
+    num(s)
+        .map(|v| Threshold::Fraction(v / 100.0))
+        .ok_or_else(bad)
+}
+
+/// Block device names (`vda`) by dev_t, when the trace was recorded on this
+/// machine.
+fn device_names(hostname: &str) -> HashMap<u32, String> {
+    let mut names = HashMap::new();
+    let here = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    if hostname.is_empty() || here.trim() != hostname {
+        return names;
+    }
+    let Ok(dir) = std::fs::read_dir("/sys/dev/block") else {
+        return names;
+    };
+    for ent in dir.flatten() {
+        let name = ent.file_name().to_string_lossy().to_string();
+        let Some((ma, mi)) = name.split_once(':') else {
+            continue;
+        };
+        let (Ok(ma), Ok(mi)) = (ma.parse::<u32>(), mi.parse::<u32>()) else {
+            continue;
+        };
+        let uevent = std::fs::read_to_string(ent.path().join("uevent")).unwrap_or_default();
+        if let Some(dev) = uevent.lines().find_map(|l| l.strip_prefix("DEVNAME=")) {
+            names.insert(ma << 20 | mi, dev.to_string());
+        }
+    }
+    names
+}
+
+fn peak_rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+    let path: &Path = &a.input;
+    // The messages already name the file and the cause: one sentence, no
+    // cause chain repeating it.
+    let mut src = TraceFile::open(path).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let opts = Options {
+        threshold: a.threshold,
+        merge_similar: !a.no_merge_similar,
+        merge_short: !a.no_merge_short,
+        device_names: device_names(&src.header().hostname.clone()),
+        ..Default::default()
+    };
+    if a.bench_in_memory {
+        bench_in_memory(path, &opts)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let t = Instant::now();
+    let g = waitgraph::analyze(&mut src, &opts).map_err(|e| match e {
+        Error::Trace(_) | Error::Io { .. } => anyhow::anyhow!("{e}"),
+        e => anyhow::anyhow!("{}: {e}", path.display()),
+    })?;
+    if a.timing {
+        let s = t.elapsed().as_secs_f64();
+        if let Some(busy) = src.analysis_time() {
+            let b = busy.as_secs_f64();
+            eprintln!(
+                "holdup: analysis proper (both passes, without reading and decoding the file): {b:.3} s, {:.2} M events/s",
+                g.events() as f64 / b / 1e6
+            );
+        }
+        eprintln!(
+            "holdup: analysed {} sched events ({} wait segments) in {:.3} s: {:.2} M events/s, {:.2} M segments/s; peak RSS {:.1} MiB",
+            g.events(),
+            g.stats.segments,
+            s,
+            g.events() as f64 / s / 1e6,
+            g.stats.segments as f64 / s / 1e6,
+            peak_rss_mib()
+        );
+    }
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let dot_opts = || DotOptions {
+        title: format!("holdup waitgraph {}", path.display()),
+        ..Default::default()
+    };
+    if a.json {
+        serde_json::to_writer_pretty(&mut out, &render::to_json(&g))?;
+        writeln!(out)?;
+    } else if a.dot {
+        out.write_all(render::to_dot(&g, &dot_opts()).as_bytes())?;
+    } else if let Some(svg) = &a.svg {
+        render::to_svg(&render::to_dot(&g, &dot_opts()), svg)
+            .with_context(|| format!("cannot write {}", svg.display()))?;
+    } else {
+        let o = TextOptions {
+            source: path.display().to_string(),
+            stacks: a.stacks,
+            ..Default::default()
+        };
+        render::render(&mut out, &g, &o)?;
+    }
+    if a.dot || a.svg.is_some() {
+        for n in &g.notes {
+            eprintln!("holdup: note: {n}");
+        }
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thresholds_parse() {
+        assert_eq!(parse_threshold("20%"), Ok(Threshold::Fraction(0.2)));
+        assert_eq!(parse_threshold("5"), Ok(Threshold::Fraction(0.05)));
+        assert_eq!(parse_threshold("150ms"), Ok(Threshold::Ns(150_000_000)));
+        assert_eq!(parse_threshold("2s"), Ok(Threshold::Ns(2_000_000_000)));
+        assert_eq!(parse_threshold("10us"), Ok(Threshold::Ns(10_000)));
+        assert!(parse_threshold("abc").is_err());
+        assert!(parse_threshold("-3%").is_err());
+    }
+}
