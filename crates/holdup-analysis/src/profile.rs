@@ -59,7 +59,7 @@ impl ClassCounts {
 /// The parts of a sample: (class, sampling points).
 pub fn sample_parts(s: &Sample) -> impl Iterator<Item = (Class, u64)> {
     let parts = match s.class {
-        Class::Cpu => [(Class::Cpu, 1), (Class::Sched, 0)],
+        Class::Cpu => [(Class::Cpu, s.weight as u64), (Class::Sched, 0)],
         c => [(c, s.weight as u64), (Class::Sched, s.sched_weight as u64)],
     };
     parts.into_iter().filter(|&(_, n)| n > 0)

@@ -82,7 +82,7 @@ fn points_between(a: u64, b: u64, period: u64) -> u64 {
 /// The points of `r` at or after `from` (0: all of them).
 fn points_of(r: &SampleRec, from: u64, period: u64) -> Points {
     if r.class == records::CLASS_CPU {
-        let line = u64::from(r.start >= from);
+        let line = u64::from(r.weight) * u64::from(r.start >= from);
         return Points {
             line,
             io: 0,

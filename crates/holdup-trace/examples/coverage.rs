@@ -5,15 +5,22 @@
 use holdup_trace::*;
 
 fn main() {
-    let path = std::env::args().nth(1).unwrap_or_else(|| "holdup.data".into());
+    let path = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "holdup.data".into());
     let t = Trace::load(std::path::Path::new(&path)).expect("trace");
     let p = t.header.period_ns as f64;
     for th in t.threads.values() {
-        let segs: f64 = t.segments.iter().filter(|s| s.tid == th.tid).map(|s| (s.end - s.start) as f64).sum();
+        let segs: f64 = t
+            .segments
+            .iter()
+            .filter(|s| s.tid == th.tid)
+            .map(|s| (s.end - s.start) as f64)
+            .sum();
         let (mut cpu, mut blocked, mut late) = (0u64, 0u64, 0u64);
         for s in t.samples.iter().filter(|s| s.tid == th.tid) {
             if s.class == Class::Cpu {
-                cpu += 1;
+                cpu += s.weight as u64;
             } else {
                 blocked += (s.weight + s.sched_weight) as u64;
                 late += s.late_user_stack as u64;

@@ -132,10 +132,10 @@ impl Encoder {
                 self.u(s.cpu as u64);
                 self.u(s.class.index() as u64 | (s.late_user_stack as u64) << 3);
                 self.u(s.stack as u64);
+                self.u(s.weight as u64);
                 if s.class != Class::Cpu {
                     self.u(s.wake.saturating_sub(s.time));
                     self.u(s.end - s.time);
-                    self.u(s.weight as u64);
                     self.u(s.sched_weight as u64);
                     self.waker(s.waker);
                     self.u((s.wake == 0) as u64);
@@ -392,6 +392,7 @@ impl<'a> Decoder<'a> {
                 let cl = self.u()?;
                 let class = Self::class(cl, "sample")?;
                 let stack = self.u32("sample")?;
+                let weight = self.u32("sample")?;
                 let mut s = Sample {
                     time,
                     wake: 0,
@@ -400,7 +401,7 @@ impl<'a> Decoder<'a> {
                     tid,
                     cpu,
                     class,
-                    weight: 1,
+                    weight,
                     sched_weight: 0,
                     waker: Waker::None,
                     stack,
@@ -409,7 +410,6 @@ impl<'a> Decoder<'a> {
                 if class != Class::Cpu {
                     let wake = self.u()?;
                     s.end = time.saturating_add(self.u()?);
-                    s.weight = self.u32("sample")?;
                     s.sched_weight = self.u32("sample")?;
                     s.waker = self.waker()?;
                     let no_wake = self.u()? != 0;

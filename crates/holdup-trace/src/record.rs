@@ -106,9 +106,10 @@ impl Frame {
     }
 }
 
-/// An on-CPU sample (class `Cpu`, `time == end`, weight 1) or a blocked
-/// sample: the thread was off-CPU over `[time, end)`; `[time, wake)` is in
-/// `class` with `weight` sampling points, `[wake, end)` runnable with
+/// An on-CPU sample (class `Cpu`, `time == end`, `weight` sampling points of
+/// the thread's on-CPU time since its previous sample, usually 1) or a
+/// blocked sample: the thread was off-CPU over `[time, end)`; `[time, wake)`
+/// is in `class` with `weight` sampling points, `[wake, end)` runnable with
 /// `sched_weight` points (for class `Sched` the whole interval is runnable).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Sample {

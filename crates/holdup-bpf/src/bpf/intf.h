@@ -78,7 +78,8 @@ struct rec_hdr {
 };
 
 /*
- * On-CPU sample (class CLASS_CPU, weight 1) or blocked sample. A blocked sample
+ * On-CPU sample (class CLASS_CPU, `weight` points of the thread's on-CPU
+ * clock since its previous sample) or blocked sample. A blocked sample
  * covers one off-CPU interval: [start, wake) in `class` with `weight` sampling
  * points, then [wake, end) runnable with `sched_weight` points. A preempted
  * thread (class CLASS_SCHED) is runnable throughout: weight 0, all points in

@@ -2,13 +2,18 @@
 /*
  * holdup's recorder: on-CPU samples and blocked samples on one scale.
  *
- * On-CPU samples come from a cpu-clock perf event per CPU firing every
- * `period_ns`. Blocked samples follow bperf: the scheduler hooks only take
- * timestamps (switch-out, wakeup, switch-in); when a thread is switched back in
- * and its off-CPU interval covered at least one sampling point (a multiple of
- * `period_ns` on the monotonic clock), one blocked sample is made whose weight
- * is the number of points covered. The interval is split at the wakeup: the
- * part before keeps the blocking subclass, the part after is runqueue time.
+ * Every thread has two clocks, like perf's task-clock: one runs while it is
+ * on a CPU, one while it is off. Each `period_ns` of either is a sampling
+ * point, so a thread's on-CPU and blocked samples add up to its lifetime
+ * exactly, whatever the timing of the workload. Blocked samples follow
+ * bperf: the scheduler hooks only take timestamps (switch-out, wakeup,
+ * switch-in); when a thread is switched back in and its off-CPU clock passed
+ * one or more points, one blocked sample is made whose weight is that number.
+ * The interval is split at the wakeup: the part before keeps the blocking
+ * subclass, the part after is runqueue time. On-CPU points are turned into
+ * samples at the next tick of a cpu-clock perf event that finds the thread
+ * running (the tick is where its stack can be taken), weighted by the
+ * points its on-CPU clock passed since its last sample.
  *
  * Stacks are the expensive part, so they are taken only for intervals that
  * produce a sample. The kernel stack is read at switch-in from the sleeping
@@ -63,6 +68,10 @@ struct thread_state {
 	u8 class;		/* subclass decided at switch-out */
 	u8 klock;		/* waiting for a sleeping kernel lock */
 	u8 seen;
+	/* The two clocks: time not yet turned into sampling points. */
+	u64 run_mark;		/* on-CPU time counted up to here; 0 while off */
+	u64 cpu_credit;
+	u64 off_credit;
 	/* A blocked sample waiting for the thread to run so that its user
 	 * stack can be read. */
 	u8 pending;
@@ -162,27 +171,49 @@ static __always_inline bool is_tracked(struct task_struct *t)
 	return bpf_map_lookup_elem(&tracked_tgids, &tgid) != NULL;
 }
 
-/* Sampling points k * period_ns in [a, b). */
-static __always_inline u32 points(u64 a, u64 b)
+/* Advance a clock by `len` ns: the sampling points it passes. */
+static __always_inline u32 take_points(u64 *credit, u64 len)
 {
-	if (b <= a || a == 0)
-		return 0;
-	return (b - 1) / period_ns - (a - 1) / period_ns;
+	u64 w;
+
+	*credit += len;
+	w = *credit / period_ns;
+	*credit -= w * period_ns;
+	return w;
 }
 
-/* Split [out, end) at the wakeup into blocked and runqueue sampling points. */
-static __always_inline void split_points(u64 out, u64 wake, u64 end, u8 class, u32 *w, u32 *ws)
+/* Advance the off-CPU clock over [out, end), split at the wakeup into
+ * blocked and runqueue points. */
+static __always_inline void split_points(u64 *credit, u64 out, u64 wake, u64 end, u8 class,
+					 u32 *w, u32 *ws)
 {
-	if (class == CLASS_SCHED) {
+	if (end <= out) {
 		*w = 0;
-		*ws = points(out, end);
+		*ws = 0;
+	} else if (class == CLASS_SCHED) {
+		*w = 0;
+		*ws = take_points(credit, end - out);
 	} else if (!wake) {
-		*w = points(out, end);
+		*w = take_points(credit, end - out);
 		*ws = 0;
 	} else {
-		*w = points(out, wake);
-		*ws = points(wake, end);
+		*w = take_points(credit, wake - out);
+		*ws = take_points(credit, end - wake);
 	}
+}
+
+/* Stop the on-CPU clock of a thread leaving its CPU. */
+static __always_inline void stop_cpu_clock(struct thread_state *st, u64 now)
+{
+	u64 mark = st->run_mark;
+
+	if (mark) {
+		if (mark < start_ns)
+			mark = start_ns;
+		if (now > mark)
+			st->cpu_credit += now - mark;
+	}
+	st->run_mark = 0;
 }
 
 static __always_inline void *reserve(u32 kind, u32 size)
@@ -434,6 +465,7 @@ static __always_inline void switch_out(struct task_struct *prev, bool preempt,
 	st->seen = 1;
 	if (st->pending)
 		emit_pending(st, prev, USER_LOADED, SF_LATE_USTACK);
+	stop_cpu_clock(st, now);
 	if (prev_state & TASK_DEAD) {
 		st->out = 0;
 		return;
@@ -456,6 +488,7 @@ static __always_inline void switch_in(struct task_struct *prev, struct task_stru
 
 	if (!st)
 		return;
+	st->run_mark = now;
 	if (!st->seen) {
 		/* First sight of a thread that was already asleep when the
 		 * recording started. */
@@ -494,7 +527,7 @@ static __always_inline void switch_in(struct task_struct *prev, struct task_stru
 		}
 	}
 
-	split_points(out, wake, now, st->class, &w, &ws);
+	split_points(&st->off_credit, out, wake, now, st->class, &w, &ws);
 	if (w + ws == 0)
 		return;
 	if (st->pending)	/* the previous one never got to user space */
@@ -612,20 +645,34 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 	struct scratch *s;
 	long n;
 
+	u64 now, mark;
+	u32 w;
+
 	if (!is_tracked(task))
 		return 0;
-	st = state_of(task, false);
-	if (st && st->pending)
+	st = state_of(task, true);
+	if (!st)
+		return 0;
+	if (st->pending)
 		emit_pending(st, task, USER_LOADED, SF_LATE_USTACK);
+	/* Running since before the recording, or since the last look. */
+	now = bpf_ktime_get_ns();
+	mark = st->run_mark;
+	if (!mark || mark < start_ns)
+		mark = start_ns ? start_ns : now;
+	w = now > mark ? take_points(&st->cpu_credit, now - mark) : 0;
+	st->run_mark = now;
+	if (!w)
+		return 0;
 
 	s = get_scratch();
 	if (!s)
 		return 0;
 	s->rec.pid = BPF_CORE_READ(task, tgid);
 	s->rec.tid = BPF_CORE_READ(task, pid);
-	s->rec.start = bpf_ktime_get_ns();
-	s->rec.end = s->rec.start;
-	s->rec.weight = 1;
+	s->rec.start = now;
+	s->rec.end = now;
+	s->rec.weight = w;
 	s->rec.class = CLASS_CPU;
 	s->rec.cpu = bpf_get_smp_processor_id();
 	/* Empty when the sample hit user mode. */
@@ -995,7 +1042,7 @@ int flush_open(struct bpf_iter__task *ctx)
 	st->p_start = out;
 	st->p_wake = wake;
 	st->p_end = now;
-	split_points(out, wake, now, st->class, &st->p_weight, &st->p_sched_weight);
+	split_points(&st->off_credit, out, wake, now, st->class, &st->p_weight, &st->p_sched_weight);
 	if (st->p_weight + st->p_sched_weight == 0)
 		return 0;
 	st->p_class = st->class;
