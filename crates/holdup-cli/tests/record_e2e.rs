@@ -59,7 +59,8 @@ fn threads_with<'a>(r: &'a Value, func: &str) -> Vec<&'a Value> {
 }
 
 /// Every thread that lived long enough is covered: (on + blocked) samples ×
-/// period ≈ lifetime within 10%.
+/// period ≈ lifetime (the issue asks for 10%; each thread's two sampling
+/// clocks make it exact but for the last period, so 3% is asserted).
 fn assert_coverage(r: &Value) {
     let period = r["period_ns"].as_f64().unwrap();
     for t in threads(r) {
@@ -70,7 +71,7 @@ fn assert_coverage(r: &Value) {
         let covered = total(&t["samples"]) * period;
         let ratio = covered / life;
         assert!(
-            (0.9..=1.1).contains(&ratio),
+            (0.97..=1.03).contains(&ratio),
             "thread {} ({}) covered {:.3} s of its {:.3} s lifetime (ratio {ratio:.3})",
             t["tid"],
             t["comm"],
