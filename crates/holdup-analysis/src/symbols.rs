@@ -71,6 +71,11 @@ impl<'t> Resolver<'t> {
                 let n = syms.len();
                 let mut v = Vec::with_capacity(n);
                 for (i, s) in syms.iter().enumerate() {
+                    // glibc inlines wrappers into functions of the same name
+                    // (`__libc_pread64` in `__libc_pread64`): one frame is enough.
+                    if i + 1 < n && syms[i + 1].function == s.function {
+                        continue;
+                    }
                     v.push(Func {
                         name: self.intern(&s.function),
                         dso: dso.clone(),

@@ -253,10 +253,17 @@ impl Recorder {
         // A thread parked before it registered rseq at startup is emitted
         // once, late; more than a few mean threads that never will.
         if late > 2 && self.sys_exit.is_none() {
-            self.sys_exit = Some(self.skel.progs.on_sys_exit.attach().map_err(|e| Error::Attach {
-                prog: "on_sys_exit",
-                msg: e.to_string(),
-            })?);
+            self.sys_exit =
+                Some(
+                    self.skel
+                        .progs
+                        .on_sys_exit
+                        .attach()
+                        .map_err(|e| Error::Attach {
+                            prog: "on_sys_exit",
+                            msg: e.to_string(),
+                        })?,
+                );
         }
         Ok(())
     }

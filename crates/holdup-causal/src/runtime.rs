@@ -71,16 +71,22 @@ struct Points {
     sched: u64,
 }
 
-/// Sampling points in [a, b), as the recorder counts them.
-fn points_between(a: u64, b: u64, period: u64) -> u64 {
-    if b <= a || a == 0 {
+/// The share of `w` points spread over [a, b) that falls at or after
+/// `from`. The recorder counts points on per-thread clocks, so a part of an
+/// interval gets its proportional share of the interval's weight.
+fn share_after(w: u64, a: u64, b: u64, from: u64) -> u64 {
+    if w == 0 || from <= a {
+        return w;
+    }
+    if from >= b {
         return 0;
     }
-    (b - 1) / period - (a - 1) / period
+    let (part, len) = ((b - from) as u128, (b - a) as u128);
+    ((w as u128 * part + len / 2) / len) as u64
 }
 
 /// The points of `r` at or after `from` (0: all of them).
-fn points_of(r: &SampleRec, from: u64, period: u64) -> Points {
+fn points_of(r: &SampleRec, from: u64) -> Points {
     if r.class == records::CLASS_CPU {
         let line = u64::from(r.weight) * u64::from(r.start >= from);
         return Points {
@@ -89,25 +95,17 @@ fn points_of(r: &SampleRec, from: u64, period: u64) -> Points {
             sched: 0,
         };
     }
-    let whole = from == 0;
     let wake = if r.wake == 0 {
         r.end
     } else {
         r.wake.clamp(r.start, r.end)
     };
     let (blocked, runq) = if r.class == records::CLASS_SCHED {
-        let p = if whole {
-            r.sched_weight as u64
-        } else {
-            points_between(r.start.max(from), r.end, period)
-        };
-        (0, p)
-    } else if whole {
-        (r.weight as u64, r.sched_weight as u64)
+        (0, share_after(r.sched_weight.into(), r.start, r.end, from))
     } else {
         (
-            points_between(r.start.max(from), wake, period),
-            points_between(wake.max(from), r.end, period),
+            share_after(r.weight.into(), r.start, wake, from),
+            share_after(r.sched_weight.into(), wake, r.end, from),
         )
     };
     Points {
@@ -223,8 +221,7 @@ impl Processor {
         if r.flags & records::SF_USER_REGS == 0 || r.flags & records::SF_BLOCKED_TAIL != 0 {
             return;
         }
-        let period = rt.cfg.period_ns;
-        let all = points_of(&r, 0, period);
+        let all = points_of(&r, 0);
         if all.line + all.io + all.sched == 0 {
             return;
         }
@@ -298,7 +295,7 @@ impl Processor {
 
         if let Some(exp) = &self.exp {
             let (target, start, delay) = (exp.target, exp.start_ns, exp.delay_ns);
-            let p = points_of(&r, start, period);
+            let p = points_of(&r, start);
             let credit = match target {
                 Target::Line(_) if hit => p.line,
                 Target::Line(_) => 0,
@@ -312,9 +309,8 @@ impl Processor {
                 if delay > 0 {
                     let g = rt.global.load(Ordering::Acquire);
                     if let Some(st) = self.thread(&rt.threads, r.tid as i32, g) {
-                        let local =
-                            st.local.fetch_add(credit * delay, Ordering::AcqRel) + credit * delay;
-                        rt.global.fetch_max(local, Ordering::AcqRel);
+                        st.local.fetch_add(credit * delay, Ordering::AcqRel);
+                        rt.global.fetch_max(st.published(), Ordering::AcqRel);
                     }
                 }
             }
@@ -552,7 +548,7 @@ impl Runtime {
     pub fn add_delays(&self, st: &ThreadState) {
         let g = self.global.load(Ordering::Acquire);
         if !self.active.load(Ordering::Acquire) {
-            st.local.store(g, Ordering::Release);
+            st.reset(g);
             return;
         }
         if st.blocked.load(Ordering::Acquire) {
@@ -560,22 +556,52 @@ impl Runtime {
         }
         let local = st.local.load(Ordering::Acquire);
         if local > g {
-            self.global.fetch_max(local, Ordering::AcqRel);
+            self.global.fetch_max(st.published(), Ordering::AcqRel);
         } else if local < g {
             let need = g - local;
+            let before = threads::schedstat(st);
             let t0 = now_ns();
             sleep_ns(need);
-            // The sleep overshoots (timer slack, and on a busy machine the
-            // wait for a CPU after it): that is delay inserted too, and on
-            // the critical path it lengthens the experiment, so it is
-            // credited and published like any delay (COZ does the same).
-            // Crediting only `need` would make every virtual speedup look
-            // smaller than it is. A stall far beyond the sleep is not
-            // ours to account for.
-            let waited = (now_ns() - t0).min(need + MAX_OVERSHOOT_NS);
-            let local = st.local.fetch_add(waited, Ordering::AcqRel) + waited;
-            self.global.fetch_max(local, Ordering::AcqRel);
+            let slept = now_ns() - t0;
+            let after = threads::schedstat(st);
+            // The sleep overshoots (timer slack): that is delay inserted too,
+            // and on the critical path it lengthens the experiment, so it is
+            // credited and published like any delay (COZ does the same);
+            // crediting only `need` would make every virtual speedup look
+            // smaller than it is. The wait for a CPU after the sleep is not:
+            // another thread of the program (or of the machine) ran
+            // meanwhile. A stall far beyond the sleep is not ours either.
+            let runq_after = match (before, after) {
+                (Some(a), Some(b)) => b.1.saturating_sub(a.1),
+                _ => 0,
+            };
+            let waited = slept
+                .saturating_sub(runq_after)
+                .clamp(need, need + MAX_OVERSHOOT_NS);
+            // COZ publishes every delay paid, which is right when the sleep
+            // holds the program up. A thread that mostly waits for a CPU
+            // anyway (an oversubscribed pool) loses little by sleeping: its
+            // siblings get the core. That share of the sleep is kept out of
+            // the global delay, or every such payment would ratchet it up
+            // and "more cores" would promise more than more cores give.
+            let free = (waited as f64 * self.runqueue_share(st, before)) as u64;
+            st.free.fetch_add(free, Ordering::AcqRel);
+            st.local.fetch_add(waited, Ordering::AcqRel);
+            self.global.fetch_max(st.published(), Ordering::AcqRel);
         }
+    }
+
+    /// Share of its runnable time this thread spent waiting for a CPU since
+    /// it last paid a delay.
+    fn runqueue_share(&self, st: &ThreadState, now: Option<(u64, u64)>) -> f64 {
+        let Some((run, runq)) = now else { return 0.0 };
+        let last_run = st.last_run.swap(run, Ordering::AcqRel);
+        let last_runq = st.last_runq.swap(runq, Ordering::AcqRel);
+        let (dr, dq) = (run.saturating_sub(last_run), runq.saturating_sub(last_runq));
+        if dr + dq == 0 {
+            return 0.0;
+        }
+        dq as f64 / (dr + dq) as f64
     }
 
     pub fn pre_block(&self) {
@@ -947,7 +973,7 @@ impl Profiler {
         // this one; blocked threads settle theirs in post_block.
         for st in rt.threads.iter() {
             if !st.blocked.load(Ordering::Acquire) {
-                st.local.store(global, Ordering::Release);
+                st.reset(global);
             }
         }
         let start_ns = now_ns();
@@ -1136,27 +1162,23 @@ mod tests {
     }
 
     #[test]
-    fn points_split_like_the_recorder() {
-        let p = 1_000_000;
-        assert_eq!(points_between(1, 2_000_001, p), 2);
-        assert_eq!(points_between(1_000_000, 1_000_001, p), 1);
-        assert_eq!(points_between(1_000_001, 2_000_000, p), 0);
+    fn points_keep_the_recorders_weights() {
         // io: 3 blocked points, 1 runqueue point.
         let r = rec(records::CLASS_IO, 500_000, 3_500_000, 4_500_000, 3, 1);
-        let all = points_of(&r, 0, p);
+        let all = points_of(&r, 0);
         assert_eq!((all.line, all.io, all.sched), (4, 3, 1));
-        // Only what falls after an experiment began.
-        let part = points_of(&r, 2_500_000, p);
+        // An experiment that began in the middle of the wait gets its share.
+        let part = points_of(&r, 2_500_000);
         assert_eq!((part.line, part.io, part.sched), (2, 1, 1));
+        assert_eq!(points_of(&r, 5_000_000).line, 0);
+        // A short wait that the thread's clock gave a point keeps it whole.
+        let short = rec(records::CLASS_IO, 1_000, 200_000, 250_000, 1, 0);
+        assert_eq!(points_of(&short, 500).io, 1);
         // Lock waits never count for lines.
-        let l = points_of(
-            &rec(records::CLASS_LOCK, 1, 3_000_001, 3_000_001, 3, 0),
-            0,
-            p,
-        );
+        let l = points_of(&rec(records::CLASS_LOCK, 1, 3_000_001, 3_000_001, 3, 0), 0);
         assert_eq!((l.line, l.io, l.sched), (0, 0, 0));
         // Preempted: runqueue throughout, and for the line it ran.
-        let s = points_of(&rec(records::CLASS_SCHED, 1, 0, 2_000_001, 0, 2), 0, p);
+        let s = points_of(&rec(records::CLASS_SCHED, 1, 0, 2_000_001, 0, 2), 0);
         assert_eq!((s.line, s.io, s.sched), (2, 0, 2));
     }
 }

@@ -21,6 +21,12 @@ pub struct ThreadState {
     /// Delay this thread has paid or been credited with, in ns (COZ's
     /// local delay): it owes `global − local`.
     pub local: AtomicU64,
+    /// The part of `local` paid with sleeps that cost the program nothing
+    /// (see Runtime::add_delays); it is never published to the global delay.
+    pub free: AtomicU64,
+    /// Run and runqueue time (schedstat) at the last delay paid.
+    pub last_run: AtomicU64,
+    pub last_runq: AtomicU64,
     /// Global delay when it last (possibly) blocked in a pthread call.
     pub pre_block: AtomicU64,
     /// Inside a blocking pthread call: delays are settled by post_block.
@@ -30,6 +36,24 @@ pub struct ThreadState {
     pub busy: AtomicBool,
     /// The CPU-time timer (`timer_t`), 0 if none.
     pub timer: AtomicUsize,
+    /// This thread's `/proc/thread-self/schedstat`, 0 if not open.
+    pub schedstat: AtomicI32,
+}
+
+impl ThreadState {
+    /// The delay this thread holds the others to: its local delay without
+    /// the sleeps that cost the program nothing.
+    pub fn published(&self) -> u64 {
+        self.local
+            .load(Ordering::Acquire)
+            .saturating_sub(self.free.load(Ordering::Acquire))
+    }
+
+    /// Start over from global delay `g`.
+    pub fn reset(&self, g: u64) {
+        self.local.store(g, Ordering::Release);
+        self.free.store(0, Ordering::Release);
+    }
 }
 
 thread_local! {
@@ -72,10 +96,14 @@ impl ThreadTable {
                 .is_ok()
             {
                 s.local.store(local, Ordering::Relaxed);
+                s.free.store(0, Ordering::Relaxed);
+                s.last_run.store(0, Ordering::Relaxed);
+                s.last_runq.store(0, Ordering::Relaxed);
                 s.pre_block.store(local, Ordering::Relaxed);
                 s.blocked.store(false, Ordering::Relaxed);
                 s.busy.store(false, Ordering::Relaxed);
                 s.timer.store(0, Ordering::Relaxed);
+                s.schedstat.store(0, Ordering::Relaxed);
                 return Some(s);
             }
         }
@@ -109,6 +137,11 @@ impl ThreadTable {
 pub fn attach(state: &'static ThreadState, tick_ns: u64) {
     ME.with(|c| c.set(state as *const ThreadState));
     unsafe {
+        let fd = libc::open(
+            c"/proc/thread-self/schedstat".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        );
+        state.schedstat.store(fd.max(0), Ordering::Release);
         let mut sev: libc::sigevent = std::mem::zeroed();
         sev.sigev_notify = libc::SIGEV_THREAD_ID;
         sev.sigev_signo = DELAY_SIGNAL;
@@ -137,5 +170,48 @@ pub fn detach() {
     if timer != 0 {
         unsafe { libc::timer_delete(timer as libc::timer_t) };
     }
+    let fd = state.schedstat.swap(0, Ordering::AcqRel);
+    if fd > 0 {
+        unsafe { libc::close(fd) };
+    }
     state.tid.store(0, Ordering::Release);
+}
+
+/// Time this thread has spent on a CPU and runnable but waiting for one, in
+/// ns (its schedstat). Async-signal-safe: one pread, no allocation.
+pub fn schedstat(state: &ThreadState) -> Option<(u64, u64)> {
+    let fd = state.schedstat.load(Ordering::Acquire);
+    if fd <= 0 {
+        return None;
+    }
+    let mut buf = [0u8; 96];
+    let n = unsafe { libc::pread(fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
+    if n <= 0 {
+        return None;
+    }
+    parse_schedstat(&buf[..n as usize])
+}
+
+fn parse_schedstat(text: &[u8]) -> Option<(u64, u64)> {
+    let mut fields = text
+        .split(|b| b.is_ascii_whitespace())
+        .filter(|f| !f.is_empty())
+        .map(|f| {
+            f.iter().try_fold(0u64, |acc, &b| {
+                b.is_ascii_digit().then(|| acc * 10 + u64::from(b - b'0'))
+            })
+        });
+    Some((fields.next()??, fields.next()??))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedstat_runqueue_field() {
+        assert_eq!(parse_schedstat(b"2411 80533 7\n"), Some((2411, 80533)));
+        assert_eq!(parse_schedstat(b"2411\n"), None);
+        assert_eq!(parse_schedstat(b"1 x2 3"), None);
+    }
 }

@@ -35,7 +35,7 @@ fn function<'a>(t: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no function {name} in thread {}", t["tid"]))
 }
 
-fn functions_matching<'a>(t: &'a Value, pred: impl Fn(&str) -> bool) -> Vec<&'a Value> {
+fn functions_matching(t: &Value, pred: impl Fn(&str) -> bool) -> Vec<&Value> {
     t["functions"]
         .as_array()
         .unwrap()
@@ -300,7 +300,12 @@ fn threads_without_rseq_still_get_the_stack_they_blocked_with() {
     let data = record(
         &dir,
         &[],
-        &["env", "GLIBC_TUNABLES=glibc.pthread.rseq=0", bin.to_str().unwrap(), "40"],
+        &[
+            "env",
+            "GLIBC_TUNABLES=glibc.pthread.rseq=0",
+            bin.to_str().unwrap(),
+            "40",
+        ],
     );
     let r = report(&data);
     let t = threads_with(&r, "half_sleeper")[0];
@@ -308,7 +313,10 @@ fn threads_without_rseq_still_get_the_stack_they_blocked_with() {
     // The sleep is seen under usleep, not under whatever ran next; only the
     // first few, before the fallback is attached, may be late.
     let under_usleep = function(t, "usleep")["total"]["other"].as_f64().unwrap();
-    assert!(under_usleep >= 0.85 * other, "{under_usleep} of {other} under usleep");
+    assert!(
+        under_usleep >= 0.85 * other,
+        "{under_usleep} of {other} under usleep"
+    );
 }
 
 #[test]
@@ -320,17 +328,30 @@ fn waits_for_kernel_locks_are_lock_waits() {
     let file = dir.join("shared.log");
     // Four threads write to one file descriptor: they queue on its
     // position mutex (and the inode's rw-semaphore) inside write(2).
-    let data = record(&dir, &[], &[bin.to_str().unwrap(), file.to_str().unwrap(), "4", "1500"]);
+    let data = record(
+        &dir,
+        &[],
+        &[bin.to_str().unwrap(), file.to_str().unwrap(), "4", "1500"],
+    );
     let r = report(&data);
     let writers = threads_with(&r, "append_records");
     assert_eq!(writers.len(), 4);
-    let lock: f64 = writers.iter().map(|t| t["samples"]["lock"].as_f64().unwrap()).sum();
+    let lock: f64 = writers
+        .iter()
+        .map(|t| t["samples"]["lock"].as_f64().unwrap())
+        .sum();
     let all: f64 = writers.iter().map(|t| total(&t["samples"])).sum();
-    assert!(lock / all >= 0.05, "kernel lock waits are [L]: {lock} of {all}");
+    assert!(
+        lock / all >= 0.05,
+        "kernel lock waits are [L]: {lock} of {all}"
+    );
     let in_write: f64 = writers
         .iter()
         .flat_map(|t| functions_matching(t, |s| s.contains("write")))
         .map(|f| f["self"]["lock"].as_f64().unwrap())
         .sum();
-    assert!(in_write >= 0.9 * lock, "the waits are inside write(2): {in_write} of {lock}");
+    assert!(
+        in_write >= 0.9 * lock,
+        "the waits are inside write(2): {in_write} of {lock}"
+    );
 }

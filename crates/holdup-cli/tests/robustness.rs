@@ -277,8 +277,15 @@ fn ctrl_c_stops_cleanly_and_keeps_the_trace() {
     let data = dir.join("c.data");
     let bin = workload("half_sleeper");
     // As a terminal would: SIGINT to the whole foreground process group.
-    let mut child = holdup()
-        .args(["record", "-o", data.to_str().unwrap(), "--", bin.to_str().unwrap(), "500"])
+    let child = holdup()
+        .args([
+            "record",
+            "-o",
+            data.to_str().unwrap(),
+            "--",
+            bin.to_str().unwrap(),
+            "500",
+        ])
         .stderr(Stdio::piped())
         .process_group(0)
         .spawn()
@@ -288,10 +295,16 @@ fn ctrl_c_stops_cleanly_and_keeps_the_trace() {
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(128 + libc::SIGINT), "{err}");
-    assert!(err.contains("[ holdup record:"), "the status line is printed: {err}");
+    assert!(
+        err.contains("[ holdup record:"),
+        "the status line is printed: {err}"
+    );
     let out = holdup_out(&["report", "--json", "-i", data.to_str().unwrap()]);
     let rerr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success() && !rerr.contains("did not finish"), "{rerr}");
+    assert!(
+        out.status.success() && !rerr.contains("did not finish"),
+        "{rerr}"
+    );
 }
 
 #[test]

@@ -76,7 +76,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         p.threads = profile::group(&p, section);
         if let Some(class) = order {
             p.threads
-                .sort_by(|a, b| b.samples.get(class).cmp(&a.samples.get(class)));
+                .sort_by_key(|t| std::cmp::Reverse(t.samples.get(class)));
         }
         let o = ReportOptions {
             percent_limit: a.percent_limit,
