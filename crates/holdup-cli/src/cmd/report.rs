@@ -22,6 +22,21 @@ pub struct FilterArgs {
     pub comm: Vec<String>,
 }
 
+impl FilterArgs {
+    /// The error for a profile with nothing in it: an empty recording and
+    /// a filter that matches nothing need different fixes.
+    pub fn nothing_left(&self, trace: &holdup_trace::Trace) -> anyhow::Error {
+        if trace.samples.is_empty() {
+            anyhow::anyhow!(
+                "no samples in the trace: the program ran for less than one sampling period \
+                 (raise -F, or profile something that runs longer)"
+            )
+        } else {
+            anyhow::anyhow!("no samples match the --tid/--pid/--comm filter")
+        }
+    }
+}
+
 impl From<FilterArgs> for Filter {
     fn from(a: FilterArgs) -> Filter {
         Filter {
@@ -64,7 +79,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let trace = load_trace(&a.input)?;
     let mut p = profile::profile(&trace, &a.filter.clone().into());
     if p.threads.is_empty() {
-        anyhow::bail!("no samples match the --tid/--pid/--comm filter");
+        return Err(a.filter.nothing_left(&trace));
     }
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());

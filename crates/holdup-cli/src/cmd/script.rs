@@ -29,11 +29,11 @@ impl StackArgs {
             &trace,
             &FoldOptions {
                 per_thread: self.per_thread,
-                filter: self.filter.into(),
+                filter: self.filter.clone().into(),
             },
         );
         if stacks.is_empty() {
-            anyhow::bail!("no samples match the --tid/--pid/--comm filter");
+            return Err(self.filter.nothing_left(&trace));
         }
         Ok((trace, stacks))
     }
