@@ -43,6 +43,9 @@ run() {
 		plain) "$@" >/dev/null 2>&1 ;;
 		coz) (cd "$work" && coz run -o "$prof" --- "$@" >/dev/null 2>&1) ;;
 		holdup) "$holdup" causal run -o "$prof" -- "$@" >/dev/null 2>&1 ;;
+		# Every experiment at 0%: the price of sampling and bookkeeping
+		# alone, without the delays that virtual speedups insert.
+		holdup0) "$holdup" causal run --speedup 0 -o "$prof" -- "$@" >/dev/null 2>&1 ;;
 	esac
 	t1=$(date +%s.%N)
 	echo "$t1 - $t0" | bc -l
@@ -54,11 +57,11 @@ declare -A cmds=(
 	[lock]="$work/lock 3000 2 1"
 	[pool]="$work/pool 1500 1 2"
 )
-modes=(plain holdup)
-[ "$have_coz" = 1 ] && modes=(plain coz holdup)
+modes=(plain holdup holdup0)
+[ "$have_coz" = 1 ] && modes=(plain coz holdup holdup0)
 
-printf "%-8s %9s %9s %9s %8s %8s %10s %10s\n" program plain_s coz_s holdup_s coz_% holdup_% coz_exp/m holdup_exp/m
-sum_coz=0 sum_holdup=0 n=0
+printf "%-8s %9s %9s %9s %8s %8s %9s %10s %10s\n" program plain_s coz_s holdup_s coz_% holdup_% holdup0_% coz_exp/m holdup_exp/m
+sum_coz=0 sum_holdup=0 sum_hold0=0 n=0
 for name in barrier odirect lock pool; do
 	declare -A times=() exps=()
 	for r in $(seq "$rounds"); do
@@ -78,6 +81,8 @@ for name in barrier odirect lock pool; do
 	hold=$(echo "${times[holdup]}" | tr ' ' '\n' | grep . | median)
 	hold_e=$(echo "${exps[holdup]}" | tr ' ' '\n' | grep . | median)
 	hold_pct=$(echo "($hold / $plain - 1) * 100" | bc -l)
+	hold0=$(echo "${times[holdup0]}" | tr ' ' '\n' | grep . | median)
+	hold0_pct=$(echo "($hold0 / $plain - 1) * 100" | bc -l)
 	if [ "$have_coz" = 1 ]; then
 		coz=$(echo "${times[coz]}" | tr ' ' '\n' | grep . | median)
 		coz_e=$(echo "${exps[coz]}" | tr ' ' '\n' | grep . | median)
@@ -85,9 +90,10 @@ for name in barrier odirect lock pool; do
 	else
 		coz=0 coz_e=0 coz_pct=0
 	fi
-	printf "%-8s %9.2f %9.2f %9.2f %7.1f%% %7.1f%% %10.0f %10.0f\n" "$name" "$plain" "$coz" "$hold" "$coz_pct" "$hold_pct" "$coz_e" "$hold_e"
+	printf "%-8s %9.2f %9.2f %9.2f %7.1f%% %7.1f%% %8.1f%% %10.0f %10.0f\n" "$name" "$plain" "$coz" "$hold" "$coz_pct" "$hold_pct" "$hold0_pct" "$coz_e" "$hold_e"
 	sum_coz=$(echo "$sum_coz + $coz_pct" | bc -l)
+	sum_hold0=$(echo "$sum_hold0 + $hold0_pct" | bc -l)
 	sum_holdup=$(echo "$sum_holdup + $hold_pct" | bc -l)
 	n=$((n + 1))
 done
-printf "mean slowdown: coz %.1f%%, holdup %.1f%%\n" "$(echo "$sum_coz / $n" | bc -l)" "$(echo "$sum_holdup / $n" | bc -l)"
+printf "mean slowdown: coz %.1f%%, holdup %.1f%% (at 0%% speedup only: %.1f%%)\n" "$(echo "$sum_coz / $n" | bc -l)" "$(echo "$sum_holdup / $n" | bc -l)" "$(echo "$sum_hold0 / $n" | bc -l)"

@@ -58,11 +58,14 @@ impl ClassCounts {
 
 /// The parts of a sample: (class, sampling points).
 pub fn sample_parts(s: &Sample) -> impl Iterator<Item = (Class, u64)> {
-    let parts = match s.class {
-        Class::Cpu => [(Class::Cpu, s.weight as u64), (Class::Sched, 0)],
-        c => [(c, s.weight as u64), (Class::Sched, s.sched_weight as u64)],
-    };
-    parts.into_iter().filter(|&(_, n)| n > 0)
+    // On-CPU samples carry steal time (a virtual CPU the host did not run)
+    // as runqueue points.
+    [
+        (s.class, s.weight as u64),
+        (Class::Sched, s.sched_weight as u64),
+    ]
+    .into_iter()
+    .filter(|&(_, n)| n > 0)
 }
 
 /// Which threads to keep.
@@ -174,6 +177,8 @@ type LocId = u32;
 const NO_FUNC: FuncId = u32::MAX;
 /// Reason id of the runqueue part that follows a wakeup.
 const AFTER_WAKEUP: u32 = 0;
+/// Reason id of steal time: running on a virtual CPU the host did not run.
+const STEAL: u32 = 1;
 
 /// What every sample with a given stack contributes, worked out once per
 /// stack: per sample only integer-keyed counters are touched.
@@ -211,7 +216,10 @@ impl<'t> Catalog<'t> {
             first_loc: Vec::new(),
             locs: Vec::new(),
             loc_ids: HashMap::new(),
-            reasons: vec![Rc::from("(runqueue after wakeup)")],
+            reasons: vec![
+                Rc::from("(runqueue after wakeup)"),
+                Rc::from("(steal: the host did not run this virtual CPU)"),
+            ],
             reason_ids: HashMap::new(),
             stacks: FxHashMap::default(),
         }
@@ -308,6 +316,8 @@ struct StackCounts {
     counts: ClassCounts,
     /// The part of `counts.sched` that followed a wakeup (the rest is preemption).
     sched_after_wakeup: u64,
+    /// The part of `counts.sched` that was steal time.
+    steal: u64,
 }
 
 /// Per thread, samples are first summed per stack (one hash per sample),
@@ -348,7 +358,9 @@ pub fn profile(trace: &Trace, filter: &Filter) -> Profile {
             sc.counts.add(class, n);
             // The runqueue part after a wakeup has the stack of the wait
             // before it, but not its reason or its waker.
-            if class == Class::Sched && s.class != Class::Sched {
+            if class == Class::Sched && s.class == Class::Cpu {
+                sc.steal += n;
+            } else if class == Class::Sched && s.class != Class::Sched {
                 sc.sched_after_wakeup += n;
             } else if class != Class::Cpu && s.waker != Waker::None {
                 *acc.wakers.entry((class, s.stack, s.waker)).or_default() += n;
@@ -383,16 +395,18 @@ pub fn profile(trace: &Trace, filter: &Filter) -> Profile {
                     let row = sp.rows.entry(row_key).or_default();
                     row.weight += n;
                     if class != Class::Cpu {
-                        let after = if class == Class::Sched {
-                            sc.sched_after_wakeup
+                        let (after, steal) = if class == Class::Sched {
+                            (sc.sched_after_wakeup, sc.steal)
                         } else {
-                            0
+                            (0, 0)
                         };
-                        if after > 0 {
-                            *row.reasons.entry(AFTER_WAKEUP).or_default() += after;
+                        for (reason, m) in [(AFTER_WAKEUP, after), (STEAL, steal)] {
+                            if m > 0 {
+                                *row.reasons.entry(reason).or_default() += m;
+                            }
                         }
-                        if let (Some(r), true) = (info.reason, n > after) {
-                            *row.reasons.entry(r).or_default() += n - after;
+                        if let (Some(r), true) = (info.reason, n > after + steal) {
+                            *row.reasons.entry(r).or_default() += n - after - steal;
                         }
                     }
                     if let Some((f, loc)) = self_fn {

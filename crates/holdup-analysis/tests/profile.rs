@@ -51,6 +51,11 @@ fn sample(
 /// (+5 in the runqueue after the disk woke it), 5 samples in the kernel
 /// under pread. Thread 12: 40 points waiting on a mutex.
 fn trace() -> Trace {
+    trace_with(Vec::new())
+}
+
+/// `trace()` plus `extra` records.
+fn trace_with(extra: Vec<Record>) -> Trace {
     let mut recs = vec![
         Record::Comm {
             time: 0,
@@ -134,6 +139,7 @@ fn trace() -> Trace {
     for _ in 0..5 {
         recs.push(sample(11, Class::Cpu, 1, 0, 3, Waker::None));
     }
+    recs.extend(extra);
     let mut w = Writer::new(
         Vec::new(),
         &Header {
@@ -287,4 +293,26 @@ fn sections_merge_threads_and_keep_lifetimes_covered() {
         .find(|f| f.symbol == "main")
         .unwrap();
     assert_eq!(main.total.total(), 100);
+}
+
+#[test]
+fn steal_time_on_an_on_cpu_sample_is_runqueue_time_at_that_stack() {
+    // 2 points of CPU time and 3 of steal, in compute.
+    let t = trace_with(vec![sample(11, Class::Cpu, 2, 3, 1, Waker::None)]);
+    let p = profile(&t, &Filter::default());
+    let reader = p.threads.iter().find(|t| t.tid == 11).unwrap();
+    assert_eq!((reader.samples.cpu, reader.samples.sched), (37, 8));
+    let steal = reader
+        .rows
+        .iter()
+        .find(|r| r.tag == Tag::Blocked(Class::Sched) && &*r.symbol == "compute")
+        .expect("an [S] row for compute");
+    assert_eq!(steal.weight, 3);
+    assert!(steal.wait_reasons[0].0.starts_with("(steal"));
+    let compute = reader
+        .functions
+        .iter()
+        .find(|f| f.symbol == "compute")
+        .unwrap();
+    assert_eq!((compute.self_.cpu, compute.self_.sched), (32, 3));
 }

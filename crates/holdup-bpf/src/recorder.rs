@@ -183,6 +183,7 @@ impl Recorder {
             on_waking,
             on_wakeup_new,
             on_rseq_update,
+            on_stat_runtime,
             on_switch,
         );
         for &cpu in &cpus {

@@ -128,16 +128,29 @@ fn o_direct_reads_are_io_under_the_calling_function() {
     let data = record(
         &dir,
         &[],
-        &[bin.to_str().unwrap(), file.to_str().unwrap(), "64", "20000"],
+        &[
+            bin.to_str().unwrap(),
+            file.to_str().unwrap(),
+            "64",
+            "300",
+            "1024",
+        ],
     );
     let r = report(&data);
     let readers = threads_with(&r, "do_reads");
     assert_eq!(readers.len(), 1);
     let t = readers[0];
     let io = t["samples"]["io"].as_f64().unwrap();
-    // About half on an idle machine (the file sits in the host's cache, so
-    // a read takes ~30 µs); waiting for a core on a busy one is [S], not [I].
-    assert!(share(t, "io") >= 0.3, "io share {:.2}", share(t, "io"));
+    // 1 MiB reads: 65-80% on a virtual disk whose file sits in the host's
+    // cache, ~10% CPU cost of each request. The rest is [S]: waiting for a
+    // core on a busy machine, or steal time when the host serves the
+    // request on the virtual CPU's own time. Never [I] for either.
+    assert!(share(t, "io") >= 0.45, "io share {:.2}", share(t, "io"));
+    assert!(
+        share(t, "io") + share(t, "sched") >= 0.75,
+        "off-CPU share {:.2}",
+        share(t, "io") + share(t, "sched")
+    );
     assert!(
         share(t, "lock") + share(t, "other") < 0.02,
         "nothing but cpu, io and runqueue"

@@ -24,6 +24,11 @@ const T_LOST: u8 = 13;
 const T_IRQ_NAME: u8 = 14;
 const T_FINISH: u8 = 15;
 
+/// Flags beside a sample's class.
+const S_LATE_USER_STACK: u64 = 8;
+/// An on-CPU sample that also carries steal time.
+const S_CPU_STEAL: u64 = 16;
+
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum DecodeError {
@@ -130,9 +135,20 @@ impl Encoder {
                 self.u(s.pid as u64);
                 self.u(s.tid as u64);
                 self.u(s.cpu as u64);
-                self.u(s.class.index() as u64 | (s.late_user_stack as u64) << 3);
+                let steal = s.class == Class::Cpu && s.sched_weight > 0;
+                let mut cl = s.class.index() as u64;
+                if s.late_user_stack {
+                    cl |= S_LATE_USER_STACK;
+                }
+                if steal {
+                    cl |= S_CPU_STEAL;
+                }
+                self.u(cl);
                 self.u(s.stack as u64);
                 self.u(s.weight as u64);
+                if steal {
+                    self.u(s.sched_weight as u64);
+                }
                 if s.class != Class::Cpu {
                     self.u(s.wake.saturating_sub(s.time));
                     self.u(s.end - s.time);
@@ -405,8 +421,11 @@ impl<'a> Decoder<'a> {
                     sched_weight: 0,
                     waker: Waker::None,
                     stack,
-                    late_user_stack: cl & 8 != 0,
+                    late_user_stack: cl & S_LATE_USER_STACK != 0,
                 };
+                if class == Class::Cpu && cl & S_CPU_STEAL != 0 {
+                    s.sched_weight = self.u32("sample")?;
+                }
                 if class != Class::Cpu {
                     let wake = self.u()?;
                     s.end = time.saturating_add(self.u()?);

@@ -58,6 +58,21 @@ mod tests {
                 stack: 1,
                 late_user_stack: false,
             }),
+            // Steal time rides on an on-CPU sample.
+            Record::Sample(Sample {
+                time: 6_000_000,
+                wake: 0,
+                end: 6_000_000,
+                pid: 10,
+                tid: 11,
+                cpu: 1,
+                class: Class::Cpu,
+                weight: 2,
+                sched_weight: 3,
+                waker: Waker::None,
+                stack: 1,
+                late_user_stack: true,
+            }),
             Record::Sample(Sample {
                 time: 4_000_000,
                 wake: 9_000_000,

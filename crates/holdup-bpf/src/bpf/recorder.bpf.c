@@ -15,6 +15,13 @@
  * running (the tick is where its stack can be taken), weighted by the
  * points its on-CPU clock passed since its last sample.
  *
+ * Under a hypervisor a running thread's virtual CPU may itself not run
+ * (steal time). The thread's own CPU time excludes it, and so must its
+ * on-CPU samples: each time the scheduler accounts the thread's runtime,
+ * the wall time it spent "running" beyond that runtime moves from the
+ * on-CPU clock to a steal clock, whose points ride on the next on-CPU
+ * sample as runqueue points (the thread was waiting for a real CPU).
+ *
  * Stacks are the expensive part, so they are taken only for intervals that
  * produce a sample. The kernel stack is read at switch-in from the sleeping
  * task; the user stack can only be read from the thread itself, so the sample
@@ -70,7 +77,11 @@ struct thread_state {
 	u8 seen;
 	/* The two clocks: time not yet turned into sampling points. */
 	u64 run_mark;		/* on-CPU time counted up to here; 0 while off */
-	u64 cpu_credit;
+	/* Signed: runtime accounting lags the wall clock a little, so a
+	 * correction can be undone by the next one. */
+	s64 cpu_credit;
+	s64 steal_credit;
+	u64 runtime_mark;	/* when the scheduler last accounted its runtime */
 	u64 off_credit;
 	/* A blocked sample waiting for the thread to run so that its user
 	 * stack can be read. */
@@ -182,6 +193,19 @@ static __always_inline u32 take_points(u64 *credit, u64 len)
 	return w;
 }
 
+/* take_points for a clock that may run a little behind. */
+static __always_inline u32 take_signed_points(s64 *credit, u64 len)
+{
+	u64 w;
+
+	*credit += len;
+	if (*credit < (s64)period_ns)
+		return 0;
+	w = (u64)*credit / period_ns;	/* positive here; BPF has no signed division */
+	*credit -= w * period_ns;
+	return w;
+}
+
 /* Advance the off-CPU clock over [out, end), split at the wakeup into
  * blocked and runqueue points. */
 static __always_inline void split_points(u64 *credit, u64 out, u64 wake, u64 end, u8 class,
@@ -200,6 +224,19 @@ static __always_inline void split_points(u64 *credit, u64 out, u64 wake, u64 end
 		*w = take_points(credit, wake - out);
 		*ws = take_points(credit, end - wake);
 	}
+}
+
+/* The thread is running, yet its last switch-out was never followed by a
+ * switch-in. The kernel does report preemptions that do not happen (a
+ * sched_switch to a task that never runs, then the old task goes on), so
+ * the switch-out did not take: the thread ran all along since it. */
+static __always_inline void resume_if_switch_in_missed(struct thread_state *st)
+{
+	if (st->run_mark || !st->out)
+		return;
+	st->run_mark = st->out;
+	st->runtime_mark = st->out;
+	st->out = 0;
 }
 
 /* Stop the on-CPU clock of a thread leaving its CPU. */
@@ -465,6 +502,7 @@ static __always_inline void switch_out(struct task_struct *prev, bool preempt,
 	st->seen = 1;
 	if (st->pending)
 		emit_pending(st, prev, USER_LOADED, SF_LATE_USTACK);
+	resume_if_switch_in_missed(st);
 	stop_cpu_clock(st, now);
 	if (prev_state & TASK_DEAD) {
 		st->out = 0;
@@ -489,6 +527,7 @@ static __always_inline void switch_in(struct task_struct *prev, struct task_stru
 	if (!st)
 		return;
 	st->run_mark = now;
+	st->runtime_mark = now;
 	if (!st->seen) {
 		/* First sight of a thread that was already asleep when the
 		 * recording started. */
@@ -646,7 +685,7 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 	long n;
 
 	u64 now, mark;
-	u32 w;
+	u32 w, ws;
 
 	if (!is_tracked(task))
 		return 0;
@@ -655,14 +694,16 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 		return 0;
 	if (st->pending)
 		emit_pending(st, task, USER_LOADED, SF_LATE_USTACK);
+	resume_if_switch_in_missed(st);
 	/* Running since before the recording, or since the last look. */
 	now = bpf_ktime_get_ns();
 	mark = st->run_mark;
 	if (!mark || mark < start_ns)
 		mark = start_ns ? start_ns : now;
-	w = now > mark ? take_points(&st->cpu_credit, now - mark) : 0;
+	w = take_signed_points(&st->cpu_credit, now > mark ? now - mark : 0);
+	ws = take_signed_points(&st->steal_credit, 0);
 	st->run_mark = now;
-	if (!w)
+	if (!w && !ws)
 		return 0;
 
 	s = get_scratch();
@@ -673,6 +714,7 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 	s->rec.start = now;
 	s->rec.end = now;
 	s->rec.weight = w;
+	s->rec.sched_weight = ws;
 	s->rec.class = CLASS_CPU;
 	s->rec.cpu = bpf_get_smp_processor_id();
 	/* Empty when the sample hit user mode. */
@@ -683,6 +725,35 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 	}
 	capture_user(s, task, USER_LOADED);
 	submit_sample(s, s->kstack);
+	return 0;
+}
+
+/* The scheduler accounted `runtime` ns of CPU time to `t`, which excludes
+ * steal time: whatever wall time since the last accounting it did not
+ * cover was stolen. (The scheduler's clock is updated at its own moments,
+ * so single differences jitter both ways; their sum is right.) */
+SEC("tp_btf/sched_stat_runtime")
+int BPF_PROG(on_stat_runtime, struct task_struct *t, u64 runtime)
+{
+	struct thread_state *st;
+	u64 now, mark;
+	s64 stolen;
+
+	if (!is_tracked(t))
+		return 0;
+	st = state_of(t, false);
+	if (!st || !st->run_mark)
+		return 0;
+	now = bpf_ktime_get_ns();
+	mark = st->runtime_mark;
+	if (mark < start_ns)
+		mark = start_ns;
+	st->runtime_mark = now;
+	if (!mark || now <= mark)
+		return 0;
+	stolen = (s64)(now - mark) - (s64)runtime;
+	st->cpu_credit -= stolen;
+	st->steal_credit += stolen;
 	return 0;
 }
 
