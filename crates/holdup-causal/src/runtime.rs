@@ -88,7 +88,10 @@ fn share_after(w: u64, a: u64, b: u64, from: u64) -> u64 {
 /// The points of `r` at or after `from` (0: all of them).
 fn points_of(r: &SampleRec, from: u64) -> Points {
     if r.class == records::CLASS_CPU {
-        let line = u64::from(r.weight) * u64::from(r.start >= from);
+        // Steal time in a line is the line's: doing less there also takes
+        // less of it. More cores would not give it back, so it is no
+        // runqueue time here.
+        let line = u64::from(r.weight + r.sched_weight) * u64::from(r.start >= from);
         return Points {
             line,
             io: 0,
@@ -1180,5 +1183,12 @@ mod tests {
         // Preempted: runqueue throughout, and for the line it ran.
         let s = points_of(&rec(records::CLASS_SCHED, 1, 0, 2_000_001, 0, 2), 0);
         assert_eq!((s.line, s.io, s.sched), (2, 0, 2));
+        // On-CPU with steal: all of it is the line's, none is runqueue.
+        let c = points_of(&rec(records::CLASS_CPU, 10, 0, 10, 2, 3), 0);
+        assert_eq!((c.line, c.io, c.sched), (5, 0, 0));
+        assert_eq!(
+            points_of(&rec(records::CLASS_CPU, 10, 0, 10, 2, 3), 11).line,
+            0
+        );
     }
 }
