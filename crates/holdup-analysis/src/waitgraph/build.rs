@@ -75,39 +75,44 @@ impl Hasher for Fx {
 
 type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<Fx>>;
 
-/// Counts by a small key: a short vector searched linearly (most threads
-/// and edges see few distinct keys), a hash map past that.
+/// Counts by a small key: a few pairs kept inline (in the thread's or
+/// edge's own cache lines, searched linearly: most threads and edges see few
+/// distinct keys), a hash map past that.
 #[derive(Default)]
 struct Counts {
-    few: Vec<(u32, u64)>,
+    few: [(u32, u64); Counts::FEW],
+    len: u8,
     many: FxMap<u32, u64>,
 }
 
 impl Counts {
-    const FEW: usize = 8;
+    const FEW: usize = 6;
 
     #[inline]
     fn add(&mut self, k: u32, n: u64) {
         if self.many.is_empty() {
-            if let Some(i) = self.few.iter().position(|p| p.0 == k) {
-                self.few[i].1 += n;
+            let few = &mut self.few[..self.len as usize];
+            if let Some(i) = few.iter().position(|p| p.0 == k) {
+                few[i].1 += n;
                 // Move towards the front: frequent keys are found first.
                 if i > 0 {
-                    self.few.swap(i, i - 1);
+                    few.swap(i, i - 1);
                 }
                 return;
             }
-            if self.few.len() < Self::FEW {
-                self.few.push((k, n));
+            if (self.len as usize) < Self::FEW {
+                self.few[self.len as usize] = (k, n);
+                self.len += 1;
                 return;
             }
-            self.many.extend(self.few.drain(..));
+            self.many.extend(self.few);
+            self.len = 0;
         }
         *self.many.entry(k).or_default() += n;
     }
 
     fn iter(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
-        self.few
+        self.few[..self.len as usize]
             .iter()
             .copied()
             .chain(self.many.iter().map(|(&k, &v)| (k, v)))
