@@ -1,18 +1,34 @@
 /* Two phases with load imbalance (wPerf §3.2.1): in phase 1 the mapper
  * works 3 units and the reducer 1, in phase 2 the other way round, with a
  * barrier after each. Each waits for the other in turn: a cycle.
- * usage: wg_imbalance ROUNDS UNIT_MS */
+ * Each thread also measures its own time in the barrier, the ground truth
+ * when other load on the machine stretches the phases.
+ * usage: wg_imbalance ROUNDS UNIT_MS [WAITS_FILE] */
 #include "common.h"
 #include <pthread.h>
 
 static pthread_barrier_t barrier;
 static int rounds;
 static double unit;
+static __thread double waited; /* seconds in the barrier, this thread */
+static double mapper_waited, reducer_waited;
+
+static double now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec + t.tv_nsec * 1e-9;
+}
 
 __attribute__((noinline)) static void phase(double units)
 {
+	double t;
+
 	burn_cpu(units * unit);
+	t = now();
 	pthread_barrier_wait(&barrier);
+	waited += now() - t;
 }
 
 static void *mapper(void *arg)
@@ -23,6 +39,7 @@ static void *mapper(void *arg)
 		phase(3);
 		phase(1);
 	}
+	mapper_waited = waited;
 	return NULL;
 }
 
@@ -34,6 +51,7 @@ static void *reducer(void *arg)
 		phase(1);
 		phase(3);
 	}
+	reducer_waited = waited;
 	return NULL;
 }
 
@@ -48,5 +66,15 @@ int main(int argc, char **argv)
 	pthread_create(&b, NULL, reducer, NULL);
 	pthread_join(a, NULL);
 	pthread_join(b, NULL);
+	if (argc > 3) {
+		FILE *f = fopen(argv[3], "w");
+
+		if (!f) {
+			perror(argv[3]);
+			return 1;
+		}
+		fprintf(f, "%.3f %.3f\n", mapper_waited * 1e3, reducer_waited * 1e3);
+		fclose(f);
+	}
 	return 0;
 }
