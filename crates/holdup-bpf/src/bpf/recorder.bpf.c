@@ -64,8 +64,12 @@ u64 start_ns = 0;
 /* Samples emitted late (the thread ran on before its user stack was read)
  * for threads that have not registered rseq, so that rseq_update does not
  * fire for them: user space then attaches the (system-wide, hence
- * costlier) sys_exit fallback. */
+ * costlier: it runs on every system call of every task) sys_exit fallback.
+ * A process just exec'd has no rseq until its libc registers it, and may
+ * block before that (loading its libraries): only threads that have run
+ * longer than startup takes count. */
 u64 late_without_rseq = 0;
+#define RSEQ_STARTUP_NS 10000000ULL
 
 struct thread_state {
 	u64 out;		/* switch-out time, 0 while running */
@@ -84,8 +88,9 @@ struct thread_state {
 	u64 runtime_mark;	/* when the scheduler last accounted its runtime */
 	u64 off_credit;
 	/* A blocked sample waiting for the thread to run so that its user
-	 * stack can be read. */
-	u8 pending;
+	 * stack can be read. Claimed atomically: the on-CPU sample (an
+	 * interrupt) may try to emit it while task context is doing so. */
+	u64 pending;
 	u8 p_class;
 	u8 p_waker_kind;
 	u16 p_kstack_len;
@@ -134,9 +139,21 @@ struct {
 	__type(value, struct thread_state);
 } threads SEC(".maps");
 
+/* One scratch sample per CPU and context: the on-CPU sample runs in a timer
+ * interrupt, which can arrive while a program in task context (rseq_update,
+ * sys_exit) is half-way through building a sample in its scratch; the
+ * end-of-recording iterator is sleepable, so it can be preempted by a task
+ * whose switch builds one. */
+enum scratch_slot {
+	SCRATCH_TASK,
+	SCRATCH_IRQ,
+	SCRATCH_ITER,
+	SCRATCH_SLOTS,
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, SCRATCH_SLOTS);
 	__type(key, u32);
 	__type(value, struct scratch);
 } scratch_map SEC(".maps");
@@ -366,10 +383,10 @@ static __always_inline void capture_user(struct scratch *s, struct task_struct *
 	s->rec.copy_len = len;
 }
 
-static __always_inline struct scratch *get_scratch(void)
+static __always_inline struct scratch *get_scratch(enum scratch_slot slot)
 {
-	u32 zero = 0;
-	struct scratch *s = bpf_map_lookup_elem(&scratch_map, &zero);
+	u32 key = slot;
+	struct scratch *s = bpf_map_lookup_elem(&scratch_map, &key);
 
 	if (s) {
 		__builtin_memset(&s->rec, 0, sizeof(s->rec));
@@ -419,15 +436,17 @@ static __always_inline void submit_sample(struct scratch *s, u64 *kstack)
 
 /* Emit the parked blocked sample of `task`, with its user stack if `how`
  * allows reading it. */
-static __always_inline void emit_pending(struct thread_state *st, struct task_struct *task,
-					 enum user_access how, u16 flags)
+static __always_inline void emit_pending(enum scratch_slot slot, struct thread_state *st,
+					 struct task_struct *task, enum user_access how, u16 flags)
 {
 	struct scratch *s;
 
-	st->pending = 0;
-	if ((flags & SF_LATE_USTACK) && !BPF_CORE_READ(task, rseq))
+	if (!__sync_lock_test_and_set(&st->pending, 0))
+		return;
+	if ((flags & SF_LATE_USTACK) && !BPF_CORE_READ(task, rseq) &&
+	    BPF_CORE_READ(task, se.sum_exec_runtime) > RSEQ_STARTUP_NS)
 		__sync_fetch_and_add(&late_without_rseq, 1);
-	s = get_scratch();
+	s = get_scratch(slot);
 	if (!s)
 		return;
 	s->rec.pid = BPF_CORE_READ(task, tgid);
@@ -501,7 +520,7 @@ static __always_inline void switch_out(struct task_struct *prev, bool preempt,
 		return;
 	st->seen = 1;
 	if (st->pending)
-		emit_pending(st, prev, USER_LOADED, SF_LATE_USTACK);
+		emit_pending(SCRATCH_TASK, st, prev, USER_LOADED, SF_LATE_USTACK);
 	resume_if_switch_in_missed(st);
 	stop_cpu_clock(st, now);
 	if (prev_state & TASK_DEAD) {
@@ -570,7 +589,8 @@ static __always_inline void switch_in(struct task_struct *prev, struct task_stru
 	if (w + ws == 0)
 		return;
 	if (st->pending)	/* the previous one never got to user space */
-		emit_pending(st, next, mm_loaded(prev, next) ? USER_LOADED : USER_NONE, SF_LATE_USTACK);
+		emit_pending(SCRATCH_TASK, st, next, mm_loaded(prev, next) ? USER_LOADED : USER_NONE,
+			     SF_LATE_USTACK);
 	st->pending = 1;
 	st->p_start = out;
 	st->p_wake = wake;
@@ -589,7 +609,7 @@ static __always_inline void switch_in(struct task_struct *prev, struct task_stru
 	/* Most switches stay inside one process: then the user stack can be
 	 * read right away, otherwise it waits for the thread to run. */
 	if (mm_loaded(prev, next))
-		emit_pending(st, next, USER_LOADED, 0);
+		emit_pending(SCRATCH_TASK, st, next, USER_LOADED, 0);
 }
 
 SEC("tp_btf/sched_switch")
@@ -659,7 +679,7 @@ int BPF_PROG(on_rseq_update, struct task_struct *t)
 	struct thread_state *st = state_of(task, false);
 
 	if (st && st->pending)
-		emit_pending(st, task, USER_LOADED, 0);
+		emit_pending(SCRATCH_TASK, st, task, USER_LOADED, 0);
 	return 0;
 }
 
@@ -672,28 +692,22 @@ int BPF_PROG(on_sys_exit)
 	struct thread_state *st = state_of(task, false);
 
 	if (st && st->pending)
-		emit_pending(st, task, USER_LOADED, 0);
+		emit_pending(SCRATCH_TASK, st, task, USER_LOADED, 0);
 	return 0;
 }
 
-SEC("perf_event")
-int on_cpu_sample(struct bpf_perf_event_data *ctx)
+/* Turn what the on-CPU and steal clocks of the running `task` hold into an
+ * on-CPU sample at its current stacks, if that is a sampling point or more.
+ * `kflags` says how to read the kernel stack's first frame. */
+static __always_inline void take_cpu_sample(void *ctx, enum scratch_slot slot,
+					    struct task_struct *task, struct thread_state *st,
+					    u16 kflags)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
-	struct thread_state *st;
 	struct scratch *s;
-	long n;
-
 	u64 now, mark;
 	u32 w, ws;
+	long n;
 
-	if (!is_tracked(task))
-		return 0;
-	st = state_of(task, true);
-	if (!st)
-		return 0;
-	if (st->pending)
-		emit_pending(st, task, USER_LOADED, SF_LATE_USTACK);
 	resume_if_switch_in_missed(st);
 	/* Running since before the recording, or since the last look. */
 	now = bpf_ktime_get_ns();
@@ -704,11 +718,11 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 	ws = take_signed_points(&st->steal_credit, 0);
 	st->run_mark = now;
 	if (!w && !ws)
-		return 0;
+		return;
 
-	s = get_scratch();
+	s = get_scratch(slot);
 	if (!s)
-		return 0;
+		return;
 	s->rec.pid = BPF_CORE_READ(task, tgid);
 	s->rec.tid = BPF_CORE_READ(task, pid);
 	s->rec.start = now;
@@ -721,22 +735,43 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 	n = bpf_get_stack(ctx, s->kstack, sizeof(s->kstack), 0);
 	if (n > 0) {
 		s->rec.kstack_len = (u64)n / 8;
-		s->rec.flags |= SF_KSTACK_LEAF_IS_IP;
+		s->rec.flags |= kflags;
 	}
 	capture_user(s, task, USER_LOADED);
 	submit_sample(s, s->kstack);
+}
+
+SEC("perf_event")
+int on_cpu_sample(struct bpf_perf_event_data *ctx)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct thread_state *st;
+
+	if (!is_tracked(task))
+		return 0;
+	st = state_of(task, true);
+	if (!st)
+		return 0;
+	if (st->pending)
+		emit_pending(SCRATCH_IRQ, st, task, USER_LOADED, SF_LATE_USTACK);
+	take_cpu_sample(ctx, SCRATCH_IRQ, task, st, SF_KSTACK_LEAF_IS_IP);
 	return 0;
 }
 
 /* The scheduler accounted `runtime` ns of CPU time to `t`, which excludes
  * steal time: whatever wall time since the last accounting it did not
  * cover was stolen. (The scheduler's clock is updated at its own moments,
- * so single differences jitter both ways; their sum is right.) */
+ * so single differences jitter both ways; their sum is right.)
+ * The correction moves time between the on-CPU and the steal clock; it
+ * often arrives after the on-CPU sample that already paid the time out
+ * (a long steal ends with the timer of the sample), and paid points cannot
+ * be taken back: neither clock goes below zero, so that on-CPU and steal
+ * points together always add up to the time the thread was on a CPU. */
 SEC("tp_btf/sched_stat_runtime")
 int BPF_PROG(on_stat_runtime, struct task_struct *t, u64 runtime)
 {
 	struct thread_state *st;
-	u64 now, mark;
+	u64 now, mark, run;
 	s64 stolen;
 
 	if (!is_tracked(t))
@@ -745,6 +780,12 @@ int BPF_PROG(on_stat_runtime, struct task_struct *t, u64 runtime)
 	if (!st || !st->run_mark)
 		return 0;
 	now = bpf_ktime_get_ns();
+	/* Count the run time since the last look first: the correction may
+	 * take from it. */
+	run = st->run_mark < start_ns ? start_ns : st->run_mark;
+	if (now > run)
+		st->cpu_credit += now - run;
+	st->run_mark = now;
 	mark = st->runtime_mark;
 	if (mark < start_ns)
 		mark = start_ns;
@@ -752,6 +793,10 @@ int BPF_PROG(on_stat_runtime, struct task_struct *t, u64 runtime)
 	if (!mark || now <= mark)
 		return 0;
 	stolen = (s64)(now - mark) - (s64)runtime;
+	if (stolen > st->cpu_credit)
+		stolen = st->cpu_credit > 0 ? st->cpu_credit : 0;
+	if (-stolen > st->steal_credit)
+		stolen = st->steal_credit > 0 ? -st->steal_credit : 0;
 	st->cpu_credit -= stolen;
 	st->steal_credit += stolen;
 	return 0;
@@ -989,7 +1034,11 @@ int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
 		return 0;
 	st = state_of(p, false);
 	if (st && st->pending)
-		emit_pending(st, p, USER_LOADED, SF_LATE_USTACK);
+		emit_pending(SCRATCH_TASK, st, p, USER_LOADED, SF_LATE_USTACK);
+	/* Its last points: after a long steal (no on-CPU sample can fire
+	 * while the host does not run the virtual CPU) they are many. */
+	if (st)
+		take_cpu_sample(ctx, SCRATCH_TASK, p, st, 0);
 	emit_task_rec(REC_EXIT, p, p->comm);
 	tgid = BPF_CORE_READ(p, tgid);
 	if (group_dead && !trace_all)
@@ -1084,7 +1133,7 @@ int flush_open(struct bpf_iter__task *ctx)
 		}
 	}
 	if (st->pending)
-		emit_pending(st, task, USER_REMOTE, SF_BLOCKED_TAIL);
+		emit_pending(SCRATCH_ITER, st, task, USER_REMOTE, SF_BLOCKED_TAIL);
 	out = st->out;
 	if (!out)
 		return 0;
@@ -1125,7 +1174,7 @@ int flush_open(struct bpf_iter__task *ctx)
 
 		st->p_kstack_len = n > 0 ? n : 0;
 	}
-	emit_pending(st, task, USER_REMOTE, SF_BLOCKED_TAIL);
+	emit_pending(SCRATCH_ITER, st, task, USER_REMOTE, SF_BLOCKED_TAIL);
 	st->out = 0;
 	return 0;
 }
