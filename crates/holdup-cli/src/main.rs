@@ -11,6 +11,16 @@ fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     match cmd::run(cli) {
         Ok(code) => code,
+        // The reader of our output went away (`holdup report | head`): the
+        // output it wanted was written; say nothing, like other filters.
+        Err(err)
+            if err.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+            }) =>
+        {
+            ExitCode::SUCCESS
+        }
         Err(err) => {
             // One line a user can act on; the cause chain is joined, not dumped.
             let mut msg = err.to_string();

@@ -185,6 +185,33 @@ fn a_cut_trace_keeps_its_complete_chunks() {
 
 #[test]
 #[ignore = "needs root and BPF"]
+fn a_reader_that_goes_away_early_is_no_error() {
+    let _serial = serial();
+    let dir = scratch("pipe");
+    let data = recorded(&dir);
+    // `holdup report | head -1`: the reader is gone. Here it is gone
+    // before the first write, so that every write fails.
+    for cmd in ["report", "script", "waitgraph"] {
+        let mut fds = [0; 2];
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        unsafe { libc::close(fds[0]) };
+        let write_end =
+            unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fds[1]) };
+        let child = holdup()
+            .args([cmd, "-i", data.to_str().unwrap()])
+            .stdout(Stdio::from(write_end))
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "holdup {cmd}: {:?} {err}", out.status);
+        assert!(!err.contains("error"), "holdup {cmd}: {err}");
+    }
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
 fn a_recorder_killed_with_sigkill_leaves_a_readable_trace() {
     let _serial = serial();
     let dir = scratch("sigkill");
