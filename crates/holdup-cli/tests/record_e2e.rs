@@ -368,3 +368,32 @@ fn waits_for_kernel_locks_are_lock_waits() {
         "the waits are inside write(2): {in_write} of {lock}"
     );
 }
+
+/// A context-switch storm: 400 processes on 2 CPUs. The recorder keeps up
+/// (nothing lost, nothing garbled: a sample built in task context must not
+/// be overwritten by an on-CPU sample interrupting it) and every process is
+/// still covered for its whole life.
+#[test]
+#[ignore = "needs root and BPF"]
+fn a_context_switch_storm_loses_nothing() {
+    let _serial = serial();
+    let dir = scratch("storm");
+    let data = record(
+        &dir,
+        &["--ring-mb", "64"],
+        &[
+            "perf",
+            "bench",
+            "sched",
+            "messaging",
+            "-g",
+            "10",
+            "-l",
+            "300",
+        ],
+    );
+    let r = report(&data);
+    assert_eq!(r["lost_events"], 0, "lost or unparsable records");
+    assert!(threads(&r).len() >= 400, "{} threads", threads(&r).len());
+    assert_coverage(&r);
+}
