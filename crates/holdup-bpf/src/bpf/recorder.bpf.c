@@ -257,16 +257,23 @@ static __always_inline void resume_if_switch_in_missed(struct thread_state *st)
 }
 
 /* Stop the on-CPU clock of a thread leaving its CPU. */
-static __always_inline void stop_cpu_clock(struct thread_state *st, u64 now)
+/* Add the time the thread has run since its last look (or since the
+ * recording began) to its on-CPU clock. */
+static __always_inline void count_run_time(struct thread_state *st, u64 now)
 {
 	u64 mark = st->run_mark;
 
-	if (mark) {
-		if (mark < start_ns)
-			mark = start_ns;
-		if (now > mark)
-			st->cpu_credit += now - mark;
-	}
+	if (!mark)
+		return;
+	if (mark < start_ns)
+		mark = start_ns;
+	if (now > mark)
+		st->cpu_credit += now - mark;
+}
+
+static __always_inline void stop_cpu_clock(struct thread_state *st, u64 now)
+{
+	count_run_time(st, now);
 	st->run_mark = 0;
 }
 
@@ -704,17 +711,17 @@ static __always_inline void take_cpu_sample(void *ctx, enum scratch_slot slot,
 					    u16 kflags)
 {
 	struct scratch *s;
-	u64 now, mark;
 	u32 w, ws;
+	u64 now;
 	long n;
 
 	resume_if_switch_in_missed(st);
-	/* Running since before the recording, or since the last look. */
 	now = bpf_ktime_get_ns();
-	mark = st->run_mark;
-	if (!mark || mark < start_ns)
-		mark = start_ns ? start_ns : now;
-	w = take_signed_points(&st->cpu_credit, now > mark ? now - mark : 0);
+	/* Not seen switching in: running since before the recording. */
+	if (!st->run_mark)
+		st->run_mark = start_ns ? start_ns : now;
+	count_run_time(st, now);
+	w = take_signed_points(&st->cpu_credit, 0);
 	ws = take_signed_points(&st->steal_credit, 0);
 	st->run_mark = now;
 	if (!w && !ws)
@@ -771,7 +778,7 @@ SEC("tp_btf/sched_stat_runtime")
 int BPF_PROG(on_stat_runtime, struct task_struct *t, u64 runtime)
 {
 	struct thread_state *st;
-	u64 now, mark, run;
+	u64 now, mark;
 	s64 stolen;
 
 	if (!is_tracked(t))
@@ -782,9 +789,7 @@ int BPF_PROG(on_stat_runtime, struct task_struct *t, u64 runtime)
 	now = bpf_ktime_get_ns();
 	/* Count the run time since the last look first: the correction may
 	 * take from it. */
-	run = st->run_mark < start_ns ? start_ns : st->run_mark;
-	if (now > run)
-		st->cpu_credit += now - run;
+	count_run_time(st, now);
 	st->run_mark = now;
 	mark = st->runtime_mark;
 	if (mark < start_ns)
