@@ -1,7 +1,9 @@
 /* Helpers shared by the ground-truth workloads. */
 #ifndef WORKLOADS_COMMON_H
 #define WORKLOADS_COMMON_H
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -4,7 +4,7 @@
 //! subclass and the runqueue part (`sched`).
 
 use crate::fxhash::FxHashMap;
-use crate::symbols::{wait_reason, Func, Resolver};
+use crate::symbols::{lock_kind, site, wait_reason, Func, LockKind, Resolver};
 use holdup_trace::{Class, Sample, Trace, Waker};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -53,6 +53,31 @@ impl ClassCounts {
 
     pub fn blocked(&self) -> u64 {
         self.total() - self.cpu
+    }
+}
+
+/// Lock waits ([L]) split by what they wait for: a mutex held by another
+/// thread (contention) or a signal (condition variable, join, barrier,
+/// semaphore: idle by design unless the signaller is late).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct LockSplit {
+    pub mutex: u64,
+    pub signal: u64,
+}
+
+impl LockSplit {
+    pub fn get(&self, k: LockKind) -> u64 {
+        match k {
+            LockKind::Mutex => self.mutex,
+            LockKind::Signal => self.signal,
+        }
+    }
+
+    pub fn add(&mut self, k: LockKind, n: u64) {
+        *match k {
+            LockKind::Mutex => &mut self.mutex,
+            LockKind::Signal => &mut self.signal,
+        } += n;
     }
 }
 
@@ -122,12 +147,17 @@ pub struct FunctionStats {
     pub total: ClassCounts,
 }
 
-/// One line of the perf-style table.
+/// One line of the perf-style table. A blocked row is named by its site
+/// (`LruCache::Release → Mutex::Lock → pthread_mutex_lock`, see
+/// `symbols::site`), or by its innermost function when the stack has no
+/// application frame.
 #[derive(Clone, Debug)]
 pub struct Row {
     pub tag: Tag,
     pub dso: Rc<str>,
     pub symbol: Rc<str>,
+    /// For lock rows: what the wait was for.
+    pub lock_kind: Option<LockKind>,
     pub weight: u64,
     /// For blocked rows: wait reasons and wakers, heaviest first.
     pub wait_reasons: Vec<(Rc<str>, u64)>,
@@ -143,6 +173,8 @@ pub struct ThreadProfile {
     /// Threads in this profile: 1, or more for a merged section.
     pub threads: usize,
     pub samples: ClassCounts,
+    /// `samples.lock`, by what the waits were for.
+    pub lock_split: LockSplit,
     pub functions: Vec<FunctionStats>,
     pub rows: Vec<Row>,
 }
@@ -189,8 +221,10 @@ struct StackInfo {
     self_cpu: Option<(FuncId, LocId)>,
     self_blocked: Option<(FuncId, LocId)>,
     cpu_row: (Tag, FuncId),
+    /// The site (or, without one, the self function) of blocked rows.
     blocked_row: FuncId,
     reason: Option<u32>,
+    lock_kind: LockKind,
 }
 
 /// Functions, source locations and wait reasons, interned to ids.
@@ -249,6 +283,28 @@ impl<'t> Catalog<'t> {
         id
     }
 
+    /// A site is interned like a function named by its label, so that rows
+    /// keep one kind of key; sites never enter the function table.
+    fn site(&mut self, dso: Rc<str>, label: &str) -> FuncId {
+        let key = (dso, Rc::from(label));
+        if let Some(&id) = self.func_ids.get(&key) {
+            return id;
+        }
+        let id = self.funcs.len() as FuncId;
+        let loc = self.loc(&Func {
+            name: key.1.clone(),
+            dso: key.0.clone(),
+            file: None,
+            line: 0,
+            kernel: false,
+            inlined: false,
+        });
+        self.funcs.push(key.clone());
+        self.first_loc.push(loc);
+        self.func_ids.insert(key, id);
+        id
+    }
+
     fn reason(&mut self, r: Rc<str>) -> u32 {
         if let Some(&id) = self.reason_ids.get(&r) {
             return id;
@@ -280,8 +336,12 @@ impl<'t> Catalog<'t> {
             Some(f) => (Tag::User, self.func(f)),
             None => (Tag::User, NO_FUNC),
         };
-        let blocked_row = self_blocked.map_or(NO_FUNC, |(f, _)| f);
+        let blocked_row = match site(&funcs) {
+            Some(s) => self.site(s.dso, &s.label),
+            None => self_blocked.map_or(NO_FUNC, |(f, _)| f),
+        };
         let reason = wait_reason(&funcs).map(|r| self.reason(r));
+        let lock_kind = lock_kind(&funcs);
         let info = Rc::new(StackInfo {
             funcs: ids,
             self_cpu,
@@ -289,9 +349,22 @@ impl<'t> Catalog<'t> {
             cpu_row,
             blocked_row,
             reason,
+            lock_kind,
         });
         self.stacks.insert(id, info.clone());
         info
+    }
+}
+
+/// Rows are told apart by tag and function (or site); lock rows also by
+/// what they waited for, as one site may wait both for a signal and for
+/// the mutex that comes with it.
+type RowKey = (Tag, FuncId, Option<LockKind>);
+
+impl StackInfo {
+    fn blocked_row_key(&self, class: Class) -> RowKey {
+        let kind = (class == Class::Lock).then_some(self.lock_kind);
+        (Tag::Blocked(class), self.blocked_row, kind)
     }
 }
 
@@ -370,16 +443,17 @@ pub fn profile(trace: &Trace, filter: &Filter) -> Profile {
 
     let mut cat = Catalog::new(trace);
     struct Spread {
-        rows: FxHashMap<(Tag, FuncId), RowAcc>,
+        rows: FxHashMap<RowKey, RowAcc>,
         funcs: FxHashMap<FuncId, FuncAcc>,
     }
-    let spread: Vec<(u32, ClassCounts, Spread)> = threads
+    let spread: Vec<(u32, ClassCounts, LockSplit, Spread)> = threads
         .into_iter()
         .map(|(tid, acc)| {
             let mut sp = Spread {
                 rows: FxHashMap::default(),
                 funcs: FxHashMap::default(),
             };
+            let mut split = LockSplit::default();
             for (&stack, sc) in &acc.stacks {
                 let info = cat.stack(stack);
                 for class in Class::ALL {
@@ -388,12 +462,15 @@ pub fn profile(trace: &Trace, filter: &Filter) -> Profile {
                         continue;
                     }
                     let (row_key, self_fn) = if class == Class::Cpu {
-                        (info.cpu_row, info.self_cpu)
+                        ((info.cpu_row.0, info.cpu_row.1, None), info.self_cpu)
                     } else {
-                        ((Tag::Blocked(class), info.blocked_row), info.self_blocked)
+                        (info.blocked_row_key(class), info.self_blocked)
                     };
                     let row = sp.rows.entry(row_key).or_default();
                     row.weight += n;
+                    if class == Class::Lock {
+                        split.add(info.lock_kind, n);
+                    }
                     if class != Class::Cpu {
                         let (after, steal) = if class == Class::Sched {
                             (sc.sched_after_wakeup, sc.steal)
@@ -421,13 +498,10 @@ pub fn profile(trace: &Trace, filter: &Filter) -> Profile {
             }
             for ((class, stack, waker), n) in acc.wakers {
                 let info = cat.stack(stack);
-                let row = sp
-                    .rows
-                    .entry((Tag::Blocked(class), info.blocked_row))
-                    .or_default();
+                let row = sp.rows.entry(info.blocked_row_key(class)).or_default();
                 *row.wakers.entry(waker).or_default() += n;
             }
-            (tid, acc.samples, sp)
+            (tid, acc.samples, split, sp)
         })
         .collect();
 
@@ -441,17 +515,18 @@ pub fn profile(trace: &Trace, filter: &Filter) -> Profile {
     };
     let mut out: Vec<ThreadProfile> = spread
         .into_iter()
-        .map(|(tid, samples, acc)| {
+        .map(|(tid, samples, lock_split, acc)| {
             let th = trace.threads.get(&tid);
             let mut rows: Vec<Row> = acc
                 .rows
                 .into_iter()
-                .map(|((tag, f), r)| {
+                .map(|((tag, f, lock_kind), r)| {
                     let (dso, symbol) = func_name(f);
                     Row {
                         tag,
                         dso,
                         symbol,
+                        lock_kind,
                         weight: r.weight,
                         wait_reasons: sorted(
                             r.reasons
@@ -503,6 +578,7 @@ pub fn profile(trace: &Trace, filter: &Filter) -> Profile {
                 lifetime_ns: th.map_or(0, |t| t.lifetime_ns()),
                 threads: 1,
                 samples,
+                lock_split,
                 functions,
                 rows,
             }
@@ -529,7 +605,61 @@ struct JsonThread<'a> {
     comm: &'a str,
     lifetime_ns: u64,
     samples: ClassCounts,
+    lock_split: LockSplit,
     functions: &'a [FunctionStats],
+    sites: Vec<JsonSite<'a>>,
+}
+
+#[derive(Serialize)]
+struct JsonCount<'a> {
+    name: &'a str,
+    samples: u64,
+}
+
+/// A blocked row: where the application waited, heaviest first.
+#[derive(Serialize)]
+struct JsonSite<'a> {
+    site: &'a str,
+    dso: &'a str,
+    class: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lock_kind: Option<&'static str>,
+    samples: u64,
+    wait_reasons: Vec<JsonCount<'a>>,
+    /// For a mutex, the holder that released it.
+    wakers: Vec<JsonCount<'a>>,
+}
+
+fn json_sites(t: &ThreadProfile) -> Vec<JsonSite<'_>> {
+    t.rows
+        .iter()
+        .filter_map(|r| match r.tag {
+            Tag::Blocked(class) => Some(JsonSite {
+                site: &r.symbol,
+                dso: &r.dso,
+                class: class.name(),
+                lock_kind: r.lock_kind.map(LockKind::name),
+                samples: r.weight,
+                wait_reasons: r
+                    .wait_reasons
+                    .iter()
+                    .map(|(name, samples)| JsonCount {
+                        name,
+                        samples: *samples,
+                    })
+                    .collect(),
+                wakers: r
+                    .wakers
+                    .iter()
+                    .map(|(name, samples)| JsonCount {
+                        name,
+                        samples: *samples,
+                    })
+                    .collect(),
+            }),
+            _ => None,
+        })
+        .collect()
 }
 
 #[derive(Serialize)]
@@ -556,7 +686,9 @@ fn json_report(p: &Profile) -> JsonReport<'_> {
                 comm: &t.comm,
                 lifetime_ns: t.lifetime_ns,
                 samples: t.samples,
+                lock_split: t.lock_split,
                 functions: &t.functions,
+                sites: json_sites(t),
             })
             .collect(),
     }
@@ -632,15 +764,18 @@ fn merge(ts: &[&ThreadProfile], by: Section) -> ThreadProfile {
         lifetime_ns: 0,
         threads: 0,
         samples: ClassCounts::default(),
+        lock_split: LockSplit::default(),
         functions: Vec::new(),
         rows: Vec::new(),
     };
     let mut funcs: HashMap<(String, String), usize> = HashMap::new();
-    let mut rows: HashMap<(Tag, Rc<str>, Rc<str>), usize> = HashMap::new();
+    let mut rows: HashMap<(Tag, Rc<str>, Rc<str>, Option<LockKind>), usize> = HashMap::new();
     for t in ts {
         m.lifetime_ns += t.lifetime_ns;
         m.threads += t.threads;
         m.samples.add_all(&t.samples);
+        m.lock_split.mutex += t.lock_split.mutex;
+        m.lock_split.signal += t.lock_split.signal;
         for f in &t.functions {
             let key = (f.dso.clone(), f.symbol.clone());
             match funcs.get(&key) {
@@ -655,7 +790,7 @@ fn merge(ts: &[&ThreadProfile], by: Section) -> ThreadProfile {
             }
         }
         for r in &t.rows {
-            let key = (r.tag, r.dso.clone(), r.symbol.clone());
+            let key = (r.tag, r.dso.clone(), r.symbol.clone(), r.lock_kind);
             match rows.get(&key) {
                 Some(&i) => {
                     let row = &mut m.rows[i];

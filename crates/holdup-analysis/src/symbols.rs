@@ -150,3 +150,258 @@ pub fn wait_reason(funcs: &[Func]) -> Option<Rc<str>> {
         .find(|f| !is_scheduler_function(&f.name))
         .map(|f| f.name.clone())
 }
+
+/// Shared objects of the system runtime (C and C++ libraries, the dynamic
+/// loader, the vDSO, the kernel): a blocked site is named by the
+/// application frames that called into them.
+pub fn is_system_dso(dso: &str) -> bool {
+    const PREFIXES: [&str; 8] = [
+        "libc.so",
+        "libc-",
+        "ld-linux",
+        "ld-",
+        "libpthread",
+        "libstdc++",
+        "libgcc_s",
+        "[vdso]",
+    ];
+    dso == "[kernel.kallsyms]" || PREFIXES.iter().any(|p| dso.starts_with(p))
+}
+
+/// Where the application blocked: its innermost frames outside the system
+/// runtime and the runtime function they called.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Site {
+    /// `LruCache::Release → Mutex::Lock → pthread_mutex_lock`: outer first.
+    pub label: String,
+    /// The shared object of the innermost application frame.
+    pub dso: Rc<str>,
+}
+
+/// Application frames a site shows (the innermost one and its caller).
+const SITE_FRAMES: usize = 2;
+
+/// The site of a stack (leaf first): the innermost application frames and
+/// the runtime entry point below them, or `None` when the stack has no
+/// application frame (a thread of the runtime itself, or no user stack).
+pub fn site(funcs: &[Func]) -> Option<Site> {
+    let first = funcs
+        .iter()
+        .position(|f| !f.kernel && !is_system_dso(&f.dso))?;
+    let app: Vec<&str> = funcs[first..]
+        .iter()
+        .take_while(|f| !f.kernel && !is_system_dso(&f.dso))
+        .take(SITE_FRAMES)
+        .map(|f| &*f.name)
+        .collect();
+    let mut parts: Vec<&str> = app.into_iter().rev().collect();
+    // The runtime function the application called: the outermost frame of
+    // the runtime's own part of the stack.
+    let entry = first
+        .checked_sub(1)
+        .map(|i| &funcs[i])
+        .filter(|f| !f.kernel)
+        .map(|f| entry_name(&f.name));
+    parts.extend(entry);
+    Some(Site {
+        label: parts.join(" → "),
+        dso: funcs[first].dso.clone(),
+    })
+}
+
+/// glibc's internal aliases as the documented names:
+/// `___pthread_mutex_lock` → `pthread_mutex_lock`, `__libc_pread64` →
+/// `pread64`, `__GI___pthread_mutex_unlock_usercnt` →
+/// `pthread_mutex_unlock_usercnt`.
+fn entry_name(name: &str) -> &str {
+    let n = name.trim_start_matches('_');
+    let n = n
+        .strip_prefix("GI_")
+        .map_or(n, |n| n.trim_start_matches('_'));
+    n.strip_prefix("libc_").unwrap_or(n)
+}
+
+/// What a lock wait ([L]) waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum LockKind {
+    /// A mutex (or rwlock, or kernel lock) held by another thread: contention.
+    Mutex,
+    /// A signal from another thread: a condition variable, a join, a
+    /// barrier, a semaphore. Idle by design unless the signaller is late.
+    Signal,
+}
+
+impl LockKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            LockKind::Mutex => "mutex",
+            LockKind::Signal => "signal",
+        }
+    }
+}
+
+/// Classify a lock wait by its stack (leaf first). The innermost frame
+/// that names a primitive decides: a condition variable that re-takes its
+/// mutex after the signal (`__pthread_mutex_cond_lock → __lll_lock_wait`)
+/// is waiting for the mutex. Futex waits whose stack names no primitive
+/// (a raw `syscall(SYS_futex)`) stay mutexes: the conservative reading of
+/// `lock`.
+pub fn lock_kind(funcs: &[Func]) -> LockKind {
+    const SIGNAL: [&str; 13] = [
+        "cond_wait",
+        "cond_timedwait",
+        "cond_clockwait",
+        "condition_variable",
+        "condvar",
+        "pthread_join",
+        "clockjoin",
+        "timedjoin",
+        "thread::join",
+        "barrier",
+        "sem_wait",
+        "sem_timedwait",
+        "sem_clockwait",
+    ];
+    const MUTEX: [&str; 7] = [
+        "lll_lock",
+        "mutex_lock",
+        "mutex_cond_lock",
+        "mutex_timedlock",
+        "mutex::lock",
+        "rwlock",
+        "spin_lock",
+    ];
+    for f in funcs {
+        let name = f.name.to_ascii_lowercase();
+        // Checked first: `__pthread_mutex_cond_lock` would also match "cond".
+        if MUTEX.iter().any(|w| name.contains(w)) {
+            return LockKind::Mutex;
+        }
+        if SIGNAL.iter().any(|w| name.contains(w)) {
+            return LockKind::Signal;
+        }
+    }
+    LockKind::Mutex
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stack from `(dso, name)` pairs, leaf first.
+    fn stack(frames: &[(&str, &str)]) -> Vec<Func> {
+        frames
+            .iter()
+            .map(|&(dso, name)| Func {
+                name: Rc::from(name),
+                dso: Rc::from(dso),
+                file: None,
+                line: 0,
+                kernel: dso == "[kernel.kallsyms]",
+                inlined: false,
+            })
+            .collect()
+    }
+
+    const K: &str = "[kernel.kallsyms]";
+    const LIBC: &str = "libc.so.6";
+
+    #[test]
+    fn a_mutex_wait_in_a_library_is_named_by_the_application() {
+        let s = stack(&[
+            (K, "__schedule"),
+            (K, "futex_wait"),
+            (LIBC, "__futex_abstimed_wait_common64"),
+            (LIBC, "__lll_lock_wait"),
+            (LIBC, "___pthread_mutex_lock"),
+            ("lru", "Mutex::Lock()"),
+            ("lru", "LruCache::Release(int)"),
+            ("lru", "worker(void*)"),
+            (LIBC, "start_thread"),
+        ]);
+        let site = site(&s).unwrap();
+        assert_eq!(
+            site.label,
+            "LruCache::Release(int) → Mutex::Lock() → pthread_mutex_lock"
+        );
+        assert_eq!(&*site.dso, "lru");
+        assert_eq!(lock_kind(&s), LockKind::Mutex);
+    }
+
+    #[test]
+    fn io_sites_keep_the_wrapper_called() {
+        let s = stack(&[
+            (K, "io_schedule"),
+            (K, "filemap_read"),
+            (LIBC, "__libc_pread64"),
+            ("app", "do_reads"),
+            ("app", "main"),
+        ]);
+        assert_eq!(site(&s).unwrap().label, "main → do_reads → pread64");
+        assert_eq!(
+            entry_name("__GI___pthread_mutex_unlock_usercnt"),
+            "pthread_mutex_unlock_usercnt"
+        );
+    }
+
+    #[test]
+    fn stacks_without_application_frames_have_no_site() {
+        assert_eq!(site(&stack(&[(K, "futex_wait")])), None);
+        assert_eq!(
+            site(&stack(&[(LIBC, "__lll_lock_wait"), (LIBC, "start_thread")])),
+            None
+        );
+        // Only application frames: the site is those frames.
+        let s = stack(&[("app", "pwrite_all"), ("app", "consume"), ("app", "main")]);
+        assert_eq!(site(&s).unwrap().label, "consume → pwrite_all");
+    }
+
+    #[test]
+    fn condition_variables_joins_barriers_and_semaphores_are_signals() {
+        for entry in [
+            "___pthread_cond_wait",
+            "___pthread_cond_timedwait64",
+            "__pthread_clockjoin_ex",
+            "pthread_barrier_wait",
+            "__new_sem_wait_slow64",
+            "std::condition_variable::wait(std::unique_lock<std::mutex>&)",
+        ] {
+            let s = stack(&[
+                (K, "futex_wait"),
+                (LIBC, "__futex_abstimed_wait_common64"),
+                (LIBC, entry),
+                ("app", "main"),
+            ]);
+            assert_eq!(lock_kind(&s), LockKind::Signal, "{entry}");
+        }
+    }
+
+    #[test]
+    fn a_condition_variable_retaking_its_mutex_waits_for_the_mutex() {
+        let s = stack(&[
+            (K, "futex_wait"),
+            (LIBC, "__lll_lock_wait"),
+            (LIBC, "__pthread_mutex_cond_lock"),
+            (LIBC, "___pthread_cond_wait"),
+            ("app", "consume"),
+        ]);
+        assert_eq!(lock_kind(&s), LockKind::Mutex);
+    }
+
+    #[test]
+    fn kernel_locks_and_unknown_futex_waits_are_mutexes() {
+        let s = stack(&[
+            (K, "__mutex_lock.constprop.0"),
+            (K, "fdget_pos"),
+            (K, "ksys_write"),
+            (LIBC, "__libc_write"),
+            ("app", "append_records"),
+        ]);
+        assert_eq!(lock_kind(&s), LockKind::Mutex);
+        let s = stack(&[(K, "futex_wait"), (LIBC, "syscall"), ("app", "spin_park")]);
+        assert_eq!(lock_kind(&s), LockKind::Mutex);
+        let s = stack(&[(K, "rwsem_down_write_slowpath"), (K, "down_write")]);
+        // No primitive named by a matching word: still a mutex.
+        assert_eq!(lock_kind(&s), LockKind::Mutex);
+    }
+}

@@ -2,6 +2,7 @@
 
 use holdup_analysis::folded::{folded, FoldOptions};
 use holdup_analysis::profile::{profile, to_json, Filter, Tag};
+use holdup_analysis::symbols::LockKind;
 use holdup_trace::*;
 
 const K: u32 = KERNEL_DSO;
@@ -199,14 +200,15 @@ fn rows_are_tagged_like_bperf_with_wait_reasons_and_wakers() {
             .iter()
             .find(|r| r.tag == tag && &*r.symbol == sym)
     };
-    let io = row(Tag::Blocked(Class::Io), "__libc_pread64").unwrap();
+    // Blocked rows name the site: application frames and the libc entry.
+    let io = row(Tag::Blocked(Class::Io), "main → do_reads → pread64").unwrap();
     assert_eq!(io.weight, 60);
     assert_eq!(&*io.wait_reasons[0].0, "filemap_read");
     assert_eq!(io.wakers[0], ("irq:virtio1-req.0".to_string(), 60));
     assert_eq!(row(Tag::Kernel, "filemap_read").unwrap().weight, 5);
     assert_eq!(row(Tag::User, "compute").unwrap().weight, 30);
     assert_eq!(
-        row(Tag::Blocked(Class::Sched), "__libc_pread64")
+        row(Tag::Blocked(Class::Sched), "main → do_reads → pread64")
             .unwrap()
             .weight,
         5
@@ -215,8 +217,9 @@ fn rows_are_tagged_like_bperf_with_wait_reasons_and_wakers() {
     let lock = &locker.rows[0];
     assert_eq!(
         (lock.tag, &*lock.symbol, lock.weight),
-        (Tag::Blocked(Class::Lock), "__lll_lock_wait", 40)
+        (Tag::Blocked(Class::Lock), "worker → lll_lock_wait", 40)
     );
+    assert_eq!(&*lock.dso, "app");
     assert_eq!(&*lock.wait_reasons[0].0, "futex_wait");
     assert_eq!(lock.wakers[0].0, "reader:11");
 }
@@ -305,7 +308,7 @@ fn steal_time_on_an_on_cpu_sample_is_runqueue_time_at_that_stack() {
     let steal = reader
         .rows
         .iter()
-        .find(|r| r.tag == Tag::Blocked(Class::Sched) && &*r.symbol == "compute")
+        .find(|r| r.tag == Tag::Blocked(Class::Sched) && &*r.symbol == "main → compute")
         .expect("an [S] row for compute");
     assert_eq!(steal.weight, 3);
     assert!(steal.wait_reasons[0].0.starts_with("(steal"));
@@ -315,4 +318,112 @@ fn steal_time_on_an_on_cpu_sample_is_runqueue_time_at_that_stack() {
         .find(|f| f.symbol == "compute")
         .unwrap();
     assert_eq!((compute.self_.cpu, compute.self_.sched), (32, 3));
+}
+
+/// Thread 13 parked on a condition variable for 70 points (a timed wait
+/// that the kernel ended, no waker) and 10 points re-taking the
+/// condition variable's mutex after the signal, woken by thread 12.
+fn trace_with_a_parked_thread() -> Trace {
+    let mut extra = vec![
+        Record::Comm {
+            time: 0,
+            pid: 10,
+            tid: 13,
+            comm: "pool".into(),
+        },
+        // futex_wait ← __futex_abstimed_wait_common64 ← pthread_cond_timedwait ← park
+        Record::Stack(Stack {
+            id: 5,
+            frames: vec![
+                frame(K, 0xb0),
+                frame(LIBC, 0x70),
+                frame(LIBC, 0x80),
+                frame(APP, 0x500),
+            ],
+        }),
+        // futex_wait ← __lll_lock_wait ← __pthread_mutex_cond_lock ← pthread_cond_timedwait ← park
+        Record::Stack(Stack {
+            id: 6,
+            frames: vec![
+                frame(K, 0xb0),
+                frame(LIBC, 0x60),
+                frame(LIBC, 0x90),
+                frame(LIBC, 0x80),
+                frame(APP, 0x500),
+            ],
+        }),
+        sym(LIBC, 0x70, "__futex_abstimed_wait_common64", 0),
+        sym(LIBC, 0x80, "___pthread_cond_timedwait64", 0),
+        sym(LIBC, 0x90, "__pthread_mutex_cond_lock", 0),
+        sym(APP, 0x500, "park", 50),
+        sample(13, Class::Lock, 70, 0, 5, Waker::None),
+        sample(13, Class::Lock, 10, 0, 6, Waker::Thread(12)),
+    ];
+    extra.push(sample(13, Class::Cpu, 1, 0, 1, Waker::None));
+    trace_with(extra)
+}
+
+#[test]
+fn lock_waits_split_into_mutexes_and_signals() {
+    let t = trace_with_a_parked_thread();
+    let p = profile(&t, &Filter::default());
+    let th = |tid| p.threads.iter().find(|t| t.tid == tid).unwrap();
+    let (locker, pool) = (th(12), th(13));
+    assert_eq!((locker.lock_split.mutex, locker.lock_split.signal), (40, 0));
+    assert_eq!((pool.lock_split.mutex, pool.lock_split.signal), (10, 70));
+    assert_eq!(pool.samples.lock, 80, "the bperf subclass keeps both");
+    let parked = &pool.rows[0];
+    assert_eq!(&*parked.symbol, "park → pthread_cond_timedwait64");
+    assert_eq!(parked.lock_kind, Some(LockKind::Signal));
+    assert_eq!(parked.weight, 70);
+    // The same site, waiting for the mutex the condition variable re-takes:
+    // a row of its own, with the holder that released it.
+    let retake = &pool.rows[1];
+    assert_eq!(&*retake.symbol, "park → pthread_cond_timedwait64");
+    assert_eq!(retake.lock_kind, Some(LockKind::Mutex));
+    assert_eq!(retake.weight, 10);
+    assert_eq!(retake.wakers[0].0, "locker:12");
+    let merged = holdup_analysis::profile::group(&p, holdup_analysis::profile::Section::All);
+    assert_eq!(
+        (merged[0].lock_split.mutex, merged[0].lock_split.signal),
+        (50, 70)
+    );
+}
+
+#[test]
+fn json_has_the_lock_split_and_the_sites_with_their_holders() {
+    let t = trace_with_a_parked_thread();
+    let j = to_json(&profile(&t, &Filter::default()));
+    let th = |tid: u64| {
+        j["threads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["tid"] == tid)
+            .unwrap()
+    };
+    let locker = th(12);
+    assert_eq!(locker["samples"]["lock"], 40);
+    assert_eq!(locker["lock_split"]["mutex"], 40);
+    assert_eq!(locker["lock_split"]["signal"], 0);
+    let site = &locker["sites"][0];
+    assert_eq!(site["site"], "worker → lll_lock_wait");
+    assert_eq!(site["class"], "lock");
+    assert_eq!(site["lock_kind"], "mutex");
+    assert_eq!(site["samples"], 40);
+    assert_eq!(site["wakers"][0]["name"], "reader:11");
+    assert_eq!(site["wait_reasons"][0]["name"], "futex_wait");
+    // `self` keeps its meaning: the innermost user frame, here in libc.
+    let lll = locker["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["symbol"] == "__lll_lock_wait")
+        .unwrap();
+    assert_eq!(lll["self"]["lock"], 40);
+    let pool = th(13);
+    assert_eq!(pool["lock_split"]["signal"], 70);
+    let reader = th(11);
+    assert_eq!(reader["sites"][0]["site"], "main → do_reads → pread64");
+    assert!(reader["sites"][0].get("lock_kind").is_none());
 }

@@ -2,6 +2,7 @@
 //! Symbol`, on-CPU rows `[.]`/`[k]` and blocked rows `[I] [L] [S] [B]`.
 
 use holdup_analysis::profile::{Profile, Tag, ThreadProfile};
+use holdup_analysis::symbols::LockKind;
 use holdup_trace::Class;
 use std::io::{self, Write};
 
@@ -39,26 +40,52 @@ fn secs(ns: u64) -> String {
     format!("{:.3} s", ns as f64 / 1e9)
 }
 
-/// One line of advice when one subclass dominates a thread (bperf §3.2).
+/// What a thread's off-CPU time went to, for advice: lock waits count
+/// apart by what they waited for.
+#[derive(Clone, Copy, PartialEq)]
+enum Waiting {
+    Class(Class),
+    Lock(LockKind),
+}
+
+/// One line of advice when one kind of waiting dominates a thread (bperf
+/// §3.2). Waiting for a mutex is contention; waiting for a signal (a
+/// parked worker, a joiner, a timer thread) is idleness, not a lock
+/// problem.
 pub fn advice(t: &ThreadProfile) -> Option<String> {
     let total = t.samples.total();
-    let (class, n) = [Class::Io, Class::Lock, Class::Sched, Class::Other]
-        .into_iter()
-        .map(|c| (c, t.samples.get(c)))
-        .max_by_key(|&(_, n)| n)?;
+    let (what, n) = [
+        Waiting::Class(Class::Io),
+        Waiting::Lock(LockKind::Mutex),
+        Waiting::Lock(LockKind::Signal),
+        Waiting::Class(Class::Sched),
+        Waiting::Class(Class::Other),
+    ]
+    .into_iter()
+    .map(|w| {
+        let n = match w {
+            Waiting::Class(c) => t.samples.get(c),
+            Waiting::Lock(k) => t.lock_split.get(k),
+        };
+        (w, n)
+    })
+    .max_by_key(|&(_, n)| n)?;
     let share = pct(n, total);
     if share < 25.0 {
         return None;
     }
-    Some(match class {
-        Class::Io => format!(
+    Some(match what {
+        Waiting::Class(Class::Io) => format!(
             "{share:.0}% waiting for I/O: a faster device or asynchronous I/O would pay (`holdup causal --subclass io` predicts how much)"
         ),
-        Class::Sched => format!(
+        Waiting::Class(Class::Sched) => format!(
             "{share:.0}% runnable but not running: more cores or fewer runnable threads would pay"
         ),
-        Class::Lock => format!(
-            "{share:.0}% waiting for locks: shorten the critical sections of the lock holders (`holdup waitgraph` shows whom it waits for)"
+        Waiting::Lock(LockKind::Mutex) => format!(
+            "{share:.0}% waiting for mutexes held by other threads: shorten the critical sections of the holders or split the lock (`holdup waitgraph` shows whom it waits for)"
+        ),
+        Waiting::Lock(LockKind::Signal) => format!(
+            "{share:.0}% idle, waiting for a signal (condition variable, join, barrier, semaphore): not contention; it only costs if this thread should be busy, then its signaller is late (`holdup waitgraph` shows who signals it)"
         ),
         _ => format!(
             "{share:.0}% blocked on sleeps, pipes, sockets or polls: `holdup waitgraph` shows whom it waits for"
@@ -88,6 +115,14 @@ fn thread_header(out: &mut impl Write, p: &Profile, t: &ThreadProfile) -> io::Re
     write!(out, "#  ")?;
     for c in Class::ALL {
         write!(out, " {} {:.1}%", c.name(), pct(t.samples.get(c), total))?;
+        if c == Class::Lock && t.samples.lock > 0 {
+            write!(
+                out,
+                " (mutex {:.1}%, signal {:.1}%)",
+                pct(t.lock_split.mutex, total),
+                pct(t.lock_split.signal, total)
+            )?;
+        }
     }
     writeln!(out)?;
     if let Some(a) = advice(t) {
@@ -150,11 +185,20 @@ fn rows(out: &mut impl Write, t: &ThreadProfile, o: &ReportOptions) -> io::Resul
                     .collect(),
             );
             if !reasons.is_empty() {
-                writeln!(out, "{pad}wait: {reasons}")?;
+                match r.lock_kind {
+                    Some(k) => writeln!(out, "{pad}wait ({}): {reasons}", k.name())?,
+                    None => writeln!(out, "{pad}wait: {reasons}")?,
+                }
             }
             let wakers = list(r.wakers.clone());
             if !wakers.is_empty() {
-                writeln!(out, "{pad}woken by: {wakers}")?;
+                // A mutex's waker is the holder that released it.
+                let who = match r.lock_kind {
+                    Some(LockKind::Mutex) => "held by",
+                    Some(LockKind::Signal) => "signalled by",
+                    None => "woken by",
+                };
+                writeln!(out, "{pad}{who}: {wakers}")?;
             }
         }
     }

@@ -16,10 +16,13 @@ fn any_stack(edges: &[Edge], es: &[usize], words: &[&str]) -> bool {
 
 fn how(e: &Edge) -> String {
     match e.stacks.first() {
-        Some(s) => match &s.reason {
-            Some(r) if !s.short.is_empty() => format!("in {} [{r}]", s.short),
-            _ => format!("in {}", s.short),
-        },
+        Some(s) => {
+            let at = s.site.as_deref().unwrap_or(&s.short);
+            match &s.reason {
+                Some(r) if !at.is_empty() => format!("in {at} [{r}]"),
+                _ => format!("in {at}"),
+            }
+        }
         None => format!("{} waits", e.main_class().name()),
     }
 }

@@ -1431,6 +1431,7 @@ fn stack_info(r: &mut Resolver, id: StackId, samples: u64) -> StackInfo {
     StackInfo {
         folded,
         short,
+        site: crate::symbols::site(&funcs).map(|s| s.label),
         reason,
         samples,
     }

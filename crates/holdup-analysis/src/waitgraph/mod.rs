@@ -151,6 +151,10 @@ pub struct StackInfo {
     pub folded: String,
     /// Innermost user functions, leaf first: `pwrite64 ← consume ← worker`.
     pub short: String,
+    /// Where the application waited: its innermost frames outside the
+    /// system runtime, outer first, and the runtime function they called
+    /// (`LruCache::Release → Mutex::Lock → pthread_mutex_lock`).
+    pub site: Option<String>,
     /// First kernel function below the scheduler (`futex_wait`, …).
     pub reason: Option<String>,
     pub samples: u64,

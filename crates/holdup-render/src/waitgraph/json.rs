@@ -12,6 +12,7 @@ fn stacks(v: &[StackInfo]) -> Value {
                 json!({
                     "stack": s.folded,
                     "short": s.short,
+                    "site": s.site,
                     "reason": s.reason,
                     "samples": s.samples,
                 })

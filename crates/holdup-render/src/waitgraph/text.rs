@@ -74,7 +74,8 @@ fn stacks(out: &mut impl Write, e: &Edge, n: usize, indent: &str) -> io::Result<
         writeln!(
             out,
             "{indent}  blocked in  {}{reason}  ({} samples)",
-            s.short, s.samples
+            s.site.as_deref().unwrap_or(&s.short),
+            s.samples
         )?;
     }
     for s in e.waker_stacks.iter().take(n.min(2)) {
