@@ -41,6 +41,9 @@ fn secs(ns: u64) -> String {
 
 /// One line of advice when one subclass dominates a thread (bperf §3.2).
 pub fn advice(t: &ThreadProfile) -> Option<String> {
+    if let Some(a) = cpu_bound_advice(t) {
+        return Some(a);
+    }
     let total = t.samples.total();
     let (class, n) = [Class::Io, Class::Lock, Class::Sched, Class::Other]
         .into_iter()
@@ -64,6 +67,22 @@ pub fn advice(t: &ThreadProfile) -> Option<String> {
             "{share:.0}% blocked on sleeps, pipes, sockets or polls: `holdup waitgraph` shows whom it waits for"
         ),
     })
+}
+
+/// A thread running or runnable nearly all its life waits for nobody: its
+/// CPU is the bottleneck (wPerf's sink), whatever its few waits are.
+fn cpu_bound_advice(t: &ThreadProfile) -> Option<String> {
+    let total = t.samples.total();
+    let on = t.samples.get(Class::Cpu);
+    let runnable = t.samples.get(Class::Sched);
+    if total < 20 || (on + runnable) * 10 < total * 9 {
+        return None;
+    }
+    Some(format!(
+        "on CPU {:.0}%, runnable {:.0}%: CPU-bound — more cores / more worker threads / faster code",
+        pct(on, total),
+        pct(runnable, total)
+    ))
 }
 
 fn thread_header(out: &mut impl Write, p: &Profile, t: &ThreadProfile) -> io::Result<()> {
