@@ -75,7 +75,7 @@ fn cpu_bound_advice(t: &ThreadProfile) -> Option<String> {
     let total = t.samples.total();
     let on = t.samples.get(Class::Cpu);
     let runnable = t.samples.get(Class::Sched);
-    if total < 20 || (on + runnable) * 10 < total * 9 {
+    if total < 20 || (on + runnable) * 10 <= total * 9 {
         return None;
     }
     Some(format!(

@@ -1606,10 +1606,10 @@ fn add_cpu_bound(nodes: &[Node], spans: &[u64], duration: u64, knots: &mut Vec<K
     }
 }
 
-/// Running or runnable at least 90% of its life, and alive for at least a
+/// Running or runnable more than 90% of its life, and alive for at least a
 /// tenth of the recording (a short burst is not a bottleneck).
 pub(crate) fn is_saturated(n: &Node, span: u64, duration: u64) -> bool {
     let life = n.cpu_ns + n.runnable_ns + n.wait_ns;
     let busy = n.cpu_ns + n.runnable_ns;
-    life > 0 && busy * 10 >= life * 9 && life.max(span) * 10 >= duration
+    life > 0 && busy * 10 > life * 9 && life.max(span) * 10 >= duration
 }
