@@ -167,6 +167,7 @@ impl Recorder {
             on_ipi_single_exit,
             on_ipi_exit,
             on_irq_entry,
+            on_softirq_raise,
             on_softirq_entry,
             on_hrtimer_entry,
             on_local_timer_entry,

@@ -114,6 +114,12 @@ static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn record_workload(test: &str, name: &str, args: &[&str]) -> (PathBuf, PathBuf) {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    record_unlocked(test, name, args)
+}
+
+/// For tests that hold `ONE_AT_A_TIME` through their analysis too: their
+/// measured timings or their load must not meet another recording.
+fn record_unlocked(test: &str, name: &str, args: &[&str]) -> (PathBuf, PathBuf) {
     let dir = scratch(test);
     let bin = workload(name);
     let mut cmd = vec![bin.to_str().unwrap().to_string()];
@@ -640,4 +646,127 @@ fn svg_is_rendered_with_graphviz() {
         "{}",
         &s[..s.len().min(400)]
     );
+}
+
+/// The raw waiting time of the edge `from → to`, as a share of `from`'s.
+fn wait_share(g: &Value, from: &Value, to: &Value) -> f64 {
+    f(&edge(g, from, to)["wait_ns"]) / f(&from["wait_ns"]).max(1.0)
+}
+
+/// A single-threaded epoll server burning fixed CPU per request, with more
+/// loopback clients than it can serve: the server is the CPU-bound sink,
+/// reported first, with the on-CPU and runnable shares it measured of
+/// itself (schedstat); the clients wait for it, not for the network.
+#[test]
+#[ignore = "needs root and BPF"]
+fn a_saturated_server_is_the_first_cpu_bound_sink() {
+    let _serial = serial();
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = scratch("wg_saturated");
+    let bin = workload("wg_saturated");
+    let data = dir.join("holdup.data");
+    let out = run_ok(&[
+        "record",
+        "-o",
+        data.to_str().unwrap(),
+        "--",
+        bin.to_str().unwrap(),
+        "4",
+        "1.5",
+        "0.0002",
+    ]);
+    let out = String::from_utf8_lossy(&out.stdout);
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("server tid"))
+        .unwrap_or_else(|| panic!("no measurement in {out}"));
+    let w: Vec<&str> = line.split_whitespace().collect();
+    let num = |key: &str| -> f64 {
+        let i = w.iter().position(|&x| x == key).unwrap();
+        w[i + 1].parse().unwrap()
+    };
+    let (life, cpu, runnable) = (num("life_ns"), num("cpu_ns"), num("runnable_ns"));
+
+    let g = waitgraph(&data, &[]);
+    let server = labelled(&g, "server:");
+    let clients = labelled(&g, "client");
+    let first = main_knots(&g)[0];
+    assert_eq!(first["cpu_bound"], true, "first finding: {first}");
+    assert_eq!(first["kind"], "sink", "{first}");
+    assert_eq!(ids(first), set(&[server]), "{first}");
+    let advice = first["advice"].as_str().unwrap();
+    assert!(
+        advice.contains("CPU-bound — more cores / more worker threads / faster code"),
+        "{advice}"
+    );
+    let seen = f(&server["cpu_ns"]) + f(&server["runnable_ns"]) + f(&server["wait_ns"]);
+    assert_near(
+        "server on-CPU share",
+        f(&server["cpu_ns"]) / seen,
+        cpu / life,
+        0.05,
+    );
+    assert_near(
+        "server runnable share",
+        f(&server["runnable_ns"]) / seen,
+        runnable / life,
+        0.05,
+    );
+    let share = wait_share(&g, clients, server);
+    assert!(
+        share >= 0.9,
+        "clients wait for the server {share:.3} of their wait"
+    );
+
+    let report = String::from_utf8_lossy(
+        &run_ok(&["report", "--stdio", "-i", data.to_str().unwrap()]).stdout,
+    )
+    .to_string();
+    assert!(
+        report.contains("# advice: on CPU") && report.contains("CPU-bound"),
+        "the report's per-thread advice says CPU-bound:\n{report}"
+    );
+}
+
+/// Ping-pong over one connection: the client's waits are ended by the
+/// server's sends. Over TCP loopback the client's NET_RX softirq runs in the
+/// server's own send, so the edge is client → server, not → network; over a
+/// Unix socket the server wakes the client directly.
+fn ping_pong_edge_names_the_peer(transport: &str) {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let (_dir, data) = record_unlocked(
+        &format!("wg_pingpong_{transport}"),
+        "wg_pingpong",
+        &[transport, "3000", "0.0002"],
+    );
+    let g = waitgraph(&data, &[]);
+    let client = labelled(&g, "client:");
+    let server = labelled(&g, "server:");
+    let share = wait_share(&g, client, server);
+    assert!(
+        share >= 0.9,
+        "{transport}: client → server holds {share:.3} of the client's wait; edges {}",
+        serde_json::to_string_pretty(&g["edges"]).unwrap()
+    );
+    assert!(
+        !nodes(&g)
+            .iter()
+            .any(|n| n["id"].as_str().unwrap().starts_with("net")
+                || n["id"].as_str().unwrap().contains("net_rx")),
+        "{transport}: nobody waits for the network"
+    );
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn tcp_loopback_wakeups_belong_to_the_sender() {
+    let _serial = serial();
+    ping_pong_edge_names_the_peer("tcp");
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn unix_socket_wakeups_belong_to_the_sender() {
+    let _serial = serial();
+    ping_pong_edge_names_the_peer("unix");
 }

@@ -53,6 +53,9 @@ enum Waiting {
 /// parked worker, a joiner, a timer thread) is idleness, not a lock
 /// problem.
 pub fn advice(t: &ThreadProfile) -> Option<String> {
+    if let Some(a) = cpu_bound_advice(t) {
+        return Some(a);
+    }
     let total = t.samples.total();
     let (what, n) = [
         Waiting::Class(Class::Io),
@@ -91,6 +94,22 @@ pub fn advice(t: &ThreadProfile) -> Option<String> {
             "{share:.0}% blocked on sleeps, pipes, sockets or polls: `holdup waitgraph` shows whom it waits for"
         ),
     })
+}
+
+/// A thread running or runnable nearly all its life waits for nobody: its
+/// CPU is the bottleneck (wPerf's sink), whatever its few waits are.
+fn cpu_bound_advice(t: &ThreadProfile) -> Option<String> {
+    let total = t.samples.total();
+    let on = t.samples.get(Class::Cpu);
+    let runnable = t.samples.get(Class::Sched);
+    if total < 20 || (on + runnable) * 10 <= total * 9 {
+        return None;
+    }
+    Some(format!(
+        "on CPU {:.0}%, runnable {:.0}%: CPU-bound — more cores / more worker threads / faster code",
+        pct(on, total),
+        pct(runnable, total)
+    ))
 }
 
 fn thread_header(out: &mut impl Write, p: &Profile, t: &ThreadProfile) -> io::Result<()> {

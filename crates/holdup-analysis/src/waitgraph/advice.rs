@@ -36,6 +36,18 @@ const LOCK: [&str; 5] = [
     "spin_lock",
 ];
 
+/// The advice for a thread saturated on its CPU.
+pub fn cpu_bound(n: &Node) -> String {
+    let life = (n.cpu_ns + n.runnable_ns + n.wait_ns).max(1) as f64;
+    format!(
+        "{} is on CPU {:.0}%, runnable {:.0}%: CPU-bound — more cores / more worker threads / faster code (holdup report --tid {})",
+        n.label,
+        n.cpu_ns as f64 * 100.0 / life,
+        n.runnable_ns as f64 * 100.0 / life,
+        n.tids.first().copied().unwrap_or(0)
+    )
+}
+
 pub fn advise(nodes: &[Node], edges: &[Edge], k: &Knot, _duration: u64) -> String {
     let mut s = main(nodes, edges, k);
     let thready: Vec<&Node> = k

@@ -1536,6 +1536,7 @@ fn knots_of(
                 kind: if sink { KnotKind::Sink } else { KnotKind::Knot },
                 background: k.aside && !unrecorded(&k.nodes),
                 unrecorded: unrecorded(&k.nodes),
+                cpu_bound: false,
                 cpu_ns: cpu(&k.nodes),
                 runnable_ns: k.nodes.iter().map(|&v| nodes[v].runnable_ns).sum(),
                 wait_ns: k.nodes.iter().map(|&v| nodes[v].wait_ns).sum(),
@@ -1550,12 +1551,15 @@ fn knots_of(
             knot
         })
         .collect();
-    // Knots before sinks, set-aside ones last; heavier first.
+    add_cpu_bound(nodes, spans, duration, &mut knots);
+    // CPU-bound threads first, then knots before sinks, set-aside ones
+    // last; heavier first.
     knots.sort_by_key(|k| {
         let rank = match (k.background || k.unrecorded, k.kind) {
-            (false, KnotKind::Knot) => 0,
-            (false, KnotKind::Sink) => 1,
-            (true, _) => 2,
+            _ if k.cpu_bound => 0,
+            (false, KnotKind::Knot) => 1,
+            (false, KnotKind::Sink) => 2,
+            (true, _) => 3,
         };
         (
             rank,
@@ -1564,4 +1568,49 @@ fn knots_of(
         )
     });
     (knots, ignored)
+}
+
+/// A thread that runs or waits for a core nearly all its life is a sink
+/// whose resource is the CPU (wPerf §3: a vertex that waits for nobody),
+/// even when a few stray waits put it in a cycle, as a server's brief
+/// waits for its clients do. It is the bottleneck that comes first.
+fn add_cpu_bound(nodes: &[Node], spans: &[u64], duration: u64, knots: &mut Vec<Knot>) {
+    for (v, n) in nodes.iter().enumerate() {
+        if n.kind != NodeKind::Thread || !n.recorded || !is_saturated(n, spans[v], duration) {
+            continue;
+        }
+        let own = knots
+            .iter()
+            .position(|k| k.kind == KnotKind::Sink && k.nodes == [v]);
+        let mut knot = match own {
+            Some(i) => knots.remove(i),
+            None => Knot {
+                kind: KnotKind::Sink,
+                nodes: vec![v],
+                edges: Vec::new(),
+                background: false,
+                unrecorded: false,
+                cpu_bound: true,
+                refined_from: None,
+                trimmed: Vec::new(),
+                cpu_ns: n.cpu_ns,
+                runnable_ns: n.runnable_ns,
+                wait_ns: n.wait_ns,
+                weight_ns: 0,
+                advice: String::new(),
+            },
+        };
+        knot.background = false;
+        knot.cpu_bound = true;
+        knot.advice = advice::cpu_bound(n);
+        knots.push(knot);
+    }
+}
+
+/// Running or runnable more than 90% of its life, and alive for at least a
+/// tenth of the recording (a short burst is not a bottleneck).
+pub(crate) fn is_saturated(n: &Node, span: u64, duration: u64) -> bool {
+    let life = n.cpu_ns + n.runnable_ns + n.wait_ns;
+    let busy = n.cpu_ns + n.runnable_ns;
+    life > 0 && busy * 10 > life * 9 && life.max(span) * 10 >= duration
 }

@@ -207,6 +207,9 @@ pub struct Knot {
     pub background: bool,
     /// A vertex whose own waits are not in the trace.
     pub unrecorded: bool,
+    /// A thread saturated on its CPU (running or runnable nearly all its
+    /// life): a sink whether or not it has stray waits, reported first.
+    pub cpu_bound: bool,
     /// The knot it was refined from (its nodes), if refinement trimmed it.
     pub refined_from: Option<Vec<usize>>,
     /// Edges trimmed during refinement.

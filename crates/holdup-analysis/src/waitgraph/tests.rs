@@ -749,3 +749,43 @@ fn light_escape_edges_and_timers_do_not_hide_a_knot() {
         .unwrap();
     assert!(ticker.background, "{}", ticker.advice);
 }
+
+#[test]
+fn a_saturated_thread_in_a_cycle_is_first_as_a_cpu_bound_sink() {
+    // A server runs 95 ms of its 100, runnable 3 ms more, and waits 2 ms
+    // for its client; the client waits for the server most of its life.
+    let mut r = Rec {
+        end: 100,
+        ..Default::default()
+    };
+    r.comm(100, 90, "server");
+    r.comm(100, 91, "client");
+    for k in 0..10 {
+        let c = 10.0 * k as f64;
+        r.seg(90, c, c + 0.2, c + 0.5, Class::Other, Waker::Thread(91));
+        r.seg(
+            91,
+            c + 0.5,
+            c + 9.5,
+            c + 9.5,
+            Class::Other,
+            Waker::Thread(90),
+        );
+    }
+    let g = r.analyze();
+    let s = g.node("t:90").unwrap();
+    let first = &g.knots[0];
+    assert!(first.cpu_bound, "{first:?}");
+    assert_eq!(first.kind, KnotKind::Sink);
+    assert_eq!(first.nodes, vec![s]);
+    assert!(
+        first.advice.contains(
+            "on CPU 95%, runnable 3%: CPU-bound — more cores / more worker threads / faster code"
+        ),
+        "{}",
+        first.advice
+    );
+    // The client, on CPU 10% of the time, is not.
+    let c = g.node("t:91").unwrap();
+    assert!(!g.knots.iter().any(|k| k.cpu_bound && k.nodes == [c]));
+}

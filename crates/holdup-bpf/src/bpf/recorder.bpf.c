@@ -111,7 +111,17 @@ struct irq_context {
 	s32 softirq;		/* vector + 1 */
 	u32 timer;		/* inside an hrtimer expiry or the local timer */
 	u32 ipi;		/* inside a function-call IPI */
+	/* The thread a running softirq works for: the task that raised it in
+	 * process context and runs it itself (local_bh_enable after a loopback
+	 * send), 0 when it was raised in interrupt context. */
+	u32 softirq_owner;
+	/* Per vector, who raised it since it last ran: 0 nobody, a tid, or
+	 * RAISED_IN_IRQ once any raise came from interrupt context. */
+	u32 raised_by[16];
 };
+
+#define NR_SOFTIRQ_VECTORS_MASK 15
+#define RAISED_IN_IRQ ((u32)-1)
 
 struct scratch {
 	struct sample_rec rec;
@@ -310,6 +320,11 @@ static __always_inline void current_waker(u8 *kind, u32 *id)
 		if (ic->timer) {
 			*kind = WAKER_TIMER;
 			*id = 0;
+			return;
+		}
+		if (ic->softirq && ic->softirq_owner) {
+			*kind = WAKER_THREAD;
+			*id = ic->softirq_owner;
 			return;
 		}
 		if (ic->softirq) {
@@ -859,13 +874,45 @@ int BPF_PROG(on_irq_exit)
 	return 0;
 }
 
+/* A softirq raised by a task in process context and run before that task
+ * leaves the CPU (from its own local_bh_enable: a loopback send runs the
+ * receiver's NET_RX this way) is the task's work, so the wakeups it does are
+ * the task's. One raised from a hard irq, a timer, an IPI or another softirq
+ * stays an interrupt; a run that serves both kinds of raise too. */
+SEC("tp_btf/softirq_raise")
+int BPF_PROG(on_softirq_raise, unsigned int vec)
+{
+	struct irq_context *ic = this_irq_ctx();
+	u32 tid = (u32)bpf_get_current_pid_tgid();
+	u32 *by;
+
+	if (!ic || vec >= NR_SOFTIRQS)
+		return 0;
+	by = &ic->raised_by[vec & NR_SOFTIRQ_VECTORS_MASK];
+	if (ic->hardirq || ic->ipi || ic->timer || ic->softirq || tid == 0)
+		*by = RAISED_IN_IRQ;
+	else if (*by != RAISED_IN_IRQ)
+		*by = tid;
+	return 0;
+}
+
 SEC("tp_btf/softirq_entry")
 int BPF_PROG(on_softirq_entry, unsigned int vec)
 {
 	struct irq_context *ic = this_irq_ctx();
+	u32 tid = (u32)bpf_get_current_pid_tgid();
+	u32 *by;
 
-	if (ic)
-		ic->softirq = vec + 1;
+	if (!ic)
+		return 0;
+	ic->softirq = vec + 1;
+	ic->softirq_owner = 0;
+	if (vec < NR_SOFTIRQS) {
+		by = &ic->raised_by[vec & NR_SOFTIRQ_VECTORS_MASK];
+		if (*by == tid)
+			ic->softirq_owner = tid;
+		*by = 0;
+	}
 	return 0;
 }
 
@@ -874,8 +921,10 @@ int BPF_PROG(on_softirq_exit)
 {
 	struct irq_context *ic = this_irq_ctx();
 
-	if (ic)
+	if (ic) {
 		ic->softirq = 0;
+		ic->softirq_owner = 0;
+	}
 	return 0;
 }
 

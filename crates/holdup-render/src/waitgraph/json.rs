@@ -70,6 +70,7 @@ pub fn to_json(g: &WaitGraph) -> Value {
             "kind": k.kind,
             "nodes": k.nodes.iter().map(|&n| id(n)).collect::<Vec<_>>(),
             "background": k.background,
+            "cpu_bound": k.cpu_bound,
             "unrecorded": k.unrecorded,
             "edges": k.edges.iter().map(|&e| pair(e)).collect::<Vec<_>>(),
             "refined_from": k.refined_from.as_ref().map(|v| v.iter().map(|&n| id(n)).collect::<Vec<_>>()),

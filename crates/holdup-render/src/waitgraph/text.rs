@@ -97,6 +97,7 @@ fn knot(
 ) -> io::Result<()> {
     let what = match k.kind {
         KnotKind::Knot => "KNOT",
+        KnotKind::Sink if k.cpu_bound => "SINK (CPU-bound)",
         KnotKind::Sink => "SINK",
     };
     writeln!(out, "{what} {}: {}", i + 1, knot_title(g, k))?;
