@@ -246,7 +246,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<ExitCode> {
     if cfg.options.block_io {
         features |= features::BLOCK_IO;
     }
-    let file = File::create(&cfg.output)
+    let file = holdup_trace::create_private(&cfg.output)
         .with_context(|| format!("cannot create {}", cfg.output.display()))?;
     let writer = Writer::new(
         BufWriter::with_capacity(1 << 20, file),
