@@ -49,12 +49,9 @@ pub struct Args {
     /// Print what the trace holds, by record kind, at the end.
     #[arg(short, long)]
     pub verbose: bool,
-    /// The command to run and record.
-    #[arg(
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "COMMAND"
-    )]
+    /// The command to run and record: after `--`, or from the first word
+    /// that is not an option (an unknown option is an error, as in perf).
+    #[arg(trailing_var_arg = true, value_name = "COMMAND")]
     pub command: Vec<String>,
 }
 
