@@ -755,8 +755,18 @@ fn merge_counted<K: Clone + Eq + std::hash::Hash>(into: &mut Vec<(K, u64)>, from
 fn merge(ts: &[&ThreadProfile], by: Section) -> ThreadProfile {
     let first = ts[0];
     let mut m = ThreadProfile {
-        pid: if by == Section::Process { first.pid } else { 0 },
-        tid: 0,
+        // A group of one process (or one thread) keeps its real ids; only
+        // a group spanning several has none to show.
+        pid: if by == Section::All || ts.iter().any(|t| t.pid != first.pid) {
+            0
+        } else {
+            first.pid
+        },
+        tid: if ts.len() == 1 && first.threads == 1 {
+            first.tid
+        } else {
+            0
+        },
         comm: match by {
             Section::All => "all".to_string(),
             _ => first.comm.clone(),

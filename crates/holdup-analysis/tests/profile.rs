@@ -299,6 +299,21 @@ fn sections_merge_threads_and_keep_lifetimes_covered() {
 }
 
 #[test]
+fn a_section_of_one_thread_keeps_its_pid_and_tid() {
+    use holdup_analysis::profile::{group, Section};
+    let p = profile(&trace(), &Filter::default());
+    for g in group(&p, Section::Comm) {
+        assert_eq!(g.threads, 1);
+        let t = p.threads.iter().find(|t| t.comm == g.comm).unwrap();
+        assert_eq!((g.pid, g.tid), (t.pid, t.tid), "{}", g.comm);
+        assert_ne!(g.tid, 0);
+    }
+    // Two threads of one process: the pid is shown, no single tid.
+    let procs = group(&p, Section::Process);
+    assert_eq!((procs[0].pid, procs[0].tid), (10, 0));
+}
+
+#[test]
 fn steal_time_on_an_on_cpu_sample_is_runqueue_time_at_that_stack() {
     // 2 points of CPU time and 3 of steal, in compute.
     let t = trace_with(vec![sample(11, Class::Cpu, 2, 3, 1, Waker::None)]);

@@ -23,10 +23,15 @@ fn main() -> ExitCode {
         }
         Err(err) => {
             // One line a user can act on; the cause chain is joined, not dumped.
+            // A cause that its error already shows in its message (an io
+            // error in "path: error") is not said twice.
             let mut msg = err.to_string();
             for cause in err.chain().skip(1) {
-                msg.push_str(": ");
-                msg.push_str(&cause.to_string());
+                let cause = cause.to_string();
+                if !msg.contains(&cause) {
+                    msg.push_str(": ");
+                    msg.push_str(&cause);
+                }
             }
             eprintln!("holdup: error: {msg}");
             ExitCode::from(2)

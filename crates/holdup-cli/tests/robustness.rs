@@ -51,12 +51,33 @@ fn garbage_and_missing_traces_are_refused() {
         one_line_error(&holdup_out(&["report", "-i", empty.to_str().unwrap()]))
             .contains("not a holdup trace")
     );
-    let err = one_line_error(&holdup_out(&[
-        "report",
-        "-i",
-        dir.join("nope.data").to_str().unwrap(),
-    ]));
-    assert!(err.contains("No such file"), "{err}");
+    // A missing file: the OS error is said once, whichever command reads it.
+    let nope = dir.join("nope.data");
+    let nope = nope.to_str().unwrap();
+    for args in [
+        &["report", "-i", nope][..],
+        &["flame", "-i", nope],
+        &["script", "-i", nope],
+        &["waitgraph", "-i", nope],
+        &["causal", "report", "-i", nope],
+    ] {
+        let err = one_line_error(&holdup_out(args));
+        assert_eq!(err.matches("No such file").count(), 1, "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn an_unknown_record_option_is_refused_not_run() {
+    for args in [
+        &["record", "--syscalls", "--", "true"][..],
+        &["record", "-o", "x.data", "--bogus", "true"],
+    ] {
+        let out = holdup_out(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("unexpected argument '--"), "{args:?}: {err}");
+        assert!(!err.contains("cannot run"), "{args:?}: {err}");
+    }
 }
 
 #[test]

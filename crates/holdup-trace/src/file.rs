@@ -84,9 +84,24 @@ pub struct Writer<W: Write> {
     stats: std::collections::BTreeMap<&'static str, (u64, u64)>,
 }
 
+/// Create (or truncate) a trace file readable by its owner only, like
+/// perf.data: a trace holds command lines, paths and symbols. A file that
+/// existed with a wider mode is narrowed too.
+pub fn create_private(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    Ok(file)
+}
+
 impl Writer<File> {
     pub fn create(path: &Path, header: &Header, features: u32) -> io::Result<Self> {
-        Writer::new(File::create(path)?, header, features)
+        Writer::new(create_private(path)?, header, features)
     }
 }
 
@@ -221,6 +236,14 @@ fn read_full<R: Read>(r: &mut R, buf: &mut [u8]) -> io::Result<usize> {
     Ok(n)
 }
 
+/// Read up to `len` bytes into `buf` (cleared first). Memory grows with
+/// the bytes actually there, not with a length field a damaged or hostile
+/// file may claim.
+fn read_up_to<R: Read>(r: &mut R, len: usize, buf: &mut Vec<u8>) -> io::Result<usize> {
+    buf.clear();
+    r.by_ref().take(len as u64).read_to_end(buf)
+}
+
 impl<R: Read> Reader<R> {
     /// `name` is used in error messages.
     pub fn new(mut input: R, name: &str) -> Result<Self, Error> {
@@ -247,8 +270,8 @@ impl<R: Read> Reader<R> {
         if len > 16 << 20 {
             return Err(Error::Header { path });
         }
-        let mut json = vec![0u8; len + 4];
-        if read_full(&mut input, &mut json).map_err(io_err)? < json.len() {
+        let mut json = Vec::new();
+        if read_up_to(&mut input, len + 4, &mut json).map_err(io_err)? < len + 4 {
             return Err(Error::Header { path });
         }
         let crc = u32::from_le_bytes(json[len..].try_into().unwrap());
@@ -308,8 +331,7 @@ impl<R: Read> Reader<R> {
             });
             return Ok(false);
         }
-        self.chunk.resize(len as usize, 0);
-        if read_full(&mut self.input, &mut self.chunk)? < len as usize {
+        if read_up_to(&mut self.input, len as usize, &mut self.chunk)? < len as usize {
             self.damage = Some(truncated);
             return Ok(false);
         }

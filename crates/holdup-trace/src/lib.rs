@@ -6,7 +6,7 @@ pub mod file;
 pub mod model;
 pub mod record;
 
-pub use file::{features, Damage, Error, Header, Reader, Writer};
+pub use file::{create_private, features, Damage, Error, Header, Reader, Writer};
 pub use model::{Thread, Trace};
 pub use record::*;
 
@@ -281,5 +281,27 @@ mod tests {
         }
         let per = enc.buf.len() as f64 / n as f64;
         assert!(per <= 24.0, "{per} bytes per segment");
+    }
+
+    #[test]
+    fn trace_files_are_created_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("holdup-mode-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.data");
+        // A file left with a wider mode is narrowed when it is rewritten.
+        std::fs::write(&path, b"old").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let header = Header {
+            command: vec!["x".into()],
+            ..Default::default()
+        };
+        Writer::create(&path, &header, 0).unwrap().finish().unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        std::fs::remove_file(&path).unwrap();
+        Writer::create(&path, &header, 0).unwrap().finish().unwrap();
+        let fresh = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!((mode, fresh), (0o600, 0o600));
     }
 }

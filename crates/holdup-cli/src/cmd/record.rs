@@ -49,12 +49,9 @@ pub struct Args {
     /// Print what the trace holds, by record kind, at the end.
     #[arg(short, long)]
     pub verbose: bool,
-    /// The command to run and record.
-    #[arg(
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "COMMAND"
-    )]
+    /// The command to run and record: after `--`, or from the first word
+    /// that is not an option (an unknown option is an error, as in perf).
+    #[arg(trailing_var_arg = true, value_name = "COMMAND")]
     pub command: Vec<String>,
 }
 
@@ -246,7 +243,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<ExitCode> {
     if cfg.options.block_io {
         features |= features::BLOCK_IO;
     }
-    let file = File::create(&cfg.output)
+    let file = holdup_trace::create_private(&cfg.output)
         .with_context(|| format!("cannot create {}", cfg.output.display()))?;
     let writer = Writer::new(
         BufWriter::with_capacity(1 << 20, file),

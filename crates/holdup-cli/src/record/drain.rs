@@ -47,7 +47,25 @@ pub struct Drainer<W: Write> {
 
 const VDSO: &str = "[vdso]";
 
+/// The copy lives in a fresh private directory (mkdtemp: 0700, a new
+/// random name), never at a predictable path in a shared /tmp where another
+/// user could plant a symlink for the recorder (root) to write through.
 struct VdsoCopy(std::path::PathBuf);
+
+/// Create a new directory only we can enter, under the temporary directory.
+fn private_dir(prefix: &str) -> Option<std::path::PathBuf> {
+    use std::os::unix::ffi::OsStringExt;
+    let template = std::env::temp_dir().join(format!("{prefix}XXXXXX"));
+    let mut bytes = std::ffi::CString::new(template.into_os_string().into_vec())
+        .ok()?
+        .into_bytes_with_nul();
+    // SAFETY: a NUL-terminated, writable template that mkdtemp fills in.
+    if unsafe { libc::mkdtemp(bytes.as_mut_ptr() as *mut libc::c_char) }.is_null() {
+        return None;
+    }
+    bytes.pop();
+    Some(std::ffi::OsString::from_vec(bytes).into())
+}
 
 impl VdsoCopy {
     fn new() -> Option<Self> {
@@ -61,15 +79,25 @@ impl VdsoCopy {
         // of the process.
         let image =
             unsafe { std::slice::from_raw_parts(start as *const u8, (end - start) as usize) };
-        let path = std::env::temp_dir().join(format!("holdup-vdso-{}.so", std::process::id()));
-        std::fs::write(&path, image).ok()?;
-        Some(Self(path))
+        let dir = private_dir("holdup-vdso-")?;
+        let path = dir.join("vdso.so");
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(image));
+        let copy = Self(path);
+        written.ok()?;
+        Some(copy)
     }
 }
 
 impl Drop for VdsoCopy {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
+        if let Some(dir) = self.0.parent() {
+            let _ = std::fs::remove_dir(dir);
+        }
     }
 }
 
@@ -422,5 +450,38 @@ fn bio(b: &raw::BioRec) -> trace::Bio {
         tid: b.tid,
         tracked: b.tracked != 0,
         error: b.error,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+    #[test]
+    fn the_vdso_copy_never_writes_through_a_planted_symlink() {
+        // The path an older recorder wrote to, planted as a symlink to a
+        // file that must stay untouched.
+        let dir = std::env::temp_dir();
+        let victim = dir.join(format!("holdup-victim-{}", std::process::id()));
+        std::fs::write(&victim, b"precious").unwrap();
+        let planted = dir.join(format!("holdup-vdso-{}.so", std::process::id()));
+        let _ = std::fs::remove_file(&planted);
+        std::os::unix::fs::symlink(&victim, &planted).unwrap();
+
+        let copy = VdsoCopy::new().expect("a vDSO copy");
+        let image = std::fs::read(&copy.0).unwrap();
+        let parent = std::fs::metadata(copy.0.parent().unwrap()).unwrap();
+        let victim_after = std::fs::read(&victim).unwrap();
+        let copy_dir = copy.0.parent().unwrap().to_path_buf();
+        drop(copy);
+        let _ = std::fs::remove_file(&planted);
+        let _ = std::fs::remove_file(&victim);
+
+        assert_eq!(victim_after, b"precious");
+        assert!(image.starts_with(b"\x7fELF"));
+        assert_eq!(parent.permissions().mode() & 0o777, 0o700);
+        assert_eq!(parent.uid(), unsafe { libc::geteuid() });
+        assert!(!copy_dir.exists(), "the private directory is removed");
     }
 }
