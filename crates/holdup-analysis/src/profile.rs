@@ -779,7 +779,9 @@ fn merge(ts: &[&ThreadProfile], by: Section) -> ThreadProfile {
         rows: Vec::new(),
     };
     let mut funcs: HashMap<(String, String), usize> = HashMap::new();
-    let mut rows: HashMap<(Tag, Rc<str>, Rc<str>, Option<LockKind>), usize> = HashMap::new();
+    /// A row's identity across threads: tag, object, symbol (or site), lock kind.
+    type MergedRow = (Tag, Rc<str>, Rc<str>, Option<LockKind>);
+    let mut rows: HashMap<MergedRow, usize> = HashMap::new();
     for t in ts {
         m.lifetime_ns += t.lifetime_ns;
         m.threads += t.threads;

@@ -166,6 +166,21 @@ fn o_direct_reads_are_io_under_the_calling_function() {
         .map(|f| f["self"]["io"].as_f64().unwrap())
         .sum();
     assert!(pread_io >= 0.9 * io, "pread self io {pread_io} of {io}");
+    // The [I] row names the site: the caller and the libc call it made.
+    let site = t["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["class"] == "io")
+        .expect("an io site");
+    assert!(
+        site["site"]
+            .as_str()
+            .unwrap()
+            .ends_with("do_reads → pread64"),
+        "{site}"
+    );
+    assert!(site["samples"].as_f64().unwrap() >= 0.9 * io, "{site}");
     assert_coverage(&r);
 }
 
