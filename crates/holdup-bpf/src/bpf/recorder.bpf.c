@@ -889,7 +889,10 @@ int BPF_PROG(on_softirq_raise, unsigned int vec)
 	if (!ic || vec >= NR_SOFTIRQS)
 		return 0;
 	by = &ic->raised_by[vec & NR_SOFTIRQ_VECTORS_MASK];
-	if (ic->hardirq || ic->ipi || ic->timer || ic->softirq || tid == 0)
+	/* Raised by a softirq the task owns (NET_RX re-raising itself past
+	 * its budget): still the task's. */
+	if (ic->hardirq || ic->ipi || ic->timer || tid == 0 ||
+	    (ic->softirq && ic->softirq_owner != tid))
 		*by = RAISED_IN_IRQ;
 	else if (*by != RAISED_IN_IRQ)
 		*by = tid;
