@@ -313,6 +313,7 @@ impl Processor {
                     let g = rt.global.load(Ordering::Acquire);
                     if let Some(st) = self.thread(&rt.threads, r.tid as i32, g) {
                         st.local.fetch_add(credit * delay, Ordering::AcqRel);
+                        rt.credited.fetch_add(credit * delay, Ordering::Relaxed);
                         rt.global.fetch_max(st.published(), Ordering::AcqRel);
                     }
                 }
@@ -399,6 +400,9 @@ pub struct Runtime {
     pub delay: AtomicU64,
     /// COZ's global delay, ns.
     pub global: AtomicU64,
+    /// Delay paid with sleeps and credited by target hits, for --verbose.
+    paid: AtomicU64,
+    credited: AtomicU64,
     pub threads: ThreadTable,
     pub processor: Mutex<Processor>,
     peek: Option<RingPeek>,
@@ -450,6 +454,8 @@ pub fn init() {
         active: AtomicBool::new(false),
         delay: AtomicU64::new(0),
         global: AtomicU64::new(0),
+        paid: AtomicU64::new(0),
+        credited: AtomicU64::new(0),
         threads: ThreadTable::default(),
         processor: Mutex::new(Processor::new(ring)),
         peek: RingPeek::new(cfg.ring_fd),
@@ -589,6 +595,7 @@ impl Runtime {
             // and "more cores" would promise more than more cores give.
             let free = (waited as f64 * self.runqueue_share(st, before)) as u64;
             st.free.fetch_add(free, Ordering::AcqRel);
+            self.paid.fetch_add(waited, Ordering::Relaxed);
             st.local.fetch_add(waited, Ordering::AcqRel);
             self.global.fetch_max(st.published(), Ordering::AcqRel);
         }
@@ -1085,6 +1092,22 @@ impl Profiler {
         self.write(&text);
         self.experiments += 1;
         self.verbose(text.lines().next().unwrap_or(""));
+        // Where the delay went: credited by the target's points, paid with
+        // sleeps, still owed by each thread (the rest was excused by waits).
+        let (paid, credited) = (
+            rt.paid.swap(0, Ordering::Relaxed),
+            rt.credited.swap(0, Ordering::Relaxed),
+        );
+        if rt.cfg.verbose {
+            let owed: Vec<i64> = rt
+                .threads
+                .iter()
+                .map(|t| global as i64 - t.local.load(Ordering::Acquire) as i64)
+                .collect();
+            self.verbose(&format!(
+                "delay credited {credited} ns, paid with sleeps {paid} ns, owed per thread {owed:?} ns"
+            ));
+        }
         // COZ's adaptive length: longer until progress points are seen
         // often enough, shorter again when they are seen plenty.
         let min_len = rt.cfg.experiment_ns;

@@ -284,6 +284,31 @@ fn barrier_odirect_reads_critical() {
 
 #[test]
 #[ignore = "needs root and BPF"]
+fn barrier_mixed_compute_close_to_blocked_io() {
+    let _turn = turn();
+    let dir = scratch("causal_mixed");
+    let bin = build("causal_mixed", &[]);
+    let b = bin.to_str().unwrap();
+    let d = dir.to_str().unwrap();
+    // Round: the main thread computes 3 ms (critical); the worker computes
+    // 0.8 ms, writes 4 KiB and reads 8 × 512 B with O_DIRECT, mostly blocked
+    // and close behind. Only the line is profiled: the mixed case is about
+    // the delays the blocked worker owes, not about ranking.
+    let a = line_of("causal_mixed", "a");
+    let report = profile(&dir, &["--line", &a], &[b, d, "3000", "3", "0.8", "8"]);
+    check_prediction("mixed", &report, &a, || {
+        let (base, faster) = compare(
+            &bin,
+            &[d, "300", "3", "0.8", "8"],
+            &[d, "300", "1.5", "0.8", "8"],
+            3,
+        );
+        (0.5, 1.0 - get(&faster, "round_ns") / get(&base, "round_ns"))
+    });
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
 fn lock_critical_section() {
     let _turn = turn();
     let dir = scratch("causal_lock");

@@ -228,6 +228,10 @@ pub struct TargetCurve {
     /// At least three different non-zero speedups were measured: enough to
     /// draw a curve.
     pub enough_data: bool,
+    /// How far single experiments stray from the curve: the interquartile
+    /// range of their program speedups minus the fitted value at their line
+    /// speedup (in program-speedup units; None below four experiments).
+    pub spread: Option<f64>,
 }
 
 impl TargetCurve {
@@ -347,6 +351,8 @@ pub fn analyze(profile: &Profile) -> CausalProfile {
     let mut latency = false;
     // target → speedup (in %) → accumulated measurements
     let mut by_target: BTreeMap<&str, BTreeMap<u32, Acc>> = BTreeMap::new();
+    // target → (speedup in %, the experiment's own measurement)
+    let mut singles: BTreeMap<&str, Vec<(u32, Acc)>> = BTreeMap::new();
     for e in &profile.experiments {
         let Some(m) = e.measures.iter().find(|m| m.name() == primary) else {
             continue;
@@ -362,6 +368,12 @@ pub fn analyze(profile: &Profile) -> CausalProfile {
             .entry(pct)
             .or_default()
             .add(e, m);
+        let mut one = Acc::default();
+        one.add(e, m);
+        singles
+            .entry(e.selected.as_str())
+            .or_default()
+            .push((pct, one));
     }
     let Some(base) = baseline.value(latency) else {
         return out;
@@ -396,6 +408,24 @@ pub fn analyze(profile: &Profile) -> CausalProfile {
             );
         }
         fit(&mut curve);
+        let residuals: Vec<f64> = singles
+            .get(target)
+            .map(|v| v.as_slice())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|(pct, one)| {
+                let y = if *pct == 0 {
+                    0.0
+                } else {
+                    (base - one.value(latency)?) / base
+                };
+                let fitted = curve
+                    .iter()
+                    .find(|p| (p.speedup * 100.0).round() as u32 == *pct)?
+                    .fitted;
+                Some(y - fitted)
+            })
+            .collect();
         let kind = if target.starts_with("subclass:") {
             TargetKind::Subclass
         } else {
@@ -414,6 +444,7 @@ pub fn analyze(profile: &Profile) -> CausalProfile {
             max_program_speedup: curve.iter().map(|p| p.fitted).fold(0.0, f64::max),
             curve,
             enough_data: nonzero >= 3,
+            spread: interquartile_range(residuals),
         });
     }
     out.targets.sort_by(|a, b| {
@@ -423,6 +454,20 @@ pub fn analyze(profile: &Profile) -> CausalProfile {
             .then(b.samples.cmp(&a.samples))
     });
     out
+}
+
+/// Q3 − Q1 (linear interpolation between order statistics), from four values.
+fn interquartile_range(mut v: Vec<f64>) -> Option<f64> {
+    if v.len() < 4 {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let q = |f: f64| {
+        let x = f * (v.len() - 1) as f64;
+        let (i, t) = (x.floor() as usize, x.fract());
+        v[i] + t * (v[(i + 1).min(v.len() - 1)] - v[i])
+    };
+    Some(q(0.75) - q(0.25))
 }
 
 /// Local linear regression (tricube kernel) of program speedup on line
@@ -574,6 +619,7 @@ experiment\tselected=/src/b.c:20\tspee";
         let half = a.curve.iter().find(|p| p.speedup == 0.5).unwrap();
         assert!((half.program_speedup - 0.5).abs() < 1e-9);
         assert!(a.enough_data);
+        assert!(a.spread.is_some_and(|s| s >= 0.0), "{a:?}");
         assert!(a.predict(0.5).unwrap() > 0.3);
         let b = &c.targets[1];
         assert_eq!(b.target, "b.c:20");

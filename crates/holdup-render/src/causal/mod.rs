@@ -96,34 +96,46 @@ pub fn write_text(p: &CausalProfile, mut w: impl Write) -> io::Result<()> {
         .fold(0.0, f64::max);
     writeln!(
         w,
-        "{:>3}  {:<width$}  {:>8} {:>5}  {:>6}   {:>5} {:>5} {:>5} {:>5}   curve 0→100%",
-        "#", "target", "samples", "exp", "best", "25%", "50%", "75%", "100%"
+        "{:>3}  {:<width$}  {:>8} {:>5} {:>6}  {:>6}   {:>5} {:>5} {:>5} {:>5}   curve 0→100%",
+        "#", "target", "samples", "exp", "spread", "best", "25%", "50%", "75%", "100%"
     )?;
     for (i, t) in p.targets.iter().enumerate() {
+        let spread = t
+            .spread
+            .map_or("-".to_string(), |s| format!("±{:.0}%", s * 50.0));
+        if !t.enough_data {
+            // A curve needs three speedups: no number rather than a guess.
+            writeln!(
+                w,
+                "{:>3}  {:<width$}  {:>8} {:>5} {:>6}  too few experiments to predict",
+                i + 1,
+                t.target,
+                t.samples,
+                t.experiments,
+                spread
+            )?;
+            continue;
+        }
         let at = |s: f64| t.predict(s).map_or("-".to_string(), pct);
-        let note = if t.enough_data {
-            ""
-        } else {
-            "  (few experiments)"
-        };
         writeln!(
             w,
-            "{:>3}  {:<width$}  {:>8} {:>5}  {:>6}   {:>5} {:>5} {:>5} {:>5}   {}{}",
+            "{:>3}  {:<width$}  {:>8} {:>5} {:>6}  {:>6}   {:>5} {:>5} {:>5} {:>5}   {}",
             i + 1,
             t.target,
             t.samples,
             t.experiments,
+            spread,
             pct(t.max_program_speedup),
             at(0.25),
             at(0.5),
             at(0.75),
             at(1.0),
             sparkline(t, top),
-            note
         )?;
     }
     writeln!(w)?;
-    writeln!(w, "Program speedup predicted if the target were made faster by 25–100%; samples are weighted sample points.")?;
+    writeln!(w, "Program speedup predicted if the target were made faster by 25–100%; samples are weighted sample points;")?;
+    writeln!(w, "exp: experiments on the target; spread: half the interquartile range of single experiments around the curve.")?;
     Ok(())
 }
 
@@ -154,5 +166,8 @@ throughput-point\tname=p\tdelta=15\n";
         write_text(&p, &mut out).unwrap();
         let s = String::from_utf8(out).unwrap();
         assert!(s.contains("a.c:1"), "{s}");
+        // One non-zero speedup is no curve: no number is printed for it.
+        assert!(s.contains("too few experiments to predict"), "{s}");
+        assert!(t["spread"].is_null(), "{t}");
     }
 }
