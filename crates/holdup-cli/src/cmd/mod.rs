@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod causal;
+pub mod export;
 pub mod flame;
 pub mod input;
 pub mod record;
@@ -17,6 +18,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Report(a) => report::run(a),
         Command::Flame(a) => flame::run(a),
         Command::Script(a) => script::run(a),
+        Command::Export(a) => export::run(a),
         Command::Waitgraph(a) => waitgraph::run(a),
         Command::Causal(a) => causal::run(a),
     }

@@ -1,0 +1,90 @@
+//! `holdup export`: the profile in the formats of other tools (pprof,
+//! speedscope, folded stacks).
+
+use super::input::load_trace;
+use super::script::StackArgs;
+use anyhow::Context;
+use holdup_analysis::folded;
+use holdup_render::export::{self, pprof, speedscope};
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum Format {
+    /// profile.proto, gzipped: go tool pprof, Pyroscope, Parca.
+    Pprof,
+    /// speedscope's JSON file format, one profile per thread.
+    Speedscope,
+    /// Folded stacks, as `holdup script` writes them.
+    Folded,
+}
+
+impl Format {
+    fn default_file(self) -> &'static str {
+        match self {
+            Format::Pprof => "holdup.pb.gz",
+            Format::Speedscope => "holdup.speedscope.json",
+            Format::Folded => "holdup.folded",
+        }
+    }
+}
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Output format.
+    #[arg(short, long, value_enum)]
+    pub format: Format,
+    /// File to write (`-` for standard output); holdup.pb.gz,
+    /// holdup.speedscope.json or holdup.folded by default.
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    #[command(flatten)]
+    pub stacks: StackArgs,
+}
+
+pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+    let path = a
+        .output
+        .clone()
+        .unwrap_or_else(|| a.format.default_file().into());
+    // Build everything before creating the file, so that bad input leaves
+    // no empty output behind.
+    let bytes = render(a)?;
+    if path.as_os_str() == "-" {
+        let mut out = std::io::stdout().lock();
+        out.write_all(&bytes)?;
+        out.flush()?;
+    } else {
+        std::fs::write(&path, &bytes)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!("holdup: wrote {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn render(a: Args) -> anyhow::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    match a.format {
+        Format::Folded => {
+            let (_, stacks) = a.stacks.load()?;
+            folded::write_folded(&mut out, &stacks)?;
+        }
+        Format::Pprof | Format::Speedscope => {
+            let trace = load_trace(&a.stacks.input)?;
+            let samples = export::stack_samples(&trace, &a.stacks.filter.clone().into());
+            if samples.is_empty() {
+                return Err(a.stacks.filter.nothing_left(&trace));
+            }
+            if let Format::Pprof = a.format {
+                pprof::write(&trace, &samples, &mut out)?;
+            } else {
+                let name = a.stacks.input.display().to_string();
+                let doc = speedscope::document(&trace, &samples, &name);
+                serde_json::to_writer(&mut out, &doc)?;
+                out.push(b'\n');
+            }
+        }
+    }
+    Ok(out)
+}

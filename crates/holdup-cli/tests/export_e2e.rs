@@ -1,0 +1,640 @@
+//! `holdup export` on a small hand-made trace whose answer is known by
+//! construction: pprof decoded here from profile.proto and opened by
+//! `go tool pprof`, speedscope's JSON, folded stacks; golden files
+//! (`HOLDUP_BLESS=1` rewrites them) and bad input.
+
+mod support;
+
+use holdup_trace::{
+    features, Class, Dso, Finish, Frame, Header, Record, Sample, Stack, SymFrame, Symbol, Waker,
+    Writer, KERNEL_DSO,
+};
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use support::*;
+
+const MS: u64 = 1_000_000;
+const T0: u64 = 5_000 * MS;
+
+// Frames of the small trace.
+const MAIN: Frame = Frame {
+    dso: 1,
+    addr: 0x100,
+};
+const WORK: Frame = Frame {
+    dso: 1,
+    addr: 0x200,
+}; // `helper` inlined into `work`
+const LOCK: Frame = Frame {
+    dso: 1,
+    addr: 0x300,
+}; // no source line
+const SCHEDULE: Frame = Frame {
+    dso: KERNEL_DSO,
+    addr: 0xffff_0000_0000_1000,
+};
+const FUTEX_WAIT: Frame = Frame {
+    dso: KERNEL_DSO,
+    addr: 0xffff_0000_0000_2000,
+};
+const VFS_READ: Frame = Frame {
+    dso: KERNEL_DSO,
+    addr: 0xffff_0000_0000_3000,
+};
+
+fn sym(frame: Frame, frames: &[(&str, Option<&str>, u32)]) -> Record {
+    Record::Symbol(Symbol {
+        frame,
+        frames: frames
+            .iter()
+            .map(|&(f, file, line)| SymFrame {
+                function: f.into(),
+                file: file.map(Into::into),
+                line,
+            })
+            .collect(),
+    })
+}
+
+fn sample(at: u64, tid: u32, class: Class, weight: u32, sched: u32, stack: u32) -> Record {
+    Record::Sample(Sample {
+        time: T0 + at * MS,
+        wake: 0,
+        end: T0 + at * MS,
+        pid: 1,
+        tid,
+        cpu: 0,
+        class,
+        weight,
+        sched_weight: sched,
+        waker: Waker::None,
+        stack,
+        late_user_stack: false,
+    })
+}
+
+/// Threads `a` (10) and `b` (11). In points of 1 ms:
+/// a: 5 on-CPU in main>work>helper, 3 lock-blocked in pthread_mutex_lock
+///    (futex_wait); b: 3 on-CPU in helper of which one carries 2 points of
+///    steal (runqueue), 4 io-blocked in main (vfs_read).
+/// Totals: cpu 8, lock 3, io 4, runqueue 2, all 17.
+fn small_trace(path: &Path) {
+    let header = Header {
+        period_ns: MS,
+        start_ns: T0,
+        start_unix_ns: 1_700_000_000 * 1_000_000_000,
+        hostname: "test-host".into(),
+        ..Default::default()
+    };
+    let mut w = Writer::create(path, &header, features::SEGMENTS).unwrap();
+    let mut recs = vec![
+        Record::Dso(Dso {
+            id: 1,
+            path: "/usr/bin/app".into(),
+            build_id: None,
+        }),
+        Record::Comm {
+            time: T0,
+            pid: 1,
+            tid: 10,
+            comm: "a".into(),
+        },
+        Record::Comm {
+            time: T0,
+            pid: 1,
+            tid: 11,
+            comm: "b".into(),
+        },
+        sym(MAIN, &[("main", Some("app.c"), 10)]),
+        sym(
+            WORK,
+            &[("helper", Some("app.c"), 30), ("work", Some("app.c"), 20)],
+        ),
+        sym(LOCK, &[("pthread_mutex_lock", None, 0)]),
+        sym(SCHEDULE, &[("schedule", None, 0)]),
+        sym(FUTEX_WAIT, &[("futex_wait", None, 0)]),
+        sym(VFS_READ, &[("vfs_read", None, 0)]),
+        Record::Stack(Stack {
+            id: 1,
+            frames: vec![WORK, MAIN],
+        }),
+        Record::Stack(Stack {
+            id: 2,
+            frames: vec![SCHEDULE, FUTEX_WAIT, LOCK, WORK, MAIN],
+        }),
+        Record::Stack(Stack {
+            id: 3,
+            frames: vec![SCHEDULE, VFS_READ, MAIN],
+        }),
+    ];
+    for t in 0..5 {
+        recs.push(sample(t, 10, Class::Cpu, 1, 0, 1));
+    }
+    recs.push(sample(8, 10, Class::Lock, 3, 0, 2));
+    recs.push(sample(1, 11, Class::Cpu, 1, 0, 1));
+    recs.push(sample(2, 11, Class::Cpu, 1, 2, 1));
+    recs.push(sample(3, 11, Class::Cpu, 1, 0, 1));
+    recs.push(sample(7, 11, Class::Io, 4, 0, 3));
+    recs.push(Record::Finish(Finish {
+        time: T0 + 10 * MS,
+        exit_code: Some(0),
+    }));
+    for r in &recs {
+        w.write(r).unwrap();
+    }
+    w.finish().unwrap();
+}
+
+fn export(dir: &Path, format: &str, out: &str) -> PathBuf {
+    let o = holdup()
+        .current_dir(dir)
+        .args(["export", "-f", format, "-i", "small.data", "-o", out])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    dir.join(out)
+}
+
+fn setup(test: &str) -> PathBuf {
+    let dir = scratch(test);
+    small_trace(&dir.join("small.data"));
+    dir
+}
+
+// ---- a protobuf decoder for profile.proto ----------------------------------
+
+#[derive(Debug, Clone)]
+enum Val {
+    Int(u64),
+    Bytes(Vec<u8>),
+}
+
+fn varint(b: &[u8], i: &mut usize) -> u64 {
+    let mut v = 0u64;
+    let mut shift = 0;
+    loop {
+        let byte = b[*i];
+        *i += 1;
+        v |= u64::from(byte & 0x7f) << shift;
+        if byte < 0x80 {
+            return v;
+        }
+        shift += 7;
+    }
+}
+
+/// The fields of one message, in order.
+fn fields(b: &[u8]) -> Vec<(u32, Val)> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        let key = varint(b, &mut i);
+        let (field, wire) = ((key >> 3) as u32, key & 7);
+        match wire {
+            0 => out.push((field, Val::Int(varint(b, &mut i)))),
+            2 => {
+                let n = varint(b, &mut i) as usize;
+                out.push((field, Val::Bytes(b[i..i + n].to_vec())));
+                i += n;
+            }
+            w => panic!("unexpected wire type {w} for field {field}"),
+        }
+    }
+    out
+}
+
+fn ints(fs: &[(u32, Val)], field: u32) -> Vec<u64> {
+    let mut v = Vec::new();
+    for (_, val) in fs.iter().filter(|(f, _)| *f == field) {
+        match val {
+            Val::Int(x) => v.push(*x),
+            // Packed repeated.
+            Val::Bytes(b) => {
+                let mut i = 0;
+                while i < b.len() {
+                    v.push(varint(b, &mut i));
+                }
+            }
+        }
+    }
+    v
+}
+
+fn int(fs: &[(u32, Val)], field: u32) -> u64 {
+    ints(fs, field).first().copied().unwrap_or(0)
+}
+
+fn msgs(fs: &[(u32, Val)], field: u32) -> Vec<Vec<(u32, Val)>> {
+    fs.iter()
+        .filter(|(f, _)| *f == field)
+        .map(|(_, v)| match v {
+            Val::Bytes(b) => fields(b),
+            Val::Int(_) => panic!("field {field} is not a message"),
+        })
+        .collect()
+}
+
+/// Values, stack and labels of one sample.
+type PprofSample = (Vec<u64>, Vec<String>, BTreeMap<String, String>);
+
+/// A decoded profile: sample types, and per sample its values, its stack
+/// (leaf first, each location as `fn@file:line` lines joined by `+`) and
+/// its labels.
+struct Pprof {
+    types: Vec<(String, String)>,
+    default_type: String,
+    period: u64,
+    duration: u64,
+    samples: Vec<PprofSample>,
+}
+
+fn decode(path: &Path) -> Pprof {
+    let mut raw = Vec::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(path).unwrap())
+        .read_to_end(&mut raw)
+        .expect("gzipped");
+    let p = fields(&raw);
+    let strings: Vec<String> = p
+        .iter()
+        .filter(|(f, _)| *f == 6)
+        .map(|(_, v)| match v {
+            Val::Bytes(b) => String::from_utf8(b.clone()).unwrap(),
+            Val::Int(_) => panic!("string"),
+        })
+        .collect();
+    assert_eq!(strings[0], "", "string_table[0] must be empty");
+    let s = |i: u64| strings[i as usize].clone();
+    let functions: BTreeMap<u64, (String, String)> = msgs(&p, 5)
+        .iter()
+        .map(|f| (int(f, 1), (s(int(f, 2)), s(int(f, 4)))))
+        .collect();
+    let locations: BTreeMap<u64, String> = msgs(&p, 4)
+        .iter()
+        .map(|l| {
+            let lines: Vec<String> = msgs(l, 4)
+                .iter()
+                .map(|line| {
+                    let (name, file) = &functions[&int(line, 1)];
+                    format!("{name}@{file}:{}", int(line, 2))
+                })
+                .collect();
+            (int(l, 1), lines.join("+"))
+        })
+        .collect();
+    let samples = msgs(&p, 2)
+        .iter()
+        .map(|m| {
+            let stack = ints(m, 1).iter().map(|id| locations[id].clone()).collect();
+            let labels = msgs(m, 3)
+                .iter()
+                .map(|l| {
+                    let v = if int(l, 2) != 0 {
+                        s(int(l, 2))
+                    } else {
+                        int(l, 3).to_string()
+                    };
+                    (s(int(l, 1)), v)
+                })
+                .collect();
+            (ints(m, 2), stack, labels)
+        })
+        .collect();
+    Pprof {
+        types: msgs(&p, 1)
+            .iter()
+            .map(|t| (s(int(t, 1)), s(int(t, 2))))
+            .collect(),
+        default_type: s(int(&p, 14)),
+        period: int(&p, 12),
+        duration: int(&p, 10),
+        samples,
+    }
+}
+
+impl Pprof {
+    fn total(&self, ty: &str) -> u64 {
+        let i = self.types.iter().position(|(t, _)| t == ty).unwrap();
+        self.samples.iter().map(|s| s.0[i]).sum()
+    }
+
+    /// A readable listing, for the golden file.
+    fn listing(&self) -> String {
+        let mut out = String::new();
+        let types: Vec<String> = self.types.iter().map(|(t, u)| format!("{t}/{u}")).collect();
+        out += &format!("types: {}\n", types.join(" "));
+        out += &format!(
+            "default: {} period: {} duration: {}\n",
+            self.default_type, self.period, self.duration
+        );
+        for (values, stack, labels) in &self.samples {
+            let labels: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            out += &format!(
+                "{values:?} {}\n    {}\n",
+                labels.join(" "),
+                stack.join(" < ")
+            );
+        }
+        out
+    }
+}
+
+// ---- tests -----------------------------------------------------------------
+
+#[test]
+fn pprof_holds_every_subclass_with_labels_and_inlined_lines() {
+    let dir = setup("export_pprof");
+    let p = decode(&export(&dir, "pprof", "prof.pb.gz"));
+    let names: Vec<&str> = p.types.iter().map(|(t, _)| t.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "wall",
+            "cpu_samples",
+            "cpu",
+            "io_samples",
+            "io",
+            "lock_samples",
+            "lock",
+            "runqueue_samples",
+            "runqueue",
+            "blocked_samples",
+            "blocked"
+        ]
+    );
+    assert_eq!(p.default_type, "wall");
+    assert_eq!(p.period, MS);
+    assert_eq!(p.duration, 10 * MS);
+    for (ty, points) in [
+        ("cpu", 8),
+        ("io", 4),
+        ("lock", 3),
+        ("runqueue", 2),
+        ("blocked", 0),
+    ] {
+        assert_eq!(p.total(&format!("{ty}_samples")), points, "{ty} count");
+        assert_eq!(p.total(ty), points * MS, "{ty} ns");
+    }
+    assert_eq!(p.total("wall"), 17 * MS);
+
+    let lock = p
+        .samples
+        .iter()
+        .find(|s| s.2.get("subclass").map(String::as_str) == Some("lock"))
+        .expect("a lock sample");
+    assert_eq!(lock.2["thread"], "a");
+    assert_eq!(lock.2["tid"], "10");
+    assert_eq!(lock.2["wait_reason"], "futex_wait");
+    assert_eq!(
+        lock.1,
+        [
+            "[L] lock wait@:0",
+            "schedule@[kernel.kallsyms]:0",
+            "futex_wait@[kernel.kallsyms]:0",
+            "pthread_mutex_lock@app:0",
+            "helper@app.c:30+work@app.c:20",
+            "main@app.c:10"
+        ],
+        "leaf first; inlined helper is a line of work's location"
+    );
+    let io = p
+        .samples
+        .iter()
+        .find(|s| s.2.get("subclass").map(String::as_str) == Some("io"))
+        .expect("an io sample");
+    assert_eq!(
+        (io.2["thread"].as_str(), io.2["wait_reason"].as_str()),
+        ("b", "vfs_read")
+    );
+    // Steal time on an on-CPU sample is runqueue time with the running stack
+    // and no wait reason.
+    let steal = p
+        .samples
+        .iter()
+        .find(|s| s.2.get("subclass").map(String::as_str) == Some("runqueue"))
+        .expect("a runqueue sample");
+    assert!(!steal.2.contains_key("wait_reason"), "{:?}", steal.2);
+    assert_eq!(steal.1[0], "[S] runqueue@:0");
+}
+
+fn go() -> PathBuf {
+    for p in ["go", "/usr/local/go/bin/go", "/usr/lib/go/bin/go"] {
+        if std::process::Command::new(p)
+            .arg("version")
+            .output()
+            .is_ok()
+        {
+            return p.into();
+        }
+    }
+    panic!("Go is needed to check pprof output (apt install golang)");
+}
+
+#[test]
+fn go_tool_pprof_reads_the_profile() {
+    let dir = setup("export_go_pprof");
+    let prof = export(&dir, "pprof", "prof.pb.gz");
+    let pprof = |args: &[&str]| {
+        let o = std::process::Command::new(go())
+            .args(["tool", "pprof"])
+            .args(args)
+            .arg(&prof)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&o.stdout).to_string();
+        assert!(
+            o.status.success(),
+            "{text}{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        text
+    };
+    let top = pprof(&["-top"]);
+    assert!(top.contains("Type: wall"), "{top}");
+    assert!(top.contains("Total samples = 17ms"), "{top}");
+    // Self time: helper 8 ms on-CPU, the io and lock leaves, 2 ms of steal;
+    // helper also holds the lock wait and the steal below it (13 ms).
+    for line in [
+        "8ms 47.06% 47.06%       13ms 76.47%  helper (inline)",
+        "0     0%   100%       17ms   100%  main",
+        "4ms 23.53% 70.59%        4ms 23.53%  [I] io wait",
+        "3ms 17.65% 88.24%        3ms 17.65%  [L] lock wait",
+        "2ms 11.76%   100%        2ms 11.76%  [S] runqueue",
+    ] {
+        assert!(top.contains(line), "missing {line:?} in\n{top}");
+    }
+    let io = pprof(&["-top", "-sample_index=io_samples"]);
+    assert!(io.contains("Total samples = 4 "), "{io}");
+    let tags = pprof(&["-tags"]);
+    for t in [
+        "thread:",
+        "tid:",
+        "subclass:",
+        "wait_reason:",
+        "futex_wait",
+        "vfs_read",
+    ] {
+        assert!(tags.contains(t), "missing {t} in\n{tags}");
+    }
+}
+
+#[test]
+fn speedscope_has_one_sampled_profile_per_thread_in_ms() {
+    let dir = setup("export_speedscope");
+    let path = export(&dir, "speedscope", "p.json");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    assert_eq!(
+        doc["$schema"],
+        "https://www.speedscope.app/file-format-schema.json"
+    );
+    let frames = doc["shared"]["frames"].as_array().unwrap();
+    let profiles = doc["profiles"].as_array().unwrap();
+    let names: Vec<&str> = profiles
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["a-10", "b-11"]);
+    for (p, total) in profiles.iter().zip([8.0, 9.0]) {
+        assert_eq!(p["type"], "sampled");
+        assert_eq!(p["unit"], "milliseconds");
+        let weights: f64 = p["weights"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w.as_f64().unwrap())
+            .sum();
+        assert_eq!(weights, total, "{}", p["name"]);
+        assert_eq!(p["endValue"].as_f64().unwrap(), total);
+        assert_eq!(
+            p["samples"].as_array().unwrap().len(),
+            p["weights"].as_array().unwrap().len()
+        );
+    }
+    // a's lock sample: root first, ending in the subclass frame.
+    let stack: Vec<&str> = profiles[0]["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_array().unwrap())
+        .find(|s| s.len() == 7)
+        .expect("the lock stack")
+        .iter()
+        .map(|i| {
+            frames[i.as_u64().unwrap() as usize]["name"]
+                .as_str()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(
+        stack,
+        [
+            "main",
+            "work",
+            "helper",
+            "pthread_mutex_lock",
+            "futex_wait",
+            "schedule",
+            "[L] lock wait"
+        ]
+    );
+}
+
+/// Every format on the small trace, compared with golden files (pprof as
+/// the listing of the decoder above); `HOLDUP_BLESS=1` rewrites them.
+#[test]
+fn exports_match_the_golden_files() {
+    let dir = setup("export_golden");
+    let golden = repo_root().join("crates/holdup-cli/tests/export_golden");
+    let pprof = decode(&export(&dir, "pprof", "prof.pb.gz")).listing();
+    let speedscope = std::fs::read_to_string(export(&dir, "speedscope", "p.json")).unwrap();
+    let mut speedscope: serde_json::Value = serde_json::from_str(&speedscope).unwrap();
+    // The version changes with every release; the golden file should not.
+    speedscope["exporter"] = "holdup".into();
+    let speedscope = serde_json::to_string_pretty(&speedscope).unwrap() + "\n";
+    let folded = std::fs::read_to_string(export(&dir, "folded", "p.folded")).unwrap();
+    let script = holdup()
+        .current_dir(&dir)
+        .args(["script", "-i", "small.data"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        folded.as_bytes(),
+        script.stdout,
+        "folded is holdup script's output"
+    );
+    for (got, file) in [
+        (pprof, "small.pprof.txt"),
+        (speedscope, "small.speedscope.json"),
+        (folded, "small.folded"),
+    ] {
+        let path = golden.join(file);
+        if std::env::var_os("HOLDUP_BLESS").is_some() {
+            std::fs::create_dir_all(&golden).unwrap();
+            std::fs::write(&path, &got).unwrap();
+            eprintln!("blessed {}", path.display());
+            continue;
+        }
+        let want = std::fs::read_to_string(&path)
+            .unwrap_or_else(|_| panic!("{} missing: run with HOLDUP_BLESS=1", path.display()));
+        assert_eq!(got, want, "{file} differs (HOLDUP_BLESS=1 to accept)");
+    }
+}
+
+fn fails_with(dir: &Path, args: &[&str], needle: &str) {
+    let out = holdup().current_dir(dir).args(args).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert!(err.contains(needle), "{args:?}: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(
+        err.lines()
+            .filter(|l| l.starts_with("holdup: error") || l.starts_with("error:"))
+            .count(),
+        1,
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_input_gives_one_clear_line() {
+    let dir = setup("export_bad");
+    std::fs::write(dir.join("junk.data"), b"this is not a trace").unwrap();
+    fails_with(
+        &dir,
+        &["export", "-f", "svg", "-i", "small.data"],
+        "invalid value 'svg'",
+    );
+    fails_with(
+        &dir,
+        &[
+            "export",
+            "-f",
+            "pprof",
+            "-i",
+            "small.data",
+            "-o",
+            "no/such/dir/p.pb.gz",
+        ],
+        "cannot write no/such/dir/p.pb.gz",
+    );
+    fails_with(
+        &dir,
+        &["export", "-f", "pprof", "-i", "junk.data"],
+        "junk.data",
+    );
+    fails_with(
+        &dir,
+        &["export", "-f", "speedscope", "-i", "missing.data"],
+        "missing.data",
+    );
+    fails_with(
+        &dir,
+        &["export", "-f", "pprof", "-i", "small.data", "--tid", "99"],
+        "no samples match",
+    );
+    assert!(
+        !dir.join("holdup.pb.gz").exists(),
+        "nothing written on error"
+    );
+}
