@@ -252,7 +252,7 @@ pub fn fuzz(cfg: &Config) -> Stats {
         let crashed = check(&input);
         STARTED_MS.store(0, Relaxed);
         s.inputs += 1;
-        if cfg.progress_every > 0 && s.inputs % cfg.progress_every == 0 {
+        if cfg.progress_every > 0 && s.inputs.is_multiple_of(cfg.progress_every) {
             eprintln!(
                 "holdup-fuzz: seed {}: {} inputs, {:.0} s, {} panics",
                 cfg.seed,

@@ -15,7 +15,7 @@ impl Rng {
     pub fn new(seed: u64, index: u64) -> Self {
         Rng(seed ^ index.wrapping_mul(0x9e37_79b9_7f4a_7c15))
     }
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -26,7 +26,7 @@ impl Rng {
         if n == 0 {
             0
         } else {
-            (self.next() % n as u64) as usize
+            (self.next_u64() % n as u64) as usize
         }
     }
 }
@@ -72,7 +72,7 @@ fn mutate_bytes(rng: &mut Rng, b: &mut Vec<u8>, other: &[u8]) {
         }
         2 if len > 0 => {
             let i = rng.below(len);
-            b[i] = rng.next() as u8;
+            b[i] = rng.next_u64() as u8;
         }
         3 => b.truncate(rng.below(len + 1)),
         4 if len > 0 => {
@@ -110,7 +110,7 @@ fn mutate_bytes(rng: &mut Rng, b: &mut Vec<u8>, other: &[u8]) {
             let at = rng.below(len + 1);
             b.splice(at..at, piece);
         }
-        _ => b.push(rng.next() as u8),
+        _ => b.push(rng.next_u64() as u8),
     }
 }
 

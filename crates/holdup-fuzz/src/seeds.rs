@@ -44,7 +44,7 @@ fn sample(time: u64, tid: u32, class: Class, weight: u32, waker: Waker, stack: u
         sched_weight: 1,
         waker,
         stack,
-        late_user_stack: tid % 2 == 0,
+        late_user_stack: tid.is_multiple_of(2),
     })
 }
 
