@@ -243,9 +243,11 @@ impl Sweep {
         let slot = (self.cur % NBUCKETS) as usize;
         let mut batch = std::mem::take(&mut self.buckets[slot]);
         self.pending -= batch.len();
-        let limit = (self.cur + 1) << self.shift;
+        // Compare bucket numbers, not times: `(cur + 1) << shift` wraps
+        // for times near the end of the clock's range.
+        let in_bucket = |t: u64| t >> self.shift <= self.cur;
         while let Some(s) = self.pre.get(self.pre_at) {
-            if s.start >= limit {
+            if !in_bucket(s.start) {
                 break;
             }
             let [link, cut] = events(s);
@@ -254,7 +256,7 @@ impl Sweep {
             self.pre_at += 1;
         }
         while let Some(&Reverse((t, node))) = self.ends.peek() {
-            if t >= limit {
+            if !in_bucket(t) {
                 break;
             }
             self.ends.pop();
