@@ -71,6 +71,7 @@ fn an_unknown_record_option_is_refused_not_run() {
     for args in [
         &["record", "--syscalls", "--", "true"][..],
         &["record", "-o", "x.data", "--bogus", "true"],
+        &["causal", "run", "--bogus", "--", "true"],
     ] {
         let out = holdup_out(args);
         let err = String::from_utf8_lossy(&out.stderr);

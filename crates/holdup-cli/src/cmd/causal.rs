@@ -74,13 +74,9 @@ pub struct RunArgs {
     /// Print every experiment as it ends.
     #[arg(short, long)]
     pub verbose: bool,
-    /// The command to profile.
-    #[arg(
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "COMMAND",
-        required = true
-    )]
+    /// The command to profile: after `--`, or from the first word that is
+    /// not an option (an unknown option is an error, as for `record`).
+    #[arg(trailing_var_arg = true, value_name = "COMMAND", required = true)]
     pub command: Vec<String>,
 }
 
