@@ -615,16 +615,7 @@ fn text_and_dot_match_the_golden_files() {
             String::from_utf8_lossy(&out.stderr)
         );
         let got = String::from_utf8(out.stdout).unwrap();
-        let path = golden.join(file);
-        if std::env::var_os("HOLDUP_BLESS").is_some() {
-            std::fs::create_dir_all(&golden).unwrap();
-            std::fs::write(&path, &got).unwrap();
-            eprintln!("blessed {}", path.display());
-            continue;
-        }
-        let want = std::fs::read_to_string(&path)
-            .unwrap_or_else(|_| panic!("{} missing: run with HOLDUP_BLESS=1", path.display()));
-        assert_eq!(got, want, "{file} differs (HOLDUP_BLESS=1 to accept)");
+        assert_golden(&golden, file, &got);
     }
 }
 

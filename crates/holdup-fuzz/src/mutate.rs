@@ -154,32 +154,15 @@ fn join(p: &Parts) -> Vec<u8> {
     let mut out = p.fixed.clone();
     out.extend_from_slice(&(p.json.len() as u32).to_le_bytes());
     out.extend_from_slice(&p.json);
-    out.extend_from_slice(&crc32(&p.json).to_le_bytes());
+    out.extend_from_slice(&crc32fast::hash(&p.json).to_le_bytes());
     for c in &p.chunks {
         out.extend_from_slice(&0x4b4e_4843u32.to_le_bytes());
         out.extend_from_slice(&(c.len() as u32).to_le_bytes());
-        out.extend_from_slice(&crc32(c).to_le_bytes());
+        out.extend_from_slice(&crc32fast::hash(c).to_le_bytes());
         out.extend_from_slice(c);
     }
     out.extend_from_slice(&p.tail);
     out
-}
-
-fn crc32(b: &[u8]) -> u32 {
-    // The same CRC-32 (IEEE) as the trace format; bitwise, no table: the
-    // inputs are small.
-    let mut crc = !0u32;
-    for &x in b {
-        crc ^= x as u32;
-        for _ in 0..8 {
-            crc = if crc & 1 != 0 {
-                (crc >> 1) ^ 0xedb8_8320
-            } else {
-                crc >> 1
-            };
-        }
-    }
-    !crc
 }
 
 /// Input number `index` of a run with `seed`.

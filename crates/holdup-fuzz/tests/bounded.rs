@@ -14,24 +14,9 @@ fn header_then(rest: &[u8]) -> Vec<u8> {
     b.extend_from_slice(&0u32.to_le_bytes());
     b.extend_from_slice(&(json.len() as u32).to_le_bytes());
     b.extend_from_slice(json);
-    b.extend_from_slice(&crc(json).to_le_bytes());
+    b.extend_from_slice(&crc32fast::hash(json).to_le_bytes());
     b.extend_from_slice(rest);
     b
-}
-
-fn crc(b: &[u8]) -> u32 {
-    let mut crc = !0u32;
-    for &x in b {
-        crc ^= x as u32;
-        for _ in 0..8 {
-            crc = if crc & 1 != 0 {
-                (crc >> 1) ^ 0xedb8_8320
-            } else {
-                crc >> 1
-            };
-        }
-    }
-    !crc
 }
 
 /// Inputs that once made a reader or an analysis misbehave.
