@@ -226,17 +226,28 @@ impl Sweep {
         while self.cur < end {
             if self.pending == 0 {
                 // Nothing buffered: jump to the next long segment or `end`.
-                let next_link = self.pre.get(self.pre_at).map_or(u64::MAX, |s| s.start);
-                let next_end = self.ends.peek().map_or(u64::MAX, |e| e.0 .0);
-                let next = next_link.min(next_end) >> self.shift;
-                if next >= end {
-                    self.cur = end;
-                    return;
+                match self.next_unbuffered() {
+                    Some(next) if next < end => self.cur = self.cur.max(next),
+                    _ => {
+                        self.cur = end;
+                        return;
+                    }
                 }
-                self.cur = self.cur.max(next);
             }
             self.run_bucket();
         }
+    }
+
+    /// Bucket of the earliest event not in a bucket (a long segment's link
+    /// or a cut in the heap), if any is left.
+    fn next_unbuffered(&self) -> Option<u64> {
+        let next_link = self.pre.get(self.pre_at).map(|s| s.start);
+        let next_end = self.ends.peek().map(|e| e.0 .0);
+        let next = match (next_link, next_end) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => a.or(b)?,
+        };
+        Some(next >> self.shift)
     }
 
     fn run_bucket(&mut self) {
@@ -345,9 +356,17 @@ impl Sweep {
 
     /// Apply every remaining event; returns the weights by edge.
     pub fn finish(mut self) -> Vec<u64> {
-        while self.pending > 0 || self.pre_at < self.pre.len() || !self.ends.is_empty() {
-            let end = self.cur + NBUCKETS;
-            self.run_until(end);
+        // Bucket by bucket while any is filled, then from one remaining
+        // event to the next: a gap of years in a corrupt trace costs one
+        // step, not one per bucket.
+        loop {
+            if self.pending == 0 {
+                match self.next_unbuffered() {
+                    Some(next) => self.cur = self.cur.max(next),
+                    None => break,
+                }
+            }
+            self.run_bucket();
         }
         // A wait without its end (cannot happen with complete segments).
         for x in 0..self.nodes.len() as u32 {
