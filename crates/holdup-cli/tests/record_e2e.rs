@@ -6,14 +6,6 @@ mod support;
 use serde_json::Value;
 use support::*;
 
-fn report(data: &std::path::Path) -> Value {
-    json(&["report", "--json", "-i", data.to_str().unwrap()])
-}
-
-fn threads(r: &Value) -> &Vec<Value> {
-    r["threads"].as_array().expect("threads")
-}
-
 fn total(samples: &Value) -> f64 {
     ["cpu", "io", "lock", "sched", "other"]
         .iter()

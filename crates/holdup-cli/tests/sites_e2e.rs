@@ -28,15 +28,6 @@ fn cpp_workload(name: &str) -> PathBuf {
     bin
 }
 
-/// Record `cmd` and return the trace and the command's standard output.
-fn record_with_output(dir: &Path, cmd: &[&str]) -> (PathBuf, String) {
-    let data = dir.join("holdup.data");
-    let mut args = vec!["record", "-o", data.to_str().unwrap(), "--"];
-    args.extend_from_slice(cmd);
-    let out = run_ok(&args);
-    (data, String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
 /// `key value…` lines the workload printed, by key.
 fn measured(stdout: &str, key: &str) -> Vec<Vec<f64>> {
     stdout
@@ -44,10 +35,6 @@ fn measured(stdout: &str, key: &str) -> Vec<Vec<f64>> {
         .filter_map(|l| l.strip_prefix(key)?.strip_prefix(' '))
         .map(|rest| rest.split(' ').map(|v| v.parse().unwrap()).collect())
         .collect()
-}
-
-fn report(data: &Path) -> Value {
-    json(&["report", "--json", "-i", data.to_str().unwrap()])
 }
 
 fn text_report(data: &Path) -> String {
@@ -62,10 +49,6 @@ fn section(text: &str, tid: u64) -> String {
     out.extend(lines.take_while(|l| !(l.starts_with("# ") && l.contains(" tid "))));
     assert!(!out.is_empty(), "no section for tid {tid} in\n{text}");
     out.join("\n")
-}
-
-fn threads(r: &Value) -> &Vec<Value> {
-    r["threads"].as_array().expect("threads")
 }
 
 /// Threads that ran a function anywhere on their stacks.
@@ -139,7 +122,7 @@ fn a_mutex_inside_a_cpp_library_is_reported_at_the_application_site() {
     let _serial = serial();
     let dir = scratch("lru_mutex");
     let bin = cpp_workload("lru_mutex");
-    let (data, stdout) = record_with_output(&dir, &[bin.to_str().unwrap(), "4", "60"]);
+    let (data, stdout) = record_with_output(&dir, &[], &[bin.to_str().unwrap(), "4", "60"]);
     let locked: HashMap<u64, f64> = measured(&stdout, "locked")
         .into_iter()
         .map(|v| (v[0] as u64, v[1]))
@@ -244,7 +227,7 @@ fn parked_workers_a_joiner_and_a_timer_are_idle_not_contending() {
     let _serial = serial();
     let dir = scratch("idle_pool");
     let bin = workload("idle_pool");
-    let (data, stdout) = record_with_output(&dir, &[bin.to_str().unwrap(), "3", "0.5"]);
+    let (data, stdout) = record_with_output(&dir, &[], &[bin.to_str().unwrap(), "3", "0.5"]);
     let parked = measured(&stdout, "parked");
     let timer = measured(&stdout, "timer")[0][0];
     let join = measured(&stdout, "join")[0][0];
@@ -330,7 +313,7 @@ fn a_mutex_fight_is_mutex_time_with_the_holders_named() {
     let _serial = serial();
     let dir = scratch("mutex_fight_split");
     let bin = workload("mutex_fight");
-    let (data, _) = record_with_output(&dir, &[bin.to_str().unwrap(), "4", "60"]);
+    let (data, _) = record_with_output(&dir, &[], &[bin.to_str().unwrap(), "4", "60"]);
     let r = report(&data);
     let text = text_report(&data);
     let workers = threads_with(&r, "critical_section");

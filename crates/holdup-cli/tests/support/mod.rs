@@ -74,13 +74,29 @@ pub fn run_ok(args: &[&str]) -> Output {
 
 /// `holdup record -o <dir>/holdup.data <extra> -- <cmd>`; returns the trace path.
 pub fn record(dir: &Path, extra: &[&str], cmd: &[&str]) -> PathBuf {
+    record_with_output(dir, extra, cmd).0
+}
+
+/// [`record`], also returning what the command printed on its standard
+/// output (workloads print what they measured of themselves).
+pub fn record_with_output(dir: &Path, extra: &[&str], cmd: &[&str]) -> (PathBuf, String) {
     let data = dir.join("holdup.data");
     let mut args = vec!["record", "-o", data.to_str().unwrap()];
     args.extend_from_slice(extra);
     args.push("--");
     args.extend_from_slice(cmd);
-    run_ok(&args);
-    data
+    let out = run_ok(&args);
+    (data, String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// `holdup report --json` of a trace.
+pub fn report(data: &Path) -> serde_json::Value {
+    json(&["report", "--json", "-i", data.to_str().unwrap()])
+}
+
+/// The threads of a `report --json`.
+pub fn threads(r: &serde_json::Value) -> &Vec<serde_json::Value> {
+    r["threads"].as_array().expect("threads")
 }
 
 pub fn json(args: &[&str]) -> serde_json::Value {
