@@ -596,6 +596,7 @@ impl Runtime {
             let free = (waited as f64 * self.runqueue_share(st, before)) as u64;
             st.free.fetch_add(free, Ordering::AcqRel);
             self.paid.fetch_add(waited, Ordering::Relaxed);
+            st.paid.fetch_add(waited, Ordering::Relaxed);
             st.local.fetch_add(waited, Ordering::AcqRel);
             self.global.fetch_max(st.published(), Ordering::AcqRel);
         }
@@ -1099,13 +1100,18 @@ impl Profiler {
             rt.credited.swap(0, Ordering::Relaxed),
         );
         if rt.cfg.verbose {
-            let owed: Vec<i64> = rt
+            let per_thread: Vec<(i64, u64)> = rt
                 .threads
                 .iter()
-                .map(|t| global as i64 - t.local.load(Ordering::Acquire) as i64)
+                .map(|t| {
+                    (
+                        global as i64 - t.local.load(Ordering::Acquire) as i64,
+                        t.paid.swap(0, Ordering::Relaxed),
+                    )
+                })
                 .collect();
             self.verbose(&format!(
-                "delay credited {credited} ns, paid with sleeps {paid} ns, owed per thread {owed:?} ns"
+                "delay credited {credited} ns, paid with sleeps {paid} ns, (owed, paid) per thread {per_thread:?} ns"
             ));
         }
         // COZ's adaptive length: longer until progress points are seen

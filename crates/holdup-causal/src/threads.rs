@@ -24,6 +24,8 @@ pub struct ThreadState {
     /// The part of `local` paid with sleeps that cost the program nothing
     /// (see Runtime::add_delays); it is never published to the global delay.
     pub free: AtomicU64,
+    /// Delay paid with sleeps in the running experiment, for --verbose.
+    pub paid: AtomicU64,
     /// Run and runqueue time (schedstat) at the last delay paid.
     pub last_run: AtomicU64,
     pub last_runq: AtomicU64,
@@ -97,6 +99,7 @@ impl ThreadTable {
             {
                 s.local.store(local, Ordering::Relaxed);
                 s.free.store(0, Ordering::Relaxed);
+                s.paid.store(0, Ordering::Relaxed);
                 s.last_run.store(0, Ordering::Relaxed);
                 s.last_runq.store(0, Ordering::Relaxed);
                 s.pre_block.store(local, Ordering::Relaxed);
