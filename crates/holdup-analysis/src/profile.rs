@@ -694,7 +694,7 @@ fn json_report(p: &Profile) -> JsonReport<'_> {
     }
 }
 
-/// `holdup.report/1`, exactly as DESIGN.md lists it (plus extra fields).
+/// `holdup.report/1`, exactly as docs/design.md lists it (plus extra fields).
 pub fn to_json(p: &Profile) -> serde_json::Value {
     serde_json::to_value(json_report(p)).expect("report serializes")
 }

@@ -53,7 +53,9 @@ impl Default for RecorderOptions {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    #[error("holdup record needs root (or CAP_BPF and CAP_PERFMON) to load its eBPF programs")]
+    #[error(
+        "holdup record needs root: it loads eBPF programs and reads the stacks of other processes"
+    )]
     Permission,
     #[error("could not load the eBPF recorder: {0}")]
     Load(String),

@@ -16,7 +16,11 @@ int main(void) { work(10); return 0; }
 ";
 
 fn compile(tag: &str, flags: &[&str]) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("lines");
+    // One directory per test: the tests run at once, and a rewrite of a
+    // shared source under a compiler reading it fails that compile.
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("lines")
+        .join(tag);
     std::fs::create_dir_all(&dir).unwrap();
     let src = dir.join("prog.c");
     std::fs::write(&src, SRC).unwrap();

@@ -79,7 +79,7 @@ pub fn advice(t: &ThreadProfile) -> Option<String> {
     }
     Some(match what {
         Waiting::Class(Class::Io) => format!(
-            "{share:.0}% waiting for I/O: a faster device or asynchronous I/O would pay (`holdup causal --subclass io` predicts how much)"
+            "{share:.0}% waiting for I/O: a faster device or asynchronous I/O would pay (`holdup causal run --subclass io -- CMD` predicts how much)"
         ),
         Waiting::Class(Class::Sched) => format!(
             "{share:.0}% runnable but not running: more cores or fewer runnable threads would pay"

@@ -66,7 +66,8 @@ pub struct Args {
     /// Sections and their order, perf-style: `tid` (default), `pid` or
     /// `comm` make one section per thread, process or thread name (`none`:
     /// one for everything); a class (cpu, io, lock, sched, other) puts the
-    /// sections that spend most there first. E.g. `--sort pid,io`.
+    /// sections that spend most there first, `samples` (or `overhead`) the
+    /// sections with the most samples of any class. E.g. `--sort pid,io`.
     /// JSON output is always per thread.
     #[arg(long, value_delimiter = ',', default_value = "tid")]
     pub sort: Vec<String>,
@@ -89,9 +90,14 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     } else {
         let (section, order) = parse_sort(&a.sort)?;
         p.threads = profile::group(&p, section);
-        if let Some(class) = order {
-            p.threads
-                .sort_by_key(|t| std::cmp::Reverse(t.samples.get(class)));
+        match order {
+            Some(Order::Class(class)) => p
+                .threads
+                .sort_by_key(|t| std::cmp::Reverse(t.samples.get(class))),
+            Some(Order::Samples) => p
+                .threads
+                .sort_by_key(|t| std::cmp::Reverse(t.samples.total())),
+            None => {}
         }
         let o = ReportOptions {
             percent_limit: a.percent_limit,
@@ -105,7 +111,16 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn parse_sort(keys: &[String]) -> anyhow::Result<(Section, Option<Class>)> {
+/// The order of the sections.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Order {
+    /// Most samples of one class first.
+    Class(Class),
+    /// Most samples of any class first.
+    Samples,
+}
+
+fn parse_sort(keys: &[String]) -> anyhow::Result<(Section, Option<Order>)> {
     let mut section = Section::Thread;
     let mut order = None;
     for k in keys {
@@ -114,16 +129,45 @@ fn parse_sort(keys: &[String]) -> anyhow::Result<(Section, Option<Class>)> {
             "pid" => section = Section::Process,
             "comm" => section = Section::Comm,
             "none" => section = Section::All,
+            "samples" | "overhead" => order = Some(Order::Samples),
             // perf's row keys: rows are always by symbol and object here.
-            "dso" | "sym" | "overhead" | "samples" => {}
+            "dso" | "sym" => {}
             k => {
-                order = Some(Class::ALL.into_iter().find(|c| c.name() == k).ok_or_else(|| {
+                let class = Class::ALL.into_iter().find(|c| c.name() == k);
+                order = Some(Order::Class(class.ok_or_else(|| {
                     anyhow::anyhow!(
-                        "unknown --sort key '{k}' (tid, pid, comm, none; cpu, io, lock, sched, other)"
+                        "unknown --sort key '{k}' (tid, pid, comm, none; cpu, io, lock, sched, other; samples)"
                     )
-                })?)
+                })?))
             }
         }
     }
     Ok((section, order))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(s: &str) -> Vec<String> {
+        s.split(',').map(str::to_string).collect()
+    }
+
+    #[test]
+    fn sort_keys_pick_sections_and_their_order() {
+        assert_eq!(
+            parse_sort(&keys("pid,io")).unwrap(),
+            (Section::Process, Some(Order::Class(Class::Io)))
+        );
+        assert_eq!(
+            parse_sort(&keys("comm,samples")).unwrap(),
+            (Section::Comm, Some(Order::Samples))
+        );
+        assert_eq!(
+            parse_sort(&keys("tid,sym,dso")).unwrap(),
+            (Section::Thread, None)
+        );
+        let err = parse_sort(&keys("cycles")).unwrap_err().to_string();
+        assert!(err.contains("unknown --sort key 'cycles'"), "{err}");
+    }
 }

@@ -1,4 +1,4 @@
-//! `holdup waitgraph --json`: schema `holdup.waitgraph/1` (DESIGN.md). The
+//! `holdup waitgraph --json`: schema `holdup.waitgraph/1` (docs/design.md). The
 //! contract fields come first in each object; the rest are additions.
 
 use holdup_analysis::waitgraph::{Edge, StackInfo, WaitGraph};
