@@ -54,8 +54,12 @@ pub fn build(src: &str, name: &str, flags: &[&str]) -> PathBuf {
 /// Run `exe` with `args` followed by an output file it writes, and return that
 /// file's text.
 pub fn run(exe: &Path, args: &[&str]) -> String {
+    // One output file per run: tests run at once, and two runs of the same
+    // fixture writing one file would read each other's half-written text.
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let out = fixture_dir().join(format!(
-        "{}-{}.out",
+        "{}-{}-{n}.out",
         exe.file_name().unwrap().to_string_lossy(),
         args.join("-")
     ));
