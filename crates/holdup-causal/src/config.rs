@@ -2,37 +2,8 @@
 
 use std::path::PathBuf;
 
-/// Environment variables shared with the CLI (it sets them, we read them).
-pub mod env {
-    pub const RING_FD: &str = "HOLDUP_CAUSAL_RING_FD";
-    pub const RING_BYTES: &str = "HOLDUP_CAUSAL_RING_BYTES";
-    /// Pid of `holdup causal run`: only its direct child profiles itself.
-    pub const PARENT: &str = "HOLDUP_CAUSAL_PARENT";
-    pub const PERIOD_NS: &str = "HOLDUP_CAUSAL_PERIOD_NS";
-    pub const OUTPUT: &str = "HOLDUP_CAUSAL_OUTPUT";
-    pub const SCOPE: &str = "HOLDUP_CAUSAL_SCOPE";
-    pub const LINE: &str = "HOLDUP_CAUSAL_LINE";
-    pub const SPEEDUP: &str = "HOLDUP_CAUSAL_SPEEDUP";
-    pub const SUBCLASS: &str = "HOLDUP_CAUSAL_SUBCLASS";
-    pub const END_TO_END: &str = "HOLDUP_CAUSAL_END_TO_END";
-    /// Minimum experiment length in ms (tuning and tests).
-    pub const EXPERIMENT_MS: &str = "HOLDUP_CAUSAL_EXPERIMENT_MS";
-    pub const VERBOSE: &str = "HOLDUP_CAUSAL_VERBOSE";
-    pub const ALL: &[&str] = &[
-        RING_FD,
-        RING_BYTES,
-        PARENT,
-        PERIOD_NS,
-        OUTPUT,
-        SCOPE,
-        LINE,
-        SPEEDUP,
-        SUBCLASS,
-        END_TO_END,
-        EXPERIMENT_MS,
-        VERBOSE,
-    ];
-}
+/// The environment `holdup causal run` sets.
+pub use holdup_coz::env;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Subclass {

@@ -19,6 +19,7 @@
 //! Reads both the tab-separated format (COZ 0.2.2, holdup) and the JSON-lines
 //! format of later COZ versions; a line cut short by a crash is skipped.
 
+use holdup_coz::profile::{key, kind, parse_line};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::io::BufRead;
@@ -99,13 +100,11 @@ fn fields(line: &str) -> Option<(String, HashMap<String, String>)> {
             .collect();
         return Some((kind, map));
     }
-    let mut parts = line.split('\t');
-    let kind = parts.next()?.to_string();
-    let map = parts
-        .filter_map(|p| p.split_once('='))
+    let (kind, fields) = parse_line(line)?;
+    let map = fields
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-    Some((kind, map))
+    Some((kind.to_string(), map))
 }
 
 impl Profile {
@@ -121,14 +120,14 @@ impl Profile {
             let num = |k: &str| f.get(k).and_then(|v| v.parse::<f64>().ok());
             let int = |k: &str| num(k).map(|v| v.max(0.0) as u64);
             match kind.as_str() {
-                "startup" => {
+                kind::STARTUP => {
                     p.runs += 1;
                     p.experiments.extend(current.take());
                 }
-                "experiment" => {
+                kind::EXPERIMENT => {
                     p.experiments.extend(current.take());
                     let (Some(sel), Some(speedup), Some(duration)) =
-                        (f.get("selected"), num("speedup"), int("duration"))
+                        (f.get(key::SELECTED), num(key::SPEEDUP), int(key::DURATION))
                     else {
                         continue;
                     };
@@ -136,15 +135,15 @@ impl Profile {
                         selected: sel.clone(),
                         speedup: (speedup * 100.0).round() / 100.0,
                         duration,
-                        selected_samples: int("selected-samples").unwrap_or(0),
+                        selected_samples: int(key::SELECTED_SAMPLES).unwrap_or(0),
                         measures: Vec::new(),
                     });
                 }
-                "throughput-point" | "progress-point" => {
+                kind::THROUGHPUT_POINT | kind::PROGRESS_POINT => {
                     if let (Some(e), Some(name), Some(delta)) =
-                        (current.as_mut(), f.get("name"), int("delta"))
+                        (current.as_mut(), f.get(key::NAME), int(key::DELTA))
                     {
-                        let window = int("window-delta").zip(int("window-duration"));
+                        let window = int(key::WINDOW_DELTA).zip(int(key::WINDOW_DURATION));
                         e.measures.push(Measure::Throughput {
                             name: name.clone(),
                             delta,
@@ -152,24 +151,24 @@ impl Profile {
                         });
                     }
                 }
-                "latency-point" => {
-                    if let (Some(e), Some(name)) = (current.as_mut(), f.get("name")) {
+                kind::LATENCY_POINT => {
+                    if let (Some(e), Some(name)) = (current.as_mut(), f.get(key::NAME)) {
                         e.measures.push(Measure::Latency {
                             name: name.clone(),
-                            arrivals: int("arrivals").unwrap_or(0),
-                            departures: int("departures").unwrap_or(0),
-                            difference: int("difference").unwrap_or(0),
+                            arrivals: int(key::ARRIVALS).unwrap_or(0),
+                            departures: int(key::DEPARTURES).unwrap_or(0),
+                            difference: int(key::DIFFERENCE).unwrap_or(0),
                         });
                     }
                 }
-                "samples" => {
-                    if let (Some(loc), Some(count)) = (f.get("location"), int("count")) {
+                kind::SAMPLES => {
+                    if let (Some(loc), Some(count)) = (f.get(key::LOCATION), int(key::COUNT)) {
                         p.samples.insert(loc.clone(), count);
                     }
                 }
-                "runtime" => {
+                kind::RUNTIME => {
                     p.experiments.extend(current.take());
-                    if let Some(n) = int("progress-points") {
+                    if let Some(n) = int(key::PROGRESS_POINTS) {
                         p.progress_points_reached = Some(n);
                         p.finished_runs += 1;
                     }

@@ -136,7 +136,7 @@ struct RunConfig {
 }
 
 fn config(a: &RunArgs, lib: &Path) -> anyhow::Result<RunConfig> {
-    use holdup_causal_env as e;
+    use holdup_coz::env as e;
     let output = if a.output.is_absolute() {
         a.output.clone()
     } else {
@@ -191,23 +191,6 @@ fn config(a: &RunArgs, lib: &Path) -> anyhow::Result<RunConfig> {
     })
 }
 
-/// The names the runtime reads (kept in step with holdup-causal's config.rs;
-/// the CLI does not link the runtime).
-mod holdup_causal_env {
-    pub const RING_FD: &str = "HOLDUP_CAUSAL_RING_FD";
-    pub const RING_BYTES: &str = "HOLDUP_CAUSAL_RING_BYTES";
-    pub const PARENT: &str = "HOLDUP_CAUSAL_PARENT";
-    pub const PERIOD_NS: &str = "HOLDUP_CAUSAL_PERIOD_NS";
-    pub const OUTPUT: &str = "HOLDUP_CAUSAL_OUTPUT";
-    pub const SCOPE: &str = "HOLDUP_CAUSAL_SCOPE";
-    pub const LINE: &str = "HOLDUP_CAUSAL_LINE";
-    pub const SPEEDUP: &str = "HOLDUP_CAUSAL_SPEEDUP";
-    pub const SUBCLASS: &str = "HOLDUP_CAUSAL_SUBCLASS";
-    pub const END_TO_END: &str = "HOLDUP_CAUSAL_END_TO_END";
-    pub const EXPERIMENT_MS: &str = "HOLDUP_CAUSAL_EXPERIMENT_MS";
-    pub const VERBOSE: &str = "HOLDUP_CAUSAL_VERBOSE";
-}
-
 /// Ring buffer handed to the runtime: it drains every few ms, so a few MiB
 /// absorb seconds of samples.
 const RING_BYTES: u32 = 8 << 20;
@@ -237,8 +220,8 @@ fn causal_run(a: RunArgs) -> anyhow::Result<ExitCode> {
         return Err(std::io::Error::last_os_error())
             .context("cannot pass the ring buffer to the command");
     }
-    std::env::set_var(holdup_causal_env::RING_FD, fd.to_string());
-    std::env::set_var(holdup_causal_env::RING_BYTES, RING_BYTES.to_string());
+    std::env::set_var(holdup_coz::env::RING_FD, fd.to_string());
+    std::env::set_var(holdup_coz::env::RING_BYTES, RING_BYTES.to_string());
     for (k, v) in &cfg.env {
         std::env::set_var(k, v);
     }

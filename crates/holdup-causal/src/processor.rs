@@ -1,0 +1,255 @@
+//! The sample processor: turns the recorder's ring records into points per
+//! location and into delay credit for the running experiment's target.
+
+use crate::clock::{now_ns, Rng};
+use crate::config::Subclass;
+use crate::lines::{self, LineTable, Locations};
+use crate::modules::{Modules, Role};
+use crate::points::points_of;
+use crate::runtime::Runtime;
+use crate::threads::{ThreadState, ThreadTable};
+use crate::unwind::{Unwinder, UserStack};
+use holdup_bpf::records::{self, Record};
+use holdup_bpf::ringbuf::RingReader;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    Line(u32),
+    Subclass(Subclass),
+}
+
+pub struct Experiment {
+    pub target: Target,
+    pub start_ns: u64,
+    pub delay_ns: u64,
+    pub selected: u64,
+}
+
+/// Everything needed to turn ring records into delays, behind one lock.
+pub struct Processor {
+    pub(crate) ring: Option<RingReader>,
+    pub(crate) modules: Modules,
+    pub(crate) tables: Vec<LineTable>,
+    pub locs: Locations,
+    pub(crate) unwinder: Unwinder,
+    pub(crate) frames: Vec<u64>,
+    pub(crate) slot_of: HashMap<i32, usize>,
+    pub(crate) ready: bool,
+    pub(crate) last_refresh_ns: u64,
+    /// Weighted sample points per location, and for io / runqueue.
+    pub counts: HashMap<u32, u64>,
+    pub io_points: u64,
+    pub sched_points: u64,
+    pub(crate) exp: Option<Experiment>,
+    /// Weighted reservoir of candidate targets since the last experiment began.
+    pub(crate) pick: Option<Target>,
+    pub(crate) pick_total: u64,
+    pub(crate) rng: Rng,
+    pub(crate) allow_subclasses: bool,
+    pub samples_seen: u64,
+    /// Records drained and time spent on them, for --verbose.
+    pub(crate) records: u64,
+    pub(crate) busy_ns: u64,
+}
+
+impl Processor {
+    pub fn new(ring: Option<RingReader>) -> Processor {
+        Processor {
+            ring,
+            modules: Modules::default(),
+            tables: Vec::new(),
+            locs: Locations::default(),
+            unwinder: Unwinder::default(),
+            frames: Vec::with_capacity(128),
+            slot_of: HashMap::new(),
+            ready: false,
+            last_refresh_ns: 0,
+            counts: HashMap::new(),
+            io_points: 0,
+            sched_points: 0,
+            exp: None,
+            pick: None,
+            pick_total: 0,
+            rng: Rng::seeded(),
+            allow_subclasses: true,
+            samples_seen: 0,
+            records: 0,
+            busy_ns: 0,
+        }
+    }
+
+    fn offer(&mut self, t: Target, w: u64) {
+        if w == 0 {
+            return;
+        }
+        self.pick_total += w;
+        if self.rng.below(self.pick_total) < w {
+            self.pick = Some(t);
+        }
+    }
+
+    fn thread(
+        &mut self,
+        threads: &'static ThreadTable,
+        tid: i32,
+        global: u64,
+    ) -> Option<&'static ThreadState> {
+        if let Some(&i) = self.slot_of.get(&tid) {
+            let s = threads.slot(i);
+            if s.tid.load(Ordering::Acquire) == tid {
+                return Some(s);
+            }
+        }
+        // A thread the runtime did not start (or a reused slot): claim one
+        // so its credit still raises the global delay.
+        let s = threads.find_or_claim(tid, global)?;
+        if let Some(i) = threads.index_of(tid) {
+            self.slot_of.insert(tid, i);
+        }
+        Some(s)
+    }
+
+    pub fn process(&mut self, rt: &'static Runtime, bytes: &[u8]) {
+        let Ok(Record::Sample(s)) = records::parse(bytes) else {
+            return;
+        };
+        let r = s.rec;
+        if r.pid != rt.pid || r.tid as i32 == rt.profiler_tid.load(Ordering::Relaxed) {
+            return;
+        }
+        if r.flags & records::SF_USER_REGS == 0 || r.flags & records::SF_BLOCKED_TAIL != 0 {
+            return;
+        }
+        let all = points_of(&r, 0);
+        if all.line + all.io + all.sched == 0 {
+            return;
+        }
+        let fp = s.fp_chain();
+        let stack = UserStack {
+            ip: r.ip,
+            sp: r.sp,
+            bp: r.bp,
+            fp_chain: &fp,
+            copy: s.copy,
+        };
+        let mut frames = std::mem::take(&mut self.frames);
+        self.unwinder.unwind(&self.modules, &stack, &mut frames);
+
+        let target_line = match self.exp.as_ref().map(|e| e.target) {
+            Some(Target::Line(l)) => Some(l),
+            _ => None,
+        };
+        let mut first = None;
+        let mut hit = false;
+        let mut saw_main = false;
+        let mut own = false;
+        let mut unknown = false;
+        for (i, &f) in frames.iter().enumerate() {
+            let addr = if i == 0 { f } else { f.wrapping_sub(1) };
+            let Some(mi) = self.modules.find(addr) else {
+                unknown = true;
+                continue;
+            };
+            let m = &self.modules.list[mi];
+            match m.role {
+                // The runtime's own work (paying delays, processing
+                // samples) is not the program's. A blocked sample that
+                // merely passes through an interposed pthread call is.
+                Role::Runtime
+                    if !saw_main
+                        && (i == 0
+                            || !matches!(r.class, records::CLASS_LOCK | records::CLASS_IO)) =>
+                {
+                    own = true;
+                    break;
+                }
+                Role::Main => saw_main = true,
+                _ => {}
+            }
+            if let Some(t) = m.lines {
+                if let Some(loc) = self.tables[t].lookup(addr - m.bias) {
+                    first.get_or_insert(loc);
+                    if Some(loc) == target_line {
+                        hit = true;
+                    }
+                    if target_line.is_none() || hit {
+                        break;
+                    }
+                }
+            }
+        }
+        self.frames = frames;
+        if own {
+            return;
+        }
+        if unknown {
+            self.maybe_refresh_modules(rt);
+        }
+        self.samples_seen += 1;
+        if let Some(loc) = first {
+            *self.counts.entry(loc).or_insert(0) += all.line;
+        }
+        self.io_points += all.io;
+        self.sched_points += all.sched;
+
+        if let Some(exp) = &self.exp {
+            let (target, start, delay) = (exp.target, exp.start_ns, exp.delay_ns);
+            let p = points_of(&r, start);
+            let credit = match target {
+                Target::Line(_) if hit => p.line,
+                Target::Line(_) => 0,
+                Target::Subclass(Subclass::Io) => p.io,
+                Target::Subclass(Subclass::Sched) => p.sched,
+            };
+            if credit > 0 {
+                if let Some(e) = self.exp.as_mut() {
+                    e.selected += credit;
+                }
+                if delay > 0 {
+                    let g = rt.global.load(Ordering::Acquire);
+                    if let Some(st) = self.thread(&rt.threads, r.tid as i32, g) {
+                        st.local.fetch_add(credit * delay, Ordering::AcqRel);
+                        rt.credited.fetch_add(credit * delay, Ordering::Relaxed);
+                        rt.global.fetch_max(st.published(), Ordering::AcqRel);
+                    }
+                }
+            }
+        }
+        if let Some(loc) = first {
+            if !lines::is_progress_header(self.locs.name(loc)) {
+                self.offer(Target::Line(loc), all.line);
+            }
+        }
+        if self.allow_subclasses {
+            self.offer(Target::Subclass(Subclass::Io), all.io);
+            self.offer(Target::Subclass(Subclass::Sched), all.sched);
+        }
+    }
+
+    /// A library loaded by dlopen shows up as unknown addresses.
+    fn maybe_refresh_modules(&mut self, rt: &Runtime) {
+        let now = now_ns();
+        if now - self.last_refresh_ns < 1_000_000_000 {
+            return;
+        }
+        self.last_refresh_ns = now;
+        let mut fresh = Modules::load(runtime_address());
+        for m in &mut fresh.list {
+            m.lines = self
+                .modules
+                .list
+                .iter()
+                .find(|o| o.path == m.path && o.bias == m.bias)
+                .and_then(|o| o.lines);
+        }
+        self.modules = fresh;
+        let _ = rt;
+    }
+}
+
+/// An address inside this library.
+pub fn runtime_address() -> u64 {
+    runtime_address as *const () as usize as u64
+}

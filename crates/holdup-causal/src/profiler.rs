@@ -1,0 +1,468 @@
+//! The profiler thread: COZ's experiment loop (pick a target and a speedup,
+//! run, measure the progress points, cool off) and the profile it writes.
+
+use crate::clock::{now_ns, sleep_ns, Rng};
+use crate::config::scope_match;
+use crate::lines::{self, Locations};
+use crate::modules::{Modules, Role};
+use crate::processor::{runtime_address, Experiment, Target};
+use crate::progress::{self, Point, Snapshot};
+use crate::runtime::{log, Runtime};
+use holdup_coz::profile::{key, kind, Line};
+use std::fs::File;
+use std::io::Write as _;
+use std::sync::atomic::Ordering;
+
+/// How often the profiler thread drains the ring.
+const TICK_NS: u64 = 2_000_000;
+/// Pause between experiments, so that one's delays do not leak into the next.
+const COOL_OFF_NS: u64 = 10_000_000;
+/// Visits of every progress point wanted per experiment (COZ's value).
+const TARGET_DELTA: usize = 5;
+/// Speedups are drawn in 5% steps; 0% is drawn ZERO_WEIGHT times in
+/// STEPS + ZERO_WEIGHT (≈ 26%), as in COZ, so every target has a baseline.
+const STEPS: u64 = 20;
+const ZERO_WEIGHT: u64 = 7;
+
+/// The profiler thread: runs experiments and writes the profile.
+pub struct Profiler {
+    rt: &'static Runtime,
+    out: Option<File>,
+    start_ns: u64,
+    rng: Rng,
+    length_ns: u64,
+    experiments: u64,
+    fixed_line: Option<u32>,
+    log_countdown: u64,
+    log_interval: u64,
+}
+
+/// Saved progress counts at an experiment's start.
+struct Saved {
+    snaps: Vec<Snapshot>,
+    start_ns: u64,
+    global: u64,
+    target: Target,
+    speedup_pct: u64,
+    windows: Vec<Window>,
+}
+
+/// When a throughput point was first and last seen to move during an
+/// experiment: (time, count, global delay) at each. Visits come in bursts
+/// (a round of work, a batch); counting whole visits between the first and
+/// the last one, instead of over the experiment's fixed length, removes the
+/// error of the partial bursts at both ends.
+#[derive(Clone, Copy, Default)]
+struct Window {
+    last_count: usize,
+    first: Option<(u64, usize, u64)>,
+    last: Option<(u64, usize, u64)>,
+}
+
+impl Saved {
+    fn observe(&mut self, now: u64, global: u64) {
+        let Ok(points) = progress::POINTS.lock() else {
+            return;
+        };
+        for (i, pt) in points.iter().enumerate() {
+            if i >= self.windows.len() {
+                let base = self.snaps.get(i).map_or(0, |s| s.a);
+                self.windows.push(Window {
+                    last_count: base,
+                    ..Window::default()
+                });
+            }
+            let Point::Throughput { counter, .. } = pt else {
+                continue;
+            };
+            let c = counter.count.load(Ordering::Relaxed);
+            let w = &mut self.windows[i];
+            if c != w.last_count {
+                w.last_count = c;
+                w.first.get_or_insert((now, c, global));
+                w.last = Some((now, c, global));
+            }
+        }
+    }
+}
+
+impl Profiler {
+    pub fn new(rt: &'static Runtime) -> Profiler {
+        Profiler {
+            rt,
+            out: None,
+            start_ns: now_ns(),
+            rng: Rng::seeded(),
+            length_ns: rt.cfg.experiment_ns,
+            experiments: 0,
+            fixed_line: None,
+            log_countdown: 16,
+            log_interval: 16,
+        }
+    }
+
+    fn verbose(&self, msg: &str) {
+        log(self.rt.cfg.verbose, msg);
+    }
+
+    fn write(&mut self, text: &str) {
+        if let Some(f) = self.out.as_mut() {
+            // One write per record group: a crash leaves whole experiments.
+            let _ = f.write_all(text.as_bytes());
+        }
+    }
+
+    pub fn run(mut self) {
+        let rt = self.rt;
+        self.out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&rt.cfg.output)
+            .ok();
+        if self.out.is_none() {
+            eprintln!(
+                "holdup causal: cannot write {}; profiling is off",
+                rt.cfg.output.display()
+            );
+            return;
+        }
+        let unix_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        let startup = Line::new(kind::STARTUP)
+            .field(key::TIME, unix_ns)
+            .field(key::TOOL, "holdup")
+            .field(key::PID, rt.pid)
+            .field(key::PERIOD, rt.cfg.period_ns)
+            .end();
+        self.write(&startup);
+        self.load_lines();
+
+        let mut state = State::WaitProgress;
+        let mut saved: Option<Saved> = None;
+        while !rt.stopping.load(Ordering::Acquire) {
+            sleep_ns(TICK_NS);
+            rt.process_pending();
+            let now = now_ns();
+            if let Some(s) = saved.as_mut() {
+                s.observe(now, rt.global.load(Ordering::Acquire));
+            }
+            state = match state {
+                State::WaitProgress if progress::count() > 0 => State::WaitTarget,
+                State::WaitTarget => match self.next_target() {
+                    Some(target) => {
+                        saved = Some(self.start(target));
+                        State::Running(now + self.length_ns)
+                    }
+                    None => State::WaitTarget,
+                },
+                State::Running(until) if now >= until && !rt.cfg.end_to_end => {
+                    if let Some(s) = saved.take() {
+                        self.finish(s);
+                    }
+                    State::CoolOff(now_ns() + COOL_OFF_NS)
+                }
+                State::CoolOff(until) if now >= until => State::WaitTarget,
+                s => s,
+            };
+        }
+        rt.process_pending();
+        if let Some(s) = saved.take() {
+            self.finish(s);
+        }
+        self.log_samples();
+        if let Ok(p) = rt.processor.lock() {
+            self.verbose(&format!(
+                "{} records, {} samples of the program, {:.1} µs per record",
+                p.records,
+                p.samples_seen,
+                p.busy_ns as f64 / 1e3 / p.records.max(1) as f64
+            ));
+        }
+        let runtime = Line::new(kind::RUNTIME)
+            .field(key::TIME, now_ns() - self.start_ns)
+            .field(key::PROGRESS_POINTS, progress::count())
+            .field(key::EXPERIMENTS, self.experiments)
+            .end();
+        self.write(&runtime);
+    }
+
+    fn load_lines(&mut self) {
+        let rt = self.rt;
+        let t0 = now_ns();
+        let mut modules = Modules::load(runtime_address());
+        let mut locs = Locations::default();
+        let mut tables = Vec::new();
+        let scope = rt.cfg.scope.clone();
+        for m in &mut modules.list {
+            if m.role == Role::Runtime || m.path.is_empty() || m.path.starts_with("linux-vdso") {
+                continue;
+            }
+            let wanted_object = match &scope {
+                None => m.role == Role::Main,
+                Some(g) => m.role == Role::Main || scope_match(g, &m.path),
+            };
+            if !wanted_object {
+                continue;
+            }
+            let object_matches = scope.as_ref().is_some_and(|g| scope_match(g, &m.path));
+            let keep = |file: &str| match &scope {
+                None => true,
+                Some(g) => object_matches || scope_match(g, file),
+            };
+            match lines::load(std::path::Path::new(&m.path), &mut locs, &keep) {
+                Ok(t) if !t.is_empty() => {
+                    m.lines = Some(tables.len());
+                    tables.push(t);
+                }
+                Ok(_) => {
+                    if m.role == Role::Main {
+                        eprintln!(
+                            "holdup causal: {} has no line table in scope; build it with -g",
+                            m.path
+                        );
+                    }
+                }
+                Err(e) => eprintln!("holdup causal: {}: {e}", m.path),
+            }
+        }
+        self.verbose(&format!(
+            "{} line tables, {} source lines, in {} ms",
+            tables.len(),
+            locs.len(),
+            (now_ns() - t0) / 1_000_000
+        ));
+        if let Some(spec) = &rt.cfg.line {
+            self.fixed_line = locs.find(spec);
+            if self.fixed_line.is_none() {
+                eprintln!("holdup causal: line {spec} is not in the program's line tables; no experiments will run");
+            }
+        }
+        let Ok(mut p) = rt.processor.lock() else {
+            return;
+        };
+        p.modules = modules;
+        p.tables = tables;
+        p.locs = locs;
+        p.allow_subclasses = rt.cfg.line.is_none();
+        p.ready = true;
+    }
+
+    fn next_target(&mut self) -> Option<Target> {
+        let rt = self.rt;
+        if rt.cfg.line.is_some() {
+            return self.fixed_line.map(Target::Line);
+        }
+        if let Some(s) = rt.cfg.subclass {
+            return Some(Target::Subclass(s));
+        }
+        let mut p = rt.processor.lock().ok()?;
+        p.pick.take()
+    }
+
+    fn start(&mut self, target: Target) -> Saved {
+        let rt = self.rt;
+        let speedup_pct = match rt.cfg.speedup {
+            Some(s) => s as u64,
+            None => match self.rng.below(STEPS + ZERO_WEIGHT) {
+                r if r < ZERO_WEIGHT => 0,
+                r => (r - ZERO_WEIGHT + 1) * (100 / STEPS),
+            },
+        };
+        let delay_ns = rt.cfg.period_ns * speedup_pct / 100;
+        let snaps: Vec<Snapshot> = progress::POINTS
+            .lock()
+            .map(|pts| pts.iter().map(Point::snapshot).collect())
+            .unwrap_or_default();
+        let global = rt.global.load(Ordering::Acquire);
+        // Delays left unpaid by the last experiment must not leak into
+        // this one; blocked threads settle theirs in post_block.
+        for st in rt.threads.iter() {
+            if !st.blocked.load(Ordering::Acquire) {
+                st.reset(global);
+            }
+        }
+        let start_ns = now_ns();
+        if let Ok(mut p) = rt.processor.lock() {
+            p.exp = Some(Experiment {
+                target,
+                start_ns,
+                delay_ns,
+                selected: 0,
+            });
+            p.pick = None;
+            p.pick_total = 0;
+        }
+        rt.delay.store(delay_ns, Ordering::Release);
+        rt.active.store(true, Ordering::Release);
+        let windows = snaps
+            .iter()
+            .map(|s| Window {
+                last_count: s.a,
+                ..Window::default()
+            })
+            .collect();
+        Saved {
+            snaps,
+            start_ns,
+            global,
+            target,
+            speedup_pct,
+            windows,
+        }
+    }
+
+    fn finish(&mut self, mut s: Saved) {
+        let rt = self.rt;
+        rt.process_pending();
+        let end_ns = now_ns();
+        let global = rt.global.load(Ordering::Acquire);
+        s.observe(end_ns, global);
+        let (selected, name) = match rt.processor.lock() {
+            Ok(mut p) => {
+                let sel = p.exp.take().map_or(0, |e| e.selected);
+                let name = match s.target {
+                    Target::Line(l) => p.locs.name(l).to_string(),
+                    Target::Subclass(sc) => sc.name().to_string(),
+                };
+                (sel, name)
+            }
+            Err(_) => return,
+        };
+        rt.active.store(false, Ordering::Release);
+        let elapsed = end_ns - s.start_ns;
+        let delay = global - s.global;
+        let duration = elapsed.saturating_sub(delay);
+        let kind = match s.target {
+            Target::Line(_) => "line",
+            Target::Subclass(_) => "subclass",
+        };
+        let mut text = Line::new(kind::EXPERIMENT)
+            .field(key::SELECTED, &name)
+            .field(
+                key::SPEEDUP,
+                format_args!("{:.2}", s.speedup_pct as f64 / 100.0),
+            )
+            .field(key::DURATION, duration)
+            .field(key::SELECTED_SAMPLES, selected)
+            .field(key::ELAPSED, elapsed)
+            .field(key::DELAY, delay)
+            .field(key::KIND, kind)
+            .end();
+        let mut min_delta = usize::MAX;
+        if let Ok(points) = progress::POINTS.lock() {
+            for (i, pt) in points.iter().enumerate() {
+                let before = s.snaps.get(i).copied().unwrap_or_default();
+                let now = pt.snapshot();
+                match pt {
+                    Point::Throughput { name, .. } => {
+                        let delta = now.a.saturating_sub(before.a);
+                        min_delta = min_delta.min(delta);
+                        let mut line = Line::new(kind::THROUGHPUT_POINT)
+                            .field(key::NAME, name)
+                            .field(key::DELTA, delta);
+                        if let Some(Window {
+                            first: Some(f),
+                            last: Some(l),
+                            ..
+                        }) = s.windows.get(i)
+                        {
+                            let span = (l.0 - f.0).saturating_sub(l.2 - f.2);
+                            line = line
+                                .field(key::WINDOW_DELTA, l.1 - f.1)
+                                .field(key::WINDOW_DURATION, span);
+                        }
+                        text.push_str(&line.end());
+                    }
+                    Point::Latency { name, .. } => {
+                        let arrivals = now.a.saturating_sub(before.a);
+                        let departures = now.b.saturating_sub(before.b);
+                        min_delta = min_delta.min(arrivals).min(departures);
+                        let line = Line::new(kind::LATENCY_POINT)
+                            .field(key::NAME, name)
+                            .field(key::ARRIVALS, arrivals)
+                            .field(key::DEPARTURES, departures)
+                            .field(key::DIFFERENCE, now.a.saturating_sub(now.b));
+                        text.push_str(&line.end());
+                    }
+                }
+            }
+        }
+        self.write(&text);
+        self.experiments += 1;
+        self.verbose(text.lines().next().unwrap_or(""));
+        // Where the delay went: credited by the target's points, paid with
+        // sleeps, still owed by each thread (the rest was excused by waits).
+        let (paid, credited) = (
+            rt.paid.swap(0, Ordering::Relaxed),
+            rt.credited.swap(0, Ordering::Relaxed),
+        );
+        if rt.cfg.verbose {
+            let per_thread: Vec<(i64, u64)> = rt
+                .threads
+                .iter()
+                .map(|t| {
+                    (
+                        global as i64 - t.local.load(Ordering::Acquire) as i64,
+                        t.paid.swap(0, Ordering::Relaxed),
+                    )
+                })
+                .collect();
+            self.verbose(&format!(
+                "delay credited {credited} ns, paid with sleeps {paid} ns, (owed, paid) per thread {per_thread:?} ns"
+            ));
+        }
+        // COZ's adaptive length: longer until progress points are seen
+        // often enough, shorter again when they are seen plenty.
+        let min_len = rt.cfg.experiment_ns;
+        if min_delta < TARGET_DELTA {
+            self.length_ns = (self.length_ns * 2).min(min_len * 16);
+        } else if min_delta > TARGET_DELTA * 2 && self.length_ns >= min_len * 2 {
+            self.length_ns /= 2;
+        }
+        self.log_countdown -= 1;
+        if self.log_countdown == 0 {
+            self.log_samples();
+            self.log_interval = (self.log_interval * 2).min(256);
+            self.log_countdown = self.log_interval;
+        }
+    }
+
+    /// Cumulative sample counts, written now and then so that a profile cut
+    /// short still has them; readers keep the last count of each location.
+    fn log_samples(&mut self) {
+        let mut text = Line::new(kind::RUNTIME)
+            .field(key::TIME, now_ns() - self.start_ns)
+            .end();
+        let samples = |location: &str, count: u64| {
+            Line::new(kind::SAMPLES)
+                .field(key::LOCATION, location)
+                .field(key::COUNT, count)
+                .end()
+        };
+        if let Ok(p) = self.rt.processor.lock() {
+            let mut locs: Vec<(&u32, &u64)> = p.counts.iter().filter(|(_, &c)| c > 0).collect();
+            locs.sort();
+            for (&loc, &count) in locs {
+                text.push_str(&samples(p.locs.name(loc), count));
+            }
+            for (name, count) in [
+                ("subclass:io", p.io_points),
+                ("subclass:sched", p.sched_points),
+            ] {
+                if count > 0 {
+                    text.push_str(&samples(name, count));
+                }
+            }
+        }
+        self.write(&text);
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum State {
+    WaitProgress,
+    WaitTarget,
+    Running(u64),
+    CoolOff(u64),
+}

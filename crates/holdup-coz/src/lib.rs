@@ -1,0 +1,148 @@
+//! One definition of the names that the causal runtime and its readers
+//! share: the environment through which `holdup causal run` hands its
+//! settings to the runtime, and the records and keys of COZ's profile
+//! format, which the runtime writes and `holdup causal report` reads.
+
+/// Environment variables set by `holdup causal run`, read by the runtime.
+pub mod env {
+    pub const RING_FD: &str = "HOLDUP_CAUSAL_RING_FD";
+    pub const RING_BYTES: &str = "HOLDUP_CAUSAL_RING_BYTES";
+    /// Pid of `holdup causal run`: only its direct child profiles itself.
+    pub const PARENT: &str = "HOLDUP_CAUSAL_PARENT";
+    pub const PERIOD_NS: &str = "HOLDUP_CAUSAL_PERIOD_NS";
+    pub const OUTPUT: &str = "HOLDUP_CAUSAL_OUTPUT";
+    pub const SCOPE: &str = "HOLDUP_CAUSAL_SCOPE";
+    pub const LINE: &str = "HOLDUP_CAUSAL_LINE";
+    pub const SPEEDUP: &str = "HOLDUP_CAUSAL_SPEEDUP";
+    pub const SUBCLASS: &str = "HOLDUP_CAUSAL_SUBCLASS";
+    pub const END_TO_END: &str = "HOLDUP_CAUSAL_END_TO_END";
+    /// Minimum experiment length in ms (tuning and tests).
+    pub const EXPERIMENT_MS: &str = "HOLDUP_CAUSAL_EXPERIMENT_MS";
+    pub const VERBOSE: &str = "HOLDUP_CAUSAL_VERBOSE";
+    pub const ALL: &[&str] = &[
+        RING_FD,
+        RING_BYTES,
+        PARENT,
+        PERIOD_NS,
+        OUTPUT,
+        SCOPE,
+        LINE,
+        SPEEDUP,
+        SUBCLASS,
+        END_TO_END,
+        EXPERIMENT_MS,
+        VERBOSE,
+    ];
+}
+
+/// COZ's profile: one record per line, `kind` then tab-separated
+/// `key=value` fields.
+pub mod profile {
+    use std::fmt::{Display, Write as _};
+
+    /// Record kinds.
+    pub mod kind {
+        pub const STARTUP: &str = "startup";
+        pub const EXPERIMENT: &str = "experiment";
+        pub const THROUGHPUT_POINT: &str = "throughput-point";
+        /// COZ's older name of a throughput point.
+        pub const PROGRESS_POINT: &str = "progress-point";
+        pub const LATENCY_POINT: &str = "latency-point";
+        pub const SAMPLES: &str = "samples";
+        pub const RUNTIME: &str = "runtime";
+    }
+
+    /// Field keys.
+    pub mod key {
+        pub const TIME: &str = "time";
+        pub const TOOL: &str = "tool";
+        pub const PID: &str = "pid";
+        pub const PERIOD: &str = "period";
+        pub const SELECTED: &str = "selected";
+        pub const SPEEDUP: &str = "speedup";
+        /// Elapsed time minus the delay inserted: the virtual duration.
+        pub const DURATION: &str = "duration";
+        pub const SELECTED_SAMPLES: &str = "selected-samples";
+        pub const ELAPSED: &str = "elapsed";
+        pub const DELAY: &str = "delay";
+        pub const KIND: &str = "kind";
+        pub const NAME: &str = "name";
+        pub const DELTA: &str = "delta";
+        /// Visits between the first and the last visit seen in the
+        /// experiment, and the virtual time between them.
+        pub const WINDOW_DELTA: &str = "window-delta";
+        pub const WINDOW_DURATION: &str = "window-duration";
+        pub const ARRIVALS: &str = "arrivals";
+        pub const DEPARTURES: &str = "departures";
+        pub const DIFFERENCE: &str = "difference";
+        pub const LOCATION: &str = "location";
+        pub const COUNT: &str = "count";
+        pub const PROGRESS_POINTS: &str = "progress-points";
+        pub const EXPERIMENTS: &str = "experiments";
+    }
+
+    /// One record being written.
+    pub struct Line(String);
+
+    impl Line {
+        pub fn new(kind: &str) -> Line {
+            Line(kind.to_string())
+        }
+
+        /// Add `key=value`; separators in the value become spaces.
+        pub fn field(mut self, key: &str, value: impl Display) -> Line {
+            let start = self.0.len();
+            let _ = write!(self.0, "\t{key}={value}");
+            let value_at = start + 2 + key.len();
+            if self.0[value_at..].contains(['\t', '\n']) {
+                let clean = self.0[value_at..].replace(['\t', '\n'], " ");
+                self.0.truncate(value_at);
+                self.0.push_str(&clean);
+            }
+            self
+        }
+
+        /// The record with its line end.
+        pub fn end(mut self) -> String {
+            self.0.push('\n');
+            self.0
+        }
+    }
+
+    /// The kind and the `key=value` fields of a record line.
+    pub fn parse_line(line: &str) -> Option<(&str, impl Iterator<Item = (&str, &str)>)> {
+        let mut parts = line.split('\t');
+        let kind = parts.next().filter(|k| !k.is_empty())?;
+        Some((kind, parts.filter_map(|p| p.split_once('='))))
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn a_line_reads_back_as_written() {
+            let text = Line::new(kind::EXPERIMENT)
+                .field(key::SELECTED, "a b.c:3\twith\ttabs")
+                .field(key::SPEEDUP, format_args!("{:.2}", 0.5))
+                .field(key::DURATION, 42u64)
+                .end();
+            assert_eq!(
+                text,
+                "experiment\tselected=a b.c:3 with tabs\tspeedup=0.50\tduration=42\n"
+            );
+            let (k, fields) = parse_line(text.trim_end()).unwrap();
+            assert_eq!(k, kind::EXPERIMENT);
+            let fields: Vec<_> = fields.collect();
+            assert_eq!(
+                fields,
+                [
+                    ("selected", "a b.c:3 with tabs"),
+                    ("speedup", "0.50"),
+                    ("duration", "42")
+                ]
+            );
+            assert!(parse_line("").is_none());
+        }
+    }
+}
