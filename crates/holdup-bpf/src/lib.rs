@@ -13,5 +13,16 @@ pub mod perf;
 #[cfg(feature = "loader")]
 mod recorder;
 
+/// CLOCK_MONOTONIC in ns: the clock of `bpf_ktime_get_ns`, so record
+/// times and times taken in user space compare directly.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 #[cfg(feature = "loader")]
 pub use recorder::{DrainStats, Error, Lost, Recorder, RecorderOptions, Result, Target};

@@ -1,15 +1,8 @@
 //! Time, and the sleep that pays a delay.
 
-/// CLOCK_MONOTONIC in ns: the clock of `bpf_ktime_get_ns`, so sample times
-/// and experiment boundaries compare directly.
-pub fn now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+/// CLOCK_MONOTONIC in ns: sample times and experiment boundaries compare
+/// directly.
+pub use holdup_bpf::monotonic_ns as now_ns;
 
 /// Sleep `ns` on CLOCK_MONOTONIC. Async-signal-safe.
 ///

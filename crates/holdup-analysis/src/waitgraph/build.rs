@@ -17,7 +17,7 @@ use holdup_trace::{
     features, Bio, Class, Record, Sample, Segment, StackId, Trace, Waker, SOFTIRQ_NAMES,
 };
 use std::collections::{BTreeMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::Hasher;
 
 /// A request completion wakes its waiter within this long (same interrupt).
 const COMPLETION_TO_WAKE_NS: u64 = 200_000;
@@ -32,48 +32,7 @@ const SOFTIRQ_NET_RX: u32 = 3;
 const SOFTIRQ_BLOCK: u32 = 4;
 const SOFTIRQ_HRTIMER: u32 = 8;
 
-/// FxHash: the keys are small integers chosen by the kernel, not by an
-/// attacker, and hashing is on the per-event path.
-#[derive(Default, Clone, Copy)]
-struct Fx(u64);
-
-impl Fx {
-    #[inline]
-    fn add(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
-impl Hasher for Fx {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.add(b as u64);
-        }
-    }
-    fn write_u8(&mut self, i: u8) {
-        self.add(i as u64)
-    }
-    fn write_u16(&mut self, i: u16) {
-        self.add(i as u64)
-    }
-    fn write_u32(&mut self, i: u32) {
-        self.add(i as u64)
-    }
-    fn write_u64(&mut self, i: u64) {
-        self.add(i)
-    }
-    fn write_usize(&mut self, i: usize) {
-        self.add(i as u64)
-    }
-    fn write_isize(&mut self, i: isize) {
-        self.add(i as u64)
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<Fx>>;
+use crate::fxhash::{FxHashMap as FxMap, FxHasher};
 
 /// Counts by a small key: a few pairs kept inline (in the thread's or
 /// edge's own cache lines, searched linearly: most threads and edges see few
@@ -862,16 +821,16 @@ fn nic_name(irq_name: &str) -> Option<&str> {
 /// A key for the user part of a stack (the kernel part when there is none):
 /// threads doing the same work run the same user code paths.
 fn user_key(frames: &[holdup_trace::Frame]) -> u64 {
-    let mut h = Fx::default();
+    let mut h = FxHasher::default();
     let mut any = false;
     for f in frames.iter().filter(|f| !f.is_kernel()) {
-        h.add(f.dso as u64);
-        h.add(f.addr);
+        h.write_u64(f.dso as u64);
+        h.write_u64(f.addr);
         any = true;
     }
     if !any {
         for f in frames {
-            h.add(f.addr);
+            h.write_u64(f.addr);
         }
     }
     h.finish()

@@ -152,15 +152,6 @@ fn own_cpu() -> Duration {
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 fn header(cfg: &Config, start_ns: u64) -> Header {
     let uname = |f: fn(&libc::utsname) -> &[libc::c_char]| {
         let mut u: libc::utsname = unsafe { std::mem::zeroed() };
@@ -234,7 +225,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<ExitCode> {
     if let Some(l) = &launched {
         rec.track(l.pid as u32)?;
     }
-    let start_ns = monotonic_ns();
+    let start_ns = holdup_bpf::monotonic_ns();
     rec.set_start(start_ns);
     let mut features = 0;
     if cfg.options.segments {
@@ -316,7 +307,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<ExitCode> {
     // Threads still off-CPU (and samples still waiting for a user stack).
     rec.flush_open()?;
     drain(&mut rec, &mut d, &mut unparsable)?;
-    let end_ns = monotonic_ns();
+    let end_ns = holdup_bpf::monotonic_ns();
     let lost = rec.lost();
     drop(rec);
 
