@@ -444,3 +444,30 @@ fn coz_header_and_end_to_end() {
     assert_eq!(e2e["progress_points"][0], "end-to-end");
     assert_eq!(e2e["experiments"], 3);
 }
+
+/// `causal report` on a small profile made by construction (line a.c:10
+/// critical: 0.6 × its speedup; b.c:20 with slack; too few experiments
+/// on subclass:io), text and JSON pinned by golden files.
+#[test]
+fn report_matches_the_golden_files() {
+    let golden = repo_root().join("crates/holdup-cli/tests/causal_golden");
+    let coz = golden.join("small.coz");
+    let coz = coz.to_str().unwrap();
+    let text = run_ok(&["causal", "report", "-i", coz]);
+    assert_golden(&golden, "small.txt", &String::from_utf8_lossy(&text.stdout));
+    let js = run_ok(&["causal", "report", "--json", "-i", coz]);
+    assert_golden(&golden, "small.json", &String::from_utf8_lossy(&js.stdout));
+    let report = json(&["causal", "report", "--json", "-i", coz]);
+    assert_near(
+        "a.c:10 at 50%",
+        predict(target(&report, "a.c:10"), 0.5),
+        0.30,
+        0.005,
+    );
+    assert_near(
+        "b.c:20 at 50%",
+        predict(target(&report, "b.c:20"), 0.5),
+        0.0,
+        0.005,
+    );
+}
