@@ -24,6 +24,7 @@ mod advice;
 mod build;
 mod knots;
 mod merge;
+mod ranking;
 mod source;
 pub mod sweep;
 #[cfg(test)]
