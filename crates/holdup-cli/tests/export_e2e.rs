@@ -6,8 +6,8 @@
 mod support;
 
 use holdup_trace::{
-    features, Class, Dso, Finish, Frame, Header, Record, Sample, Stack, SymFrame, Symbol, Waker,
-    Writer, KERNEL_DSO,
+    features, Class, Dso, Finish, Frame, Header, Mmap, Record, Sample, Stack, SymFrame, Symbol,
+    Waker, Writer, KERNEL_DSO,
 };
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -27,9 +27,9 @@ const WORK: Frame = Frame {
     addr: 0x200,
 }; // `helper` inlined into `work`
 const LOCK: Frame = Frame {
-    dso: 1,
+    dso: 2,
     addr: 0x300,
-}; // no source line
+}; // in libc, which has no mapping record; no source line
 const SCHEDULE: Frame = Frame {
     dso: KERNEL_DSO,
     addr: 0xffff_0000_0000_1000,
@@ -42,6 +42,8 @@ const VFS_READ: Frame = Frame {
     dso: KERNEL_DSO,
     addr: 0xffff_0000_0000_3000,
 };
+
+const APP_BASE: u64 = 0x5555_0000_0000;
 
 fn sym(frame: Frame, frames: &[(&str, Option<&str>, u32)]) -> Record {
     Record::Symbol(Symbol {
@@ -79,6 +81,9 @@ fn sample(at: u64, tid: u32, class: Class, weight: u32, sched: u32, stack: u32) 
 ///    (futex_wait); b: 3 on-CPU in helper of which one carries 2 points of
 ///    steal (runqueue), 4 io-blocked in main (vfs_read).
 /// Totals: cpu 8, lock 3, io 4, runqueue 2, all 17.
+/// app is mapped in two pieces: file [0, 0x200) at APP_BASE and
+/// [0x200, 0x1200) at APP_BASE + 0x10000; libc has a build id and no
+/// mapping record.
 fn small_trace(path: &Path) {
     let header = Header {
         period_ns: MS,
@@ -93,6 +98,27 @@ fn small_trace(path: &Path) {
             id: 1,
             path: "/usr/bin/app".into(),
             build_id: None,
+        }),
+        Record::Dso(Dso {
+            id: 2,
+            path: "/usr/lib/libc.so.6".into(),
+            build_id: Some(vec![0xab, 0xcd, 0x01]),
+        }),
+        Record::Mmap(Mmap {
+            time: T0,
+            pid: 1,
+            start: APP_BASE,
+            end: APP_BASE + 0x200,
+            file_offset: 0,
+            dso: 1,
+        }),
+        Record::Mmap(Mmap {
+            time: T0,
+            pid: 1,
+            start: APP_BASE + 0x10000,
+            end: APP_BASE + 0x11000,
+            file_offset: 0x200,
+            dso: 1,
         }),
         Record::Comm {
             time: T0,
@@ -243,10 +269,25 @@ type PprofSample = (Vec<u64>, Vec<String>, BTreeMap<String, String>);
 /// its labels.
 struct Pprof {
     types: Vec<(String, String)>,
+    /// By id.
+    mappings: BTreeMap<u64, PprofMapping>,
+    /// By id: (mapping id, address, lines).
+    locations: BTreeMap<u64, (u64, u64, String)>,
     default_type: String,
     period: u64,
     duration: u64,
     samples: Vec<PprofSample>,
+}
+
+#[derive(Debug, PartialEq)]
+struct PprofMapping {
+    start: u64,
+    limit: u64,
+    offset: u64,
+    file: String,
+    build_id: String,
+    /// has_functions, has_filenames, has_line_numbers, has_inline_frames.
+    has: [bool; 4],
 }
 
 fn decode(path: &Path) -> Pprof {
@@ -269,7 +310,23 @@ fn decode(path: &Path) -> Pprof {
         .iter()
         .map(|f| (int(f, 1), (s(int(f, 2)), s(int(f, 4)))))
         .collect();
-    let locations: BTreeMap<u64, String> = msgs(&p, 4)
+    let mappings: BTreeMap<u64, PprofMapping> = msgs(&p, 3)
+        .iter()
+        .map(|m| {
+            (
+                int(m, 1),
+                PprofMapping {
+                    start: int(m, 2),
+                    limit: int(m, 3),
+                    offset: int(m, 4),
+                    file: s(int(m, 5)),
+                    build_id: s(int(m, 6)),
+                    has: [7, 8, 9, 10].map(|f| int(m, f) != 0),
+                },
+            )
+        })
+        .collect();
+    let locations: BTreeMap<u64, (u64, u64, String)> = msgs(&p, 4)
         .iter()
         .map(|l| {
             let lines: Vec<String> = msgs(l, 4)
@@ -279,13 +336,16 @@ fn decode(path: &Path) -> Pprof {
                     format!("{name}@{file}:{}", int(line, 2))
                 })
                 .collect();
-            (int(l, 1), lines.join("+"))
+            (int(l, 1), (int(l, 2), int(l, 3), lines.join("+")))
         })
         .collect();
     let samples = msgs(&p, 2)
         .iter()
         .map(|m| {
-            let stack = ints(m, 1).iter().map(|id| locations[id].clone()).collect();
+            let stack = ints(m, 1)
+                .iter()
+                .map(|id| locations[id].2.clone())
+                .collect();
             let labels = msgs(m, 3)
                 .iter()
                 .map(|l| {
@@ -305,6 +365,8 @@ fn decode(path: &Path) -> Pprof {
             .iter()
             .map(|t| (s(int(t, 1)), s(int(t, 2))))
             .collect(),
+        mappings,
+        locations,
         default_type: s(int(&p, 14)),
         period: int(&p, 12),
         duration: int(&p, 10),
@@ -327,6 +389,15 @@ impl Pprof {
             "default: {} period: {} duration: {}\n",
             self.default_type, self.period, self.duration
         );
+        for (id, m) in &self.mappings {
+            out += &format!(
+                "mapping {id}: {} [{:#x}, {:#x}) offset {:#x} build_id {:?} has {:?}\n",
+                m.file, m.start, m.limit, m.offset, m.build_id, m.has
+            );
+        }
+        for (id, (mapping, address, lines)) in &self.locations {
+            out += &format!("location {id}: mapping {mapping} {address:#x} {lines}\n");
+        }
         for (values, stack, labels) in &self.samples {
             let labels: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
             out += &format!(
@@ -391,7 +462,7 @@ fn pprof_holds_every_subclass_with_labels_and_inlined_lines() {
             "[L] lock wait@:0",
             "schedule@[kernel.kallsyms]:0",
             "futex_wait@[kernel.kallsyms]:0",
-            "pthread_mutex_lock@app:0",
+            "pthread_mutex_lock@libc.so.6:0",
             "helper@app.c:30+work@app.c:20",
             "main@app.c:10"
         ],
@@ -415,6 +486,57 @@ fn pprof_holds_every_subclass_with_labels_and_inlined_lines() {
         .expect("a runqueue sample");
     assert!(!steal.2.contains_key("wait_reason"), "{:?}", steal.2);
     assert_eq!(steal.1[0], "[S] runqueue@:0");
+}
+
+#[test]
+fn pprof_locations_reference_the_mapping_of_their_file() {
+    let dir = setup("export_pprof_mappings");
+    let p = decode(&export(&dir, "pprof", "prof.pb.gz"));
+    let by_file = |file: &str| {
+        let (id, m) = p
+            .mappings
+            .iter()
+            .find(|(_, m)| m.file == file)
+            .unwrap_or_else(|| panic!("no mapping of {file}: {:?}", p.mappings));
+        (*id, m)
+    };
+    // app: its two mapped pieces, addresses as mapped.
+    let (app, m) = by_file("/usr/bin/app");
+    assert_eq!(
+        (m.start, m.limit, m.offset, m.build_id.as_str()),
+        (APP_BASE, APP_BASE + 0x11000, 0, "")
+    );
+    assert_eq!(m.has, [true, true, true, true]);
+    // libc: no mapping record, laid out with offset 0 so that the address
+    // minus the start is the file offset; its build id in hex.
+    let (libc, m) = by_file("/usr/lib/libc.so.6");
+    assert_eq!(m.build_id, "abcd01");
+    assert_eq!(m.offset, 0);
+    assert_eq!(m.has, [true, false, false, false]);
+    let (kernel, m) = by_file("[kernel.kallsyms]");
+    assert_eq!((m.start, m.limit), (SCHEDULE.addr, VFS_READ.addr + 1));
+    let (pseudo, _) = by_file("[holdup]");
+    assert_eq!(p.mappings.len(), 4, "{:?}", p.mappings);
+
+    let location = |name: &str| {
+        p.locations
+            .values()
+            .find(|l| l.2.starts_with(&format!("{name}@")))
+            .unwrap_or_else(|| panic!("no location of {name}"))
+    };
+    let at = |l: &(u64, u64, String)| (l.0, l.1);
+    assert_eq!(at(location("main")), (app, APP_BASE + MAIN.addr));
+    assert_eq!(at(location("helper")), (app, APP_BASE + 0x10000));
+    let lock = location("pthread_mutex_lock");
+    assert_eq!(lock.0, libc);
+    let libc_map = &p.mappings[&libc];
+    assert_eq!(lock.1 - libc_map.start + libc_map.offset, LOCK.addr);
+    assert!(libc_map.start <= lock.1 && lock.1 < libc_map.limit);
+    assert_eq!(at(location("vfs_read")), (kernel, VFS_READ.addr));
+    assert_eq!(location("[I] io wait").0, pseudo);
+    for (id, l) in &p.locations {
+        assert!(p.mappings.contains_key(&l.0), "location {id} {l:?}");
+    }
 }
 
 fn go() -> PathBuf {
