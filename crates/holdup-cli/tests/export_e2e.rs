@@ -1,13 +1,14 @@
 //! `holdup export` on a small hand-made trace whose answer is known by
 //! construction: pprof decoded here from profile.proto and opened by
-//! `go tool pprof`, speedscope's JSON, folded stacks; golden files
+//! `go tool pprof`, the Firefox Profiler's JSON, speedscope's JSON, folded
+//! stacks; golden files
 //! (`HOLDUP_BLESS=1` rewrites them) and bad input.
 
 mod support;
 
 use holdup_trace::{
-    features, Class, Dso, Finish, Frame, Header, Mmap, Record, Sample, Stack, SymFrame, Symbol,
-    Waker, Writer, KERNEL_DSO,
+    features, Class, Dso, Finish, Frame, Header, Mmap, Record, Sample, Segment, Stack, SymFrame,
+    Symbol, Waker, Writer, KERNEL_DSO,
 };
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -83,7 +84,9 @@ fn sample(at: u64, tid: u32, class: Class, weight: u32, sched: u32, stack: u32) 
 /// Totals: cpu 8, lock 3, io 4, runqueue 2, all 17.
 /// app is mapped in two pieces: file [0, 0x200) at APP_BASE and
 /// [0x200, 0x1200) at APP_BASE + 0x10000; libc has a build id and no
-/// mapping record.
+/// mapping record. Wait segments: a waits for the lock over [5, 8) ms,
+/// woken by b, runnable until 8.5 ms; b waits for io over [4, 7) ms, woken
+/// by the block softirq, and is preempted over [3.5, 4) ms.
 fn small_trace(path: &Path) {
     let header = Header {
         period_ns: MS,
@@ -162,6 +165,28 @@ fn small_trace(path: &Path) {
     recs.push(sample(2, 11, Class::Cpu, 1, 2, 1));
     recs.push(sample(3, 11, Class::Cpu, 1, 0, 1));
     recs.push(sample(7, 11, Class::Io, 4, 0, 3));
+    let segment = |tid, start: f64, wake: f64, end: f64, class, waker| {
+        let ms = |t: f64| {
+            if t == 0.0 {
+                0
+            } else {
+                T0 + (t * MS as f64) as u64
+            }
+        };
+        Record::Segment(Segment {
+            pid: 1,
+            tid,
+            start: ms(start),
+            wake: ms(wake),
+            end: ms(end),
+            class,
+            waker,
+            cpu: Some(0),
+        })
+    };
+    recs.push(segment(11, 3.5, 0.0, 4.0, Class::Sched, Waker::None));
+    recs.push(segment(11, 4.0, 7.0, 7.0, Class::Io, Waker::Softirq(4)));
+    recs.push(segment(10, 5.0, 8.0, 8.5, Class::Lock, Waker::Thread(11)));
     recs.push(Record::Finish(Finish {
         time: T0 + 10 * MS,
         exit_code: Some(0),
@@ -662,6 +687,137 @@ fn speedscope_has_one_sampled_profile_per_thread_in_ms() {
     );
 }
 
+/// Per thread of a Firefox profile: (name, tid, samples as (leaf frame
+/// name, leaf category name, weight, CPU delta in µs, time in ms), markers
+/// as (name, category name, start, end, waker, wait, runnable)).
+type FirefoxThread = (
+    String,
+    u64,
+    Vec<(String, String, i64, i64, f64)>,
+    Vec<FirefoxMarker>,
+);
+type FirefoxMarker = (String, String, f64, f64, String, f64, f64);
+
+fn firefox_threads(doc: &serde_json::Value) -> Vec<FirefoxThread> {
+    let categories: Vec<&str> = doc["meta"]["categories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    let u = |v: &serde_json::Value| v.as_u64().unwrap() as usize;
+    let arr = |v: &serde_json::Value| v.as_array().unwrap().clone();
+    doc["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let strings = arr(&t["stringArray"]);
+            let string = |i: usize| strings[i].as_str().unwrap().to_string();
+            let s = &t["samples"];
+            let mut time = 0.0;
+            let samples = (0..u(&s["length"]))
+                .map(|i| {
+                    time += s["timeDeltas"][i].as_f64().unwrap();
+                    let frame = u(&t["stackTable"]["frame"][u(&s["stack"][i])]);
+                    let func = u(&t["frameTable"]["func"][frame]);
+                    let category = u(&t["frameTable"]["category"][frame]);
+                    (
+                        string(u(&t["funcTable"]["name"][func])),
+                        categories[category].to_string(),
+                        s["weight"][i].as_i64().unwrap(),
+                        s["threadCPUDelta"][i].as_i64().unwrap(),
+                        time,
+                    )
+                })
+                .collect();
+            let m = &t["markers"];
+            let markers = (0..u(&m["length"]))
+                .map(|i| {
+                    let data = &m["data"][i];
+                    (
+                        string(u(&m["name"][i])),
+                        categories[u(&m["category"][i])].to_string(),
+                        m["startTime"][i].as_f64().unwrap(),
+                        m["endTime"][i].as_f64().unwrap(),
+                        string(u(&data["waker"])),
+                        data["wait"].as_f64().unwrap(),
+                        data["runnable"].as_f64().unwrap(),
+                    )
+                })
+                .collect();
+            (
+                t["name"].as_str().unwrap().to_string(),
+                // The format has tids as strings or numbers.
+                t["tid"]
+                    .as_u64()
+                    .or_else(|| t["tid"].as_str()?.parse().ok())
+                    .unwrap(),
+                samples,
+                markers,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn firefox_profile_has_a_track_per_thread_blocked_samples_and_wait_markers() {
+    let dir = setup("export_firefox");
+    let path = export(&dir, "firefox", "p.json");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    assert_eq!(doc["meta"]["interval"], 1.0);
+    assert_eq!(doc["meta"]["startTime"], 1_700_000_000_000.0);
+    let categories: Vec<&str> = doc["meta"]["categories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    for c in ["CPU", "I/O", "Lock", "Runqueue", "Blocked"] {
+        assert!(categories.contains(&c), "{categories:?}");
+    }
+    let threads = firefox_threads(&doc);
+    let names: Vec<(&str, u64)> = threads.iter().map(|t| (t.0.as_str(), t.1)).collect();
+    assert_eq!(names, [("a", 10), ("b", 11)]);
+    // Weights per leaf category are the trace's points; CPU deltas are the
+    // on-CPU points only (1 ms = 1000 µs); blocked samples have none.
+    for (t, want) in threads.iter().zip([
+        vec![("CPU", 5), ("Lock", 3)],
+        vec![("CPU", 3), ("I/O", 4), ("Runqueue", 2)],
+    ]) {
+        let mut got: BTreeMap<&str, i64> = BTreeMap::new();
+        for s in &t.2 {
+            *got.entry(s.1.as_str()).or_default() += s.2;
+            let cpu = if s.1 == "CPU" { s.2 * 1000 } else { 0 };
+            assert_eq!(s.3, cpu, "{} {s:?}", t.0);
+        }
+        let want: BTreeMap<&str, i64> = want.into_iter().collect();
+        assert_eq!(got, want, "thread {}", t.0);
+        let times: Vec<f64> = t.2.iter().map(|s| s.4).collect();
+        assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+    }
+    let lock = threads[0].2.iter().find(|s| s.1 == "Lock").unwrap();
+    assert_eq!((lock.0.as_str(), lock.2, lock.4), ("[L] lock wait", 3, 8.0));
+    let io = threads[1].2.iter().find(|s| s.1 == "I/O").unwrap();
+    assert_eq!(io.0, "[I] io wait");
+    // Wait segments: ms since the trace start, waiting then runnable.
+    let m = |n: &str, c: &str, s: f64, e: f64, w: &str, wait: f64, run: f64| {
+        (n.to_string(), c.to_string(), s, e, w.to_string(), wait, run)
+    };
+    assert_eq!(
+        threads[0].3,
+        [m("Lock wait", "Lock", 5.0, 8.5, "b:11", 3.0, 0.5)]
+    );
+    assert_eq!(
+        threads[1].3,
+        [
+            m("Runqueue wait", "Runqueue", 3.5, 4.0, "-", 0.0, 0.5),
+            m("I/O wait", "I/O", 4.0, 7.0, "softirq:block", 3.0, 0.0)
+        ]
+    );
+}
+
 /// Every format on the small trace, compared with golden files (pprof as
 /// the listing of the decoder above); `HOLDUP_BLESS=1` rewrites them.
 #[test]
@@ -674,6 +830,9 @@ fn exports_match_the_golden_files() {
     // The version changes with every release; the golden file should not.
     speedscope["exporter"] = "holdup".into();
     let speedscope = serde_json::to_string_pretty(&speedscope).unwrap() + "\n";
+    let firefox = std::fs::read_to_string(export(&dir, "firefox", "f.json")).unwrap();
+    let firefox: serde_json::Value = serde_json::from_str(&firefox).unwrap();
+    let firefox = serde_json::to_string_pretty(&firefox).unwrap() + "\n";
     let folded = std::fs::read_to_string(export(&dir, "folded", "p.folded")).unwrap();
     let script = holdup()
         .current_dir(&dir)
@@ -688,6 +847,7 @@ fn exports_match_the_golden_files() {
     for (got, file) in [
         (pprof, "small.pprof.txt"),
         (speedscope, "small.speedscope.json"),
+        (firefox, "small.firefox.json"),
         (folded, "small.folded"),
     ] {
         assert_golden(&golden, file, &got);
