@@ -1,7 +1,7 @@
 //! `holdup export` on a small hand-made trace whose answer is known by
 //! construction: pprof decoded here from profile.proto and opened by
-//! `go tool pprof`, the Firefox Profiler's JSON, speedscope's JSON, folded
-//! stacks; golden files
+//! `go tool pprof`, the Firefox Profiler's JSON, a Perfetto trace decoded
+//! here from Perfetto's protos, speedscope's JSON, folded stacks; golden files
 //! (`HOLDUP_BLESS=1` rewrites them) and bad input.
 
 mod support;
@@ -244,6 +244,11 @@ fn fields(b: &[u8]) -> Vec<(u32, Val)> {
         let (field, wire) = ((key >> 3) as u32, key & 7);
         match wire {
             0 => out.push((field, Val::Int(varint(b, &mut i)))),
+            1 => {
+                let v = u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
+                out.push((field, Val::Int(v)));
+                i += 8;
+            }
             2 => {
                 let n = varint(b, &mut i) as usize;
                 out.push((field, Val::Bytes(b[i..i + n].to_vec())));
@@ -818,6 +823,229 @@ fn firefox_profile_has_a_track_per_thread_blocked_samples_and_wait_markers() {
     );
 }
 
+// ---- Perfetto, decoded with the field numbers of Perfetto's protos ----------
+
+/// One track event: (time in ms since the trace start, thread, type, name,
+/// arguments, flow ids, terminating flow ids, call stack root first).
+#[derive(Debug, Clone)]
+struct PerfettoEvent {
+    ms: f64,
+    tid: u64,
+    kind: u64,
+    name: String,
+    args: BTreeMap<String, String>,
+    flows: Vec<u64>,
+    terminating: Vec<u64>,
+    stack: Vec<String>,
+}
+
+/// Threads (tid → (pid, name)), processes (pid → name) and events in file order.
+type PerfettoTrace = (
+    BTreeMap<u64, (u64, String)>,
+    BTreeMap<u64, String>,
+    Vec<PerfettoEvent>,
+);
+
+fn decode_perfetto(path: &Path) -> PerfettoTrace {
+    let raw = std::fs::read(path).unwrap();
+    let text = |v: &Val| match v {
+        Val::Bytes(b) => String::from_utf8(b.clone()).unwrap(),
+        Val::Int(_) => panic!("not a string"),
+    };
+    let string = |fs: &[(u32, Val)], field: u32| {
+        fs.iter()
+            .find(|(f, _)| *f == field)
+            .map(|(_, v)| text(v))
+            .unwrap_or_default()
+    };
+    let mut threads = BTreeMap::new();
+    let mut processes = BTreeMap::new();
+    let mut uuids: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut names: BTreeMap<u64, String> = BTreeMap::new();
+    let mut frames: BTreeMap<u64, String> = BTreeMap::new();
+    let mut stacks: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+    let mut events = Vec::new();
+    let packets = msgs(&fields(&raw), 1);
+    assert_eq!(int(&packets[0], 13), 1, "the first packet clears the state");
+    for p in &packets {
+        assert_eq!(int(p, 10), 1, "one sequence");
+        for td in msgs(p, 60) {
+            if let Some(thd) = msgs(&td, 4).first() {
+                threads.insert(int(thd, 2), (int(thd, 1), string(thd, 5)));
+                uuids.insert(int(&td, 1), int(thd, 2));
+            }
+            if let Some(pd) = msgs(&td, 3).first() {
+                processes.insert(int(pd, 1), string(pd, 6));
+            }
+        }
+        for id in msgs(p, 12) {
+            for n in msgs(&id, 5) {
+                names.insert(int(&n, 1), string(&n, 2));
+            }
+            for f in msgs(&id, 6) {
+                let name = names[&int(&f, 2)].clone();
+                frames.insert(int(&f, 1), format!("{name}:{}", int(&f, 6)));
+            }
+            for c in msgs(&id, 7) {
+                let stack = ints(&c, 2).iter().map(|i| frames[i].clone()).collect();
+                stacks.insert(int(&c, 1), stack);
+            }
+        }
+        for te in msgs(p, 11) {
+            assert_eq!(int(p, 13), 2, "events use the interned state");
+            let args = msgs(&te, 4)
+                .iter()
+                .map(|da| {
+                    let v = if int(da, 3) != 0 {
+                        int(da, 3).to_string()
+                    } else {
+                        string(da, 6)
+                    };
+                    (string(da, 10), v)
+                })
+                .collect();
+            let stack = match int(&te, 56) {
+                0 => Vec::new(),
+                iid => stacks[&iid].clone(),
+            };
+            events.push(PerfettoEvent {
+                ms: (int(p, 8) - T0) as f64 / MS as f64,
+                tid: uuids[&int(&te, 11)],
+                kind: int(&te, 9),
+                name: string(&te, 23),
+                args,
+                flows: ints(&te, 47),
+                terminating: ints(&te, 48),
+                stack,
+            });
+        }
+    }
+    (threads, processes, events)
+}
+
+/// Per thread, its slices in order: (state, start ms, end ms, waker).
+fn perfetto_states(events: &[PerfettoEvent]) -> BTreeMap<u64, Vec<(String, f64, f64, String)>> {
+    let mut open: BTreeMap<u64, Vec<&PerfettoEvent>> = BTreeMap::new();
+    let mut out: BTreeMap<u64, Vec<_>> = BTreeMap::new();
+    for e in events {
+        match e.kind {
+            1 => open.entry(e.tid).or_default().push(e),
+            2 => {
+                let b = open.get_mut(&e.tid).and_then(|v| v.pop()).expect("begin");
+                let waker = b.args.get("waker").cloned().unwrap_or_default();
+                out.entry(e.tid)
+                    .or_default()
+                    .push((b.name.clone(), b.ms, e.ms, waker));
+            }
+            _ => {}
+        }
+    }
+    assert!(open.values().all(Vec::is_empty), "unclosed slices");
+    out
+}
+
+#[test]
+fn perfetto_trace_has_thread_states_wakeup_flows_and_samples_with_stacks() {
+    let dir = setup("export_perfetto");
+    let (threads, processes, events) = decode_perfetto(&export(&dir, "perfetto", "t.pftrace"));
+    assert_eq!(
+        threads,
+        BTreeMap::from([(10, (1, "a".to_string())), (11, (1, "b".to_string()))])
+    );
+    assert_eq!(processes.keys().collect::<Vec<_>>(), [&1]);
+    let times: Vec<f64> = events.iter().map(|e| e.ms).collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+
+    // States: the segments, with Running in between, over the whole
+    // 10 ms life of each thread.
+    let st = |s: &str, a: f64, b: f64, w: &str| (s.to_string(), a, b, w.to_string());
+    let states = perfetto_states(&events);
+    assert_eq!(
+        states[&10],
+        [
+            st("Running", 0.0, 5.0, ""),
+            st("Sleeping", 5.0, 8.0, "b:11"),
+            st("Runnable", 8.0, 8.5, "b:11"),
+            st("Running", 8.5, 10.0, ""),
+        ]
+    );
+    assert_eq!(
+        states[&11],
+        [
+            st("Running", 0.0, 3.5, ""),
+            st("Runnable", 3.5, 4.0, "-"),
+            st("Uninterruptible (I/O)", 4.0, 7.0, "softirq:block"),
+            st("Running", 7.0, 10.0, ""),
+        ]
+    );
+    for (tid, slices) in &states {
+        let total: f64 = slices.iter().map(|s| s.2 - s.1).sum();
+        assert!((total - 10.0).abs() < 1e-9, "thread {tid}: {total} ms");
+    }
+
+    // The wakeup of a by b: a flow from an instant on b to a's Runnable slice.
+    let source: Vec<&PerfettoEvent> = events.iter().filter(|e| !e.flows.is_empty()).collect();
+    assert_eq!(source.len(), 1, "{source:?}");
+    assert_eq!(
+        (source[0].tid, source[0].ms, source[0].name.as_str()),
+        (11, 8.0, "wakes a:10")
+    );
+    let sink: Vec<&PerfettoEvent> = events
+        .iter()
+        .filter(|e| e.terminating == source[0].flows)
+        .collect();
+    assert_eq!(sink.len(), 1);
+    assert_eq!(
+        (sink[0].tid, sink[0].ms, sink[0].name.as_str()),
+        (10, 8.0, "Runnable")
+    );
+
+    // Samples: instants named by subclass; their points are the trace's.
+    let mut points: BTreeMap<(u64, String), u64> = BTreeMap::new();
+    for e in events.iter().filter(|e| e.kind == 3 && e.flows.is_empty()) {
+        *points.entry((e.tid, e.name.clone())).or_default() +=
+            e.args["points"].parse::<u64>().unwrap();
+        assert!(!e.stack.is_empty(), "{e:?}");
+    }
+    let want: BTreeMap<(u64, String), u64> = [
+        ((10, "cpu"), 5),
+        ((10, "lock"), 3),
+        ((11, "cpu"), 3),
+        ((11, "runqueue"), 2),
+        ((11, "io"), 4),
+    ]
+    .into_iter()
+    .map(|((t, n), p)| ((t, n.to_string()), p))
+    .collect();
+    assert_eq!(points, want);
+    let lock = events.iter().find(|e| e.name == "lock").unwrap();
+    assert_eq!(
+        lock.stack,
+        [
+            "main:10",
+            "work:20",
+            "helper:30",
+            "pthread_mutex_lock:0",
+            "futex_wait:0",
+            "schedule:0",
+            "[L] lock wait:0"
+        ]
+    );
+}
+
+/// A readable listing of a decoded Perfetto trace, for the golden file.
+fn perfetto_listing(path: &Path) -> String {
+    let (threads, processes, events) = decode_perfetto(path);
+    let mut out = format!("processes: {processes:?}\nthreads: {threads:?}\n");
+    for e in events {
+        out += &format!(
+            "{:8.3} tid {} type {} {:?} {:?} flows {:?} terminating {:?} stack {:?}\n",
+            e.ms, e.tid, e.kind, e.name, e.args, e.flows, e.terminating, e.stack
+        );
+    }
+    out
+}
+
 /// Every format on the small trace, compared with golden files (pprof as
 /// the listing of the decoder above); `HOLDUP_BLESS=1` rewrites them.
 #[test]
@@ -833,6 +1061,7 @@ fn exports_match_the_golden_files() {
     let firefox = std::fs::read_to_string(export(&dir, "firefox", "f.json")).unwrap();
     let firefox: serde_json::Value = serde_json::from_str(&firefox).unwrap();
     let firefox = serde_json::to_string_pretty(&firefox).unwrap() + "\n";
+    let perfetto = perfetto_listing(&export(&dir, "perfetto", "t.pftrace"));
     let folded = std::fs::read_to_string(export(&dir, "folded", "p.folded")).unwrap();
     let script = holdup()
         .current_dir(&dir)
@@ -848,6 +1077,7 @@ fn exports_match_the_golden_files() {
         (pprof, "small.pprof.txt"),
         (speedscope, "small.speedscope.json"),
         (firefox, "small.firefox.json"),
+        (perfetto, "small.perfetto.txt"),
         (folded, "small.folded"),
     ] {
         assert_golden(&golden, file, &got);

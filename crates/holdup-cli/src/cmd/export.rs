@@ -1,11 +1,11 @@
 //! `holdup export`: the profile in the formats of other tools (pprof,
-//! Firefox Profiler, speedscope, folded stacks).
+//! Firefox Profiler, Perfetto, speedscope, folded stacks).
 
 use super::input::load_trace;
 use super::script::StackArgs;
 use anyhow::Context;
 use holdup_analysis::folded;
-use holdup_render::export::{self, firefox, pprof, speedscope};
+use holdup_render::export::{self, firefox, perfetto, pprof, speedscope};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -16,6 +16,8 @@ pub enum Format {
     Pprof,
     /// The Firefox Profiler's processed format (profiler.firefox.com).
     Firefox,
+    /// A Perfetto trace (ui.perfetto.dev): thread states, wakeups, samples.
+    Perfetto,
     /// speedscope's JSON file format, one profile per thread.
     Speedscope,
     /// Folded stacks, as `holdup script` writes them.
@@ -27,6 +29,7 @@ impl Format {
         match self {
             Format::Pprof => "holdup.pb.gz",
             Format::Firefox => "holdup.firefox.json",
+            Format::Perfetto => "holdup.pftrace",
             Format::Speedscope => "holdup.speedscope.json",
             Format::Folded => "holdup.folded",
         }
@@ -39,7 +42,8 @@ pub struct Args {
     #[arg(short, long, value_enum)]
     pub format: Format,
     /// File to write (`-` for standard output); holdup.pb.gz,
-    /// holdup.firefox.json, holdup.speedscope.json or holdup.folded by default.
+    /// holdup.firefox.json, holdup.pftrace, holdup.speedscope.json or
+    /// holdup.folded by default.
     #[arg(short, long)]
     pub output: Option<PathBuf>,
     #[command(flatten)]
@@ -73,7 +77,7 @@ fn render(a: Args) -> anyhow::Result<Vec<u8>> {
             let (_, stacks) = a.stacks.load()?;
             folded::write_folded(&mut out, &stacks)?;
         }
-        Format::Pprof | Format::Firefox | Format::Speedscope => {
+        Format::Pprof | Format::Firefox | Format::Perfetto | Format::Speedscope => {
             let trace = load_trace(&a.stacks.input)?;
             let filter = a.stacks.filter.clone().into();
             let samples = export::stack_samples(&trace, &filter);
@@ -88,7 +92,8 @@ fn render(a: Args) -> anyhow::Result<Vec<u8>> {
                     serde_json::to_writer(&mut out, &profile)?;
                     out.push(b'\n');
                 }
-                _ => {
+                Format::Perfetto => out = perfetto::encode(&trace, &samples, &filter),
+                Format::Speedscope | Format::Folded => {
                     let doc = speedscope::document(&trace, &samples, &name);
                     serde_json::to_writer(&mut out, &doc)?;
                     out.push(b'\n');

@@ -6,7 +6,9 @@
 //! and subclass, in trace order, with its stack resolved to frames.
 
 pub mod firefox;
+pub mod perfetto;
 pub mod pprof;
+mod protobuf;
 pub mod speedscope;
 
 use holdup_analysis::profile::{sample_parts, Filter};

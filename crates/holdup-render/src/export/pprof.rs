@@ -1,6 +1,6 @@
 //! pprof's profile.proto (github.com/google/pprof/proto/profile.proto),
-//! gzipped, written with a small protobuf encoder: the message is flat and
-//! a dozen fields do not warrant a code generator.
+//! gzipped, written with the small protobuf encoder of [`super::protobuf`]:
+//! the message is flat and a dozen fields do not warrant a code generator.
 //!
 //! Sample types: `wall` (on- and off-CPU, the default) and, per subclass,
 //! `<class>_samples` (count) and `<class>` (nanoseconds). A location is one
@@ -20,6 +20,7 @@
 //! keep their raw addresses; the subclass pseudo frames live in a
 //! `[holdup]` mapping.
 
+use super::protobuf::Msg;
 use super::{class_name, StackSample, CLASSES};
 use holdup_analysis::folded::leaf_name;
 use holdup_trace::{Class, DsoId, Frame, Trace, KERNEL_DSO, UNKNOWN_DSO};
@@ -39,45 +40,6 @@ mod field {
     pub const PERIOD_TYPE: u32 = 11;
     pub const PERIOD: u32 = 12;
     pub const DEFAULT_SAMPLE_TYPE: u32 = 14;
-}
-
-/// A protobuf message being written.
-#[derive(Default)]
-struct Msg(Vec<u8>);
-
-impl Msg {
-    fn varint(&mut self, mut v: u64) {
-        while v >= 0x80 {
-            self.0.push(v as u8 | 0x80);
-            v >>= 7;
-        }
-        self.0.push(v as u8);
-    }
-    fn key(&mut self, field: u32, wire: u8) {
-        self.varint(u64::from(field) << 3 | u64::from(wire));
-    }
-    /// An integer field; zero is the default and is left out.
-    fn int(&mut self, field: u32, v: u64) {
-        if v != 0 {
-            self.key(field, 0);
-            self.varint(v);
-        }
-    }
-    fn bytes(&mut self, field: u32, b: &[u8]) {
-        self.key(field, 2);
-        self.varint(b.len() as u64);
-        self.0.extend_from_slice(b);
-    }
-    fn msg(&mut self, field: u32, m: Msg) {
-        self.bytes(field, &m.0);
-    }
-    fn packed(&mut self, field: u32, vs: impl IntoIterator<Item = u64>) {
-        let mut p = Msg::default();
-        for v in vs {
-            p.varint(v);
-        }
-        self.bytes(field, &p.0);
-    }
 }
 
 /// The string table: index 0 is the empty string.
