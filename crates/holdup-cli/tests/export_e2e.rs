@@ -88,6 +88,11 @@ fn sample(at: u64, tid: u32, class: Class, weight: u32, sched: u32, stack: u32) 
 /// woken by b, runnable until 8.5 ms; b waits for io over [4, 7) ms, woken
 /// by the block softirq, and is preempted over [3.5, 4) ms.
 fn small_trace(path: &Path) {
+    small_trace_named(path, "a");
+}
+
+/// The small trace with thread 10 named `a_name`.
+fn small_trace_named(path: &Path, a_name: &str) {
     let header = Header {
         period_ns: MS,
         start_ns: T0,
@@ -127,7 +132,7 @@ fn small_trace(path: &Path) {
             time: T0,
             pid: 1,
             tid: 10,
-            comm: "a".into(),
+            comm: a_name.into(),
         },
         Record::Comm {
             time: T0,
@@ -1082,6 +1087,125 @@ fn exports_match_the_golden_files() {
     ] {
         assert_golden(&golden, file, &got);
     }
+}
+
+// ---- holdup html -------------------------------------------------------------
+
+const HOSTILE: &str = "<script>alert(1)</script>";
+
+/// A causal profile whose one line is named with markup.
+const COZ: &str = "startup\ttime=1\n\
+experiment\tselected=/src/x<i>.c:10\tspeedup=0.00\tduration=1000\tselected-samples=3\n\
+throughput-point\tname=round\tdelta=10\n\
+experiment\tselected=/src/x<i>.c:10\tspeedup=0.25\tduration=1000\tselected-samples=3\n\
+throughput-point\tname=round\tdelta=15\n\
+experiment\tselected=/src/x<i>.c:10\tspeedup=0.50\tduration=1000\tselected-samples=3\n\
+throughput-point\tname=round\tdelta=20\n\
+experiment\tselected=/src/x<i>.c:10\tspeedup=1.00\tduration=1000\tselected-samples=3\n\
+throughput-point\tname=round\tdelta=20\n\
+runtime\ttime=6\tprogress-points=1\texperiments=4\n";
+
+fn chromium() -> &'static str {
+    if std::process::Command::new("chromium")
+        .arg("--version")
+        .output()
+        .is_ok()
+    {
+        return "chromium";
+    }
+    panic!("Chromium is needed to check holdup html (apt install chromium)");
+}
+
+#[test]
+fn html_is_one_self_contained_page_with_every_name_escaped() {
+    let dir = scratch("export_html");
+    small_trace_named(&dir.join("small.data"), HOSTILE);
+    std::fs::write(dir.join("profile.coz"), COZ).unwrap();
+    let o = holdup()
+        .current_dir(&dir)
+        .args(["html", "-i", "small.data", "-o", "report.html"])
+        .args(["--causal", "profile.coz"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let page = std::fs::read_to_string(dir.join("report.html")).unwrap();
+
+    // Escaped everywhere: text, the flame graph's JSON, the causal target.
+    assert!(!page.contains("alert(1)</script>"), "unescaped thread name");
+    assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+    assert!(page.contains("\\u003cscript\\u003ealert(1)"));
+    assert!(!page.contains("x<i>"));
+    assert!(page.contains("x&lt;i&gt;.c:10"), "the causal target");
+    assert_eq!(page.matches("<script").count(), 2, "data and code only");
+    // Self-contained: nothing to fetch (SVG namespaces are names, not fetches).
+    let offline = page
+        .replace("xmlns=\"http://www.w3.org/2000/svg\"", "")
+        .replace("xmlns:xlink=\"http://www.w3.org/1999/xlink\"", "");
+    for net in ["http://", "https://", " src=", "<link", "@import"] {
+        assert!(!offline.contains(net), "{net} in the page");
+    }
+    for id in ["flame-section", "report", "waitgraph", "causal", "filter"] {
+        assert!(page.contains(&format!("id=\"{id}\"")), "no #{id}");
+    }
+    assert!(page.contains("<svg"), "the wait-for graph picture");
+    assert!(page.contains("<path d=\"M"), "a causal curve");
+
+    // In a real browser: the script runs to its end without console
+    // messages and draws one box per flame graph node (17 here).
+    let url = format!("file://{}", dir.join("report.html").display());
+    let browse = |extra: &[&str]| {
+        let o = std::process::Command::new(chromium())
+            .args(["--headless", "--no-sandbox", "--disable-gpu"])
+            .args([
+                "--enable-logging=stderr",
+                "--v=0",
+                "--window-size=1280,1600",
+            ])
+            .args(extra)
+            .arg(&url)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        let console: Vec<&str> = err.lines().filter(|l| l.contains(":CONSOLE")).collect();
+        assert!(console.is_empty(), "console messages: {console:#?}");
+        String::from_utf8_lossy(&o.stdout).to_string()
+    };
+    let dom = browse(&["--dump-dom"]);
+    assert!(
+        dom.contains("data-ready=\"1\""),
+        "the script did not finish"
+    );
+    let boxes = dom.matches("<div class=\"c").count();
+    assert_eq!(boxes, 17, "flame graph boxes");
+    assert!(dom.contains(">&lt;script&gt;alert(1)&lt;/script&gt;-10<"));
+    let shot = dir.join("report.png");
+    browse(&[&format!("--screenshot={}", shot.display())]);
+    let size = std::fs::metadata(&shot).map(|m| m.len()).unwrap_or(0);
+    assert!(size > 10_000, "screenshot of {size} bytes");
+}
+
+#[test]
+fn html_bad_input_gives_one_clear_line() {
+    let dir = setup("export_html_bad");
+    std::fs::write(dir.join("junk.coz"), "not a profile\n").unwrap();
+    fails_with(&dir, &["html", "-i", "missing.data"], "missing.data");
+    fails_with(
+        &dir,
+        &["html", "-i", "small.data", "--causal", "none.coz"],
+        "cannot open none.coz",
+    );
+    fails_with(
+        &dir,
+        &["html", "-i", "small.data", "-o", "no/such/dir/r.html"],
+        "cannot write no/such/dir/r.html",
+    );
+    fails_with(
+        &dir,
+        &["html", "-i", "small.data", "--tid", "99"],
+        "no samples match",
+    );
+    assert!(!dir.join("holdup.html").exists());
 }
 
 fn fails_with(dir: &Path, args: &[&str], needle: &str) {
