@@ -1208,6 +1208,114 @@ fn html_bad_input_gives_one_clear_line() {
     assert!(!dir.join("holdup.html").exists());
 }
 
+// ---- a recorded trace ---------------------------------------------------------
+
+/// Sum of the slices named `state` on thread `tid`, in seconds, and their count.
+fn state_seconds(events: &[PerfettoEvent], tid: u64, state: &str) -> (f64, usize) {
+    let states = perfetto_states(events);
+    let slices: Vec<_> = states[&tid].iter().filter(|s| s.0 == state).collect();
+    (
+        slices.iter().map(|s| s.2 - s.1).sum::<f64>() / 1e3,
+        slices.len(),
+    )
+}
+
+/// half_sleeper: one thread computes 10 ms then sleeps 10 ms, 60 times.
+/// Every format of the recorded trace must tell the same, measured truth.
+#[test]
+#[ignore = "needs root and BPF"]
+fn a_recorded_trace_reads_the_same_in_every_format() {
+    let _serial = serial();
+    let dir = scratch("export_recorded");
+    let bin = workload("half_sleeper");
+    let data = record(&dir, &[], &[bin.to_str().unwrap(), "60"]);
+    let data = data.to_str().unwrap();
+    let worker = |threads: &BTreeMap<u64, (u64, String)>| {
+        let w: Vec<u64> = threads
+            .iter()
+            .filter(|(tid, (pid, name))| name == "half_sleeper" && *tid != pid)
+            .map(|(tid, _)| *tid)
+            .collect();
+        assert_eq!(w.len(), 1, "{threads:?}");
+        w[0]
+    };
+    let export = |format: &str, out: &str| {
+        let path = dir.join(out);
+        run_ok(&[
+            "export",
+            "-f",
+            format,
+            "-i",
+            data,
+            "-o",
+            path.to_str().unwrap(),
+        ]);
+        eprintln!(
+            "{format}: {} bytes",
+            std::fs::metadata(&path).unwrap().len()
+        );
+        path
+    };
+
+    // Perfetto: 60 sleeps of 10 ms (plus timer slack) and 0.6 s running.
+    let (threads, _, events) = decode_perfetto(&export("perfetto", "t.pftrace"));
+    let tid = worker(&threads);
+    let (sleeping, n) = state_seconds(&events, tid, "Sleeping");
+    assert_near("perfetto sleeping s", sleeping, 0.620, 0.07);
+    assert!((60..=63).contains(&n), "{n} sleeps");
+    let (running, _) = state_seconds(&events, tid, "Running");
+    assert_near("perfetto running s", running, 0.600, 0.08);
+    eprintln!("perfetto: sleeping {sleeping:.3} s in {n} slices, running {running:.3} s");
+
+    // Firefox: CPU deltas add up to the thread's CPU time, blocked samples
+    // are Blocked, one wait marker per sleep.
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(export("firefox", "f.json")).unwrap())
+            .unwrap();
+    let ff = firefox_threads(&doc);
+    let t = ff.iter().find(|t| t.1 == tid).expect("the worker's track");
+    let cpu_s = t.2.iter().map(|s| s.3).sum::<i64>() as f64 / 1e6;
+    assert_near("firefox cpu s", cpu_s, 0.600, 0.06);
+    let period_ms = doc["meta"]["interval"].as_f64().unwrap();
+    let blocked_s =
+        t.2.iter()
+            .filter(|s| s.1 == "Blocked")
+            .map(|s| s.2)
+            .sum::<i64>() as f64
+            * period_ms
+            / 1e3;
+    assert_near("firefox blocked s", blocked_s, 0.620, 0.07);
+    let sleeps = t.3.iter().filter(|m| m.1 == "Blocked").count();
+    eprintln!("firefox: cpu {cpu_s:.3} s, blocked {blocked_s:.3} s, {sleeps} wait markers");
+    assert!((60..=63).contains(&sleeps), "{sleeps} markers");
+
+    // pprof: the same totals through go tool pprof.
+    let prof = export("pprof", "p.pb.gz");
+    let p = decode(&prof);
+    assert_near("pprof cpu s", p.total("cpu") as f64 / 1e9, 0.600, 0.06);
+    let top = std::process::Command::new(go())
+        .args(["tool", "pprof", "-top", "-sample_index=blocked"])
+        .arg(&prof)
+        .output()
+        .unwrap();
+    assert!(top.status.success());
+    assert!(String::from_utf8_lossy(&top.stdout).contains("half_sleeper"));
+
+    // The page of a real trace loads without console messages.
+    let page = dir.join("report.html");
+    run_ok(&["html", "-i", data, "-o", page.to_str().unwrap()]);
+    eprintln!("html: {} bytes", std::fs::metadata(&page).unwrap().len());
+    let o = std::process::Command::new(chromium())
+        .args(["--headless", "--no-sandbox", "--disable-gpu"])
+        .args(["--enable-logging=stderr", "--v=0", "--dump-dom"])
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains(":CONSOLE"), "{err}");
+    assert!(String::from_utf8_lossy(&o.stdout).contains("data-ready=\"1\""));
+}
+
 fn fails_with(dir: &Path, args: &[&str], needle: &str) {
     let out = holdup().current_dir(dir).args(args).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
