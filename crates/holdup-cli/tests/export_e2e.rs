@@ -10,7 +10,7 @@ use holdup_trace::{
     features, Class, Dso, Finish, Frame, Header, Mmap, Record, Sample, Segment, Stack, SymFrame,
     Symbol, Waker, Writer, KERNEL_DSO,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use support::*;
@@ -1314,6 +1314,66 @@ fn a_recorded_trace_reads_the_same_in_every_format() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!err.contains(":CONSOLE"), "{err}");
     assert!(String::from_utf8_lossy(&o.stdout).contains("data-ready=\"1\""));
+}
+
+/// Ping-pong over a Unix socket, 1000 rounds: the client waits for every
+/// reply and the server wakes it, so at least 1000 arrows go from the
+/// server to the client's Runnable slices, one for nearly every sleep.
+#[test]
+#[ignore = "needs root and BPF"]
+fn perfetto_wakeup_arrows_go_from_the_server_to_the_client() {
+    let _serial = serial();
+    let dir = scratch("export_pingpong");
+    let bin = workload("wg_pingpong");
+    let data = record(
+        &dir,
+        &[],
+        &[bin.to_str().unwrap(), "unix", "1000", "0.0002"],
+    );
+    let out = dir.join("t.pftrace");
+    run_ok(&[
+        "export",
+        "-f",
+        "perfetto",
+        "-i",
+        data.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let (threads, _, events) = decode_perfetto(&out);
+    let tid = |name: &str| {
+        threads
+            .iter()
+            .find(|(_, (_, n))| n == name)
+            .map(|(t, _)| *t)
+            .unwrap_or_else(|| panic!("no {name} in {threads:?}"))
+    };
+    let (client, server) = (tid("client"), tid("server"));
+    let sources: HashMap<u64, u64> = events
+        .iter()
+        .flat_map(|e| e.flows.iter().map(move |f| (*f, e.tid)))
+        .collect();
+    let mut arrows: BTreeMap<(u64, u64), usize> = BTreeMap::new();
+    for e in &events {
+        for f in &e.terminating {
+            assert_eq!(e.name, "Runnable", "{e:?}");
+            *arrows.entry((sources[f], e.tid)).or_default() += 1;
+        }
+    }
+    let to_client = arrows.get(&(server, client)).copied().unwrap_or(0);
+    let sleeps = perfetto_states(&events)[&client]
+        .iter()
+        .filter(|s| s.0 == "Sleeping")
+        .count();
+    eprintln!("{to_client} arrows server → client, {sleeps} client sleeps; all {arrows:?}");
+    // Every round ends with the server's reply waking the client. The
+    // client may sleep more than once a round (about twice, measured here);
+    // the server still ends nearly every one of its sleeps.
+    assert!(to_client >= 995, "{to_client} arrows server → client");
+    assert!(
+        to_client as f64 >= 0.95 * sleeps as f64,
+        "{to_client} arrows for {sleeps} sleeps of the client; all {arrows:?}"
+    );
 }
 
 fn fails_with(dir: &Path, args: &[&str], needle: &str) {
