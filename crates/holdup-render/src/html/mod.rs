@@ -18,6 +18,9 @@ use std::fmt::Write;
 const CSS: &str = include_str!("report.css");
 const JS: &str = include_str!("report.js");
 
+/// Flame graph frames under 1/FLAME_DETAIL of all points are left out.
+const FLAME_DETAIL: u64 = 20_000;
+
 /// The wait-for graph section: GraphViz's SVG, or a text rendering (edges
 /// and knots) when `dot` is not there, or why there is none.
 pub enum WaitGraph {
@@ -107,9 +110,17 @@ impl Node {
         };
     }
 
-    fn json(&self) -> serde_json::Value {
+    /// The node as `[name, points, class, children]`; children lighter
+    /// than `min` points are left out (too narrow to draw, and they would
+    /// make the page of a long trace large).
+    fn json(&self, min: u64) -> serde_json::Value {
         let class = class_index(self.class.unwrap_or(Class::Cpu));
-        let children: Vec<_> = self.children.iter().map(Node::json).collect();
+        let children: Vec<_> = self
+            .children
+            .iter()
+            .filter(|c| c.value >= min)
+            .map(|c| c.json(min))
+            .collect();
         serde_json::json!([self.name, self.value, class, children])
     }
 }
@@ -285,7 +296,10 @@ pub fn render(page: &Page) -> String {
     let _ = writeln!(
         out,
         "<script type=\"application/json\" id=\"flame-data\">{}</script>",
-        script_json(&flame_tree(page.samples).json())
+        script_json(&{
+            let tree = flame_tree(page.samples);
+            tree.json(tree.value / FLAME_DETAIL)
+        })
     );
 
     out.push_str("<h2 id=\"report\">Report</h2>\n<p><input type=\"search\" id=\"filter\" placeholder=\"filter rows\"></p>\n");
