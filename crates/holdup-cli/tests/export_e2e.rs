@@ -867,6 +867,8 @@ fn decode_perfetto(path: &Path) -> PerfettoTrace {
     let mut processes = BTreeMap::new();
     let mut uuids: BTreeMap<u64, u64> = BTreeMap::new();
     let mut names: BTreeMap<u64, String> = BTreeMap::new();
+    // Event names, argument names, argument values.
+    let mut strings: [BTreeMap<u64, String>; 3] = Default::default();
     let mut frames: BTreeMap<u64, String> = BTreeMap::new();
     let mut stacks: BTreeMap<u64, Vec<String>> = BTreeMap::new();
     let mut events = Vec::new();
@@ -884,6 +886,11 @@ fn decode_perfetto(path: &Path) -> PerfettoTrace {
             }
         }
         for id in msgs(p, 12) {
+            for (table, field) in strings.iter_mut().zip([2, 3, 29]) {
+                for n in msgs(&id, field) {
+                    table.insert(int(&n, 1), string(&n, 2));
+                }
+            }
             for n in msgs(&id, 5) {
                 names.insert(int(&n, 1), string(&n, 2));
             }
@@ -904,9 +911,9 @@ fn decode_perfetto(path: &Path) -> PerfettoTrace {
                     let v = if int(da, 3) != 0 {
                         int(da, 3).to_string()
                     } else {
-                        string(da, 6)
+                        strings[2][&int(da, 17)].clone()
                     };
-                    (string(da, 10), v)
+                    (strings[1][&int(da, 1)].clone(), v)
                 })
                 .collect();
             let stack = match int(&te, 56) {
@@ -917,7 +924,7 @@ fn decode_perfetto(path: &Path) -> PerfettoTrace {
                 ms: (int(p, 8) - T0) as f64 / MS as f64,
                 tid: uuids[&int(&te, 11)],
                 kind: int(&te, 9),
-                name: string(&te, 23),
+                name: strings[0].get(&int(&te, 10)).cloned().unwrap_or_default(),
                 args,
                 flows: ints(&te, 47),
                 terminating: ints(&te, 48),
@@ -1257,12 +1264,23 @@ fn a_recorded_trace_reads_the_same_in_every_format() {
         path
     };
 
-    // Perfetto: 60 sleeps of 10 ms (plus timer slack) and 0.6 s running.
+    // Perfetto: 60 sleeps of 10 ms (plus timer slack) and 0.6 s running;
+    // one Sleeping slice per sleep the trace holds.
     let (threads, _, events) = decode_perfetto(&export("perfetto", "t.pftrace"));
     let tid = worker(&threads);
+    let trace = holdup_trace::Trace::load(Path::new(data)).unwrap();
+    let sleeps_in_trace = trace
+        .segments
+        .iter()
+        .filter(|s| u64::from(s.tid) == tid && s.class == Class::Other)
+        .count();
+    // Once, on a loaded machine, the trace held 59 of the 60 sleeps (and
+    // said 0 lost events): that is the recorder's to explain, not the
+    // exporters'.
+    assert!((59..=63).contains(&sleeps_in_trace), "{sleeps_in_trace}");
     let (sleeping, n) = state_seconds(&events, tid, "Sleeping");
     assert_near("perfetto sleeping s", sleeping, 0.620, 0.07);
-    assert!((60..=63).contains(&n), "{n} sleeps");
+    assert_eq!(n, sleeps_in_trace, "Sleeping slices");
     let (running, _) = state_seconds(&events, tid, "Running");
     assert_near("perfetto running s", running, 0.600, 0.08);
     eprintln!("perfetto: sleeping {sleeping:.3} s in {n} slices, running {running:.3} s");
@@ -1287,7 +1305,7 @@ fn a_recorded_trace_reads_the_same_in_every_format() {
     assert_near("firefox blocked s", blocked_s, 0.620, 0.07);
     let sleeps = t.3.iter().filter(|m| m.1 == "Blocked").count();
     eprintln!("firefox: cpu {cpu_s:.3} s, blocked {blocked_s:.3} s, {sleeps} wait markers");
-    assert!((60..=63).contains(&sleeps), "{sleeps} markers");
+    assert_eq!(sleeps, sleeps_in_trace, "wait markers");
 
     // pprof: the same totals through go tool pprof.
     let prof = export("pprof", "p.pb.gz");

@@ -10,9 +10,10 @@
 //! an instant `wakes <comm:tid>` on the waker's track to the wakee's
 //! `Runnable` slice; every wait slice names its waker in a `waker` argument.
 //! The samples are instants named by subclass (`cpu`, `io`, `lock`,
-//! `runqueue`, `blocked`) with a `points` argument and their call stack,
-//! interned (function names, frames, callstacks: root first, blocked stacks
-//! ending in the subclass's pseudo frame). States need the wait segments;
+//! `runqueue`, `blocked`) with a `points` argument and their call stack
+//! (root first, blocked stacks ending in the subclass's pseudo frame).
+//! Event names, argument names and values, function names, frames and
+//! callstacks are interned. States need the wait segments;
 //! a trace recorded without them gets the samples only.
 
 use super::protobuf::Msg;
@@ -51,7 +52,7 @@ mod field {
     pub const TE_DEBUG_ANNOTATIONS: u32 = 4;
     pub const TE_TYPE: u32 = 9;
     pub const TE_TRACK_UUID: u32 = 11;
-    pub const TE_NAME: u32 = 23;
+    pub const TE_NAME_IID: u32 = 10;
     pub const TE_FLOW_IDS: u32 = 47;
     pub const TE_TERMINATING_FLOW_IDS: u32 = 48;
     pub const TE_CALLSTACK_IID: u32 = 56;
@@ -59,14 +60,18 @@ mod field {
     pub const TYPE_SLICE_END: u64 = 2;
     pub const TYPE_INSTANT: u64 = 3;
     /// DebugAnnotation.
+    pub const DA_NAME_IID: u32 = 1;
     pub const DA_UINT_VALUE: u32 = 3;
-    pub const DA_STRING_VALUE: u32 = 6;
-    pub const DA_NAME: u32 = 10;
+    pub const DA_STRING_VALUE_IID: u32 = 17;
     /// InternedData.
+    pub const ID_EVENT_NAMES: u32 = 2;
+    pub const ID_DEBUG_ANNOTATION_NAMES: u32 = 3;
+    pub const ID_DEBUG_ANNOTATION_STRING_VALUES: u32 = 29;
     pub const ID_FUNCTION_NAMES: u32 = 5;
     pub const ID_FRAMES: u32 = 6;
     pub const ID_CALLSTACKS: u32 = 7;
-    /// InternedString, Frame, Callstack (profiling/profile_common.proto).
+    /// EventName, DebugAnnotationName (iid, name); InternedString (iid,
+    /// str); Frame, Callstack (profiling/profile_common.proto).
     pub const IID: u32 = 1;
     pub const IS_STR: u32 = 2;
     pub const FR_FUNCTION_NAME_ID: u32 = 2;
@@ -128,26 +133,47 @@ impl Event {
     }
 }
 
-/// Interned function names, frames and callstacks of the one sequence.
+/// Interned strings, frames and callstacks of the one sequence.
 #[derive(Default)]
 struct Interned {
+    event_names: HashMap<String, u64>,
+    arg_names: HashMap<&'static str, u64>,
+    arg_strings: HashMap<String, u64>,
     names: HashMap<String, u64>,
     frames: HashMap<(u64, u32), u64>,
     stacks: HashMap<Vec<u64>, u64>,
 }
 
+/// The iid of `s` in `table`, adding it (as field `table_field` of the new
+/// interned data) if it is new: every interned string message is (iid = 1,
+/// string = 2).
+fn intern_string<K>(table: &mut HashMap<K, u64>, s: K, table_field: u32, new: &mut Msg) -> u64
+where
+    K: std::hash::Hash + Eq + AsRef<str>,
+{
+    if let Some(&iid) = table.get(&s) {
+        return iid;
+    }
+    let iid = table.len() as u64 + 1;
+    let mut m = Msg::default();
+    m.int(field::IID, iid);
+    m.bytes(field::IS_STR, s.as_ref().as_bytes());
+    new.msg(table_field, m);
+    table.insert(s, iid);
+    iid
+}
+
 impl Interned {
     fn name(&mut self, name: &str, new: &mut Msg) -> u64 {
-        if let Some(&iid) = self.names.get(name) {
-            return iid;
+        match self.names.get(name) {
+            Some(&iid) => iid,
+            None => intern_string(
+                &mut self.names,
+                name.to_string(),
+                field::ID_FUNCTION_NAMES,
+                new,
+            ),
         }
-        let iid = self.names.len() as u64 + 1;
-        let mut m = Msg::default();
-        m.int(field::IID, iid);
-        m.bytes(field::IS_STR, name.as_bytes());
-        new.msg(field::ID_FUNCTION_NAMES, m);
-        self.names.insert(name.to_string(), iid);
-        iid
     }
 
     fn frame(&mut self, name: &str, line: u32, new: &mut Msg) -> u64 {
@@ -330,18 +356,39 @@ pub fn encode(trace: &Trace, samples: &[StackSample], filter: &Filter) -> Vec<u8
         let mut te = Msg::default();
         te.int(field::TE_TYPE, e.kind);
         te.int(field::TE_TRACK_UUID, thread_uuid(e.tid));
+        let mut new = Msg::default();
         if !e.name.is_empty() {
-            te.bytes(field::TE_NAME, e.name.as_bytes());
+            let iid = intern_string(
+                &mut interned.event_names,
+                e.name,
+                field::ID_EVENT_NAMES,
+                &mut new,
+            );
+            te.int(field::TE_NAME_IID, iid);
         }
         for (name, value) in e.args {
             let mut da = Msg::default();
-            da.bytes(field::DA_NAME, name.as_bytes());
+            let iid = intern_string(
+                &mut interned.arg_names,
+                name,
+                field::ID_DEBUG_ANNOTATION_NAMES,
+                &mut new,
+            );
+            da.int(field::DA_NAME_IID, iid);
             match value {
                 Arg::Uint(v) => {
                     da.key(field::DA_UINT_VALUE, 0);
                     da.varint(v);
                 }
-                Arg::Str(s) => da.bytes(field::DA_STRING_VALUE, s.as_bytes()),
+                Arg::Str(s) => {
+                    let iid = intern_string(
+                        &mut interned.arg_strings,
+                        s,
+                        field::ID_DEBUG_ANNOTATION_STRING_VALUES,
+                        &mut new,
+                    );
+                    da.int(field::DA_STRING_VALUE_IID, iid);
+                }
             }
             te.msg(field::TE_DEBUG_ANNOTATIONS, da);
         }
@@ -351,7 +398,6 @@ pub fn encode(trace: &Trace, samples: &[StackSample], filter: &Filter) -> Vec<u8
         if let Some(id) = e.terminating_flow {
             te.fixed64(field::TE_TERMINATING_FLOW_IDS, id);
         }
-        let mut new = Msg::default();
         if let Some(i) = e.sample {
             te.int(
                 field::TE_CALLSTACK_IID,
