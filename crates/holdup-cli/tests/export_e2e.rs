@@ -1192,6 +1192,30 @@ fn html_is_one_self_contained_page_with_every_name_escaped() {
     assert!(size > 10_000, "screenshot of {size} bytes");
 }
 
+/// Without GraphViz the wait-for graph is its text rendering, escaped.
+#[test]
+fn html_without_graphviz_has_the_wait_for_graph_as_text() {
+    let dir = scratch("export_html_text");
+    small_trace_named(&dir.join("small.data"), HOSTILE);
+    let o = holdup()
+        .current_dir(&dir)
+        .env("PATH", "/nonexistent")
+        .args(["html", "-i", "small.data", "-o", "report.html"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let page = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(!page.contains("<svg"), "no picture without dot");
+    let wait = &page[page.find("id=\"waitgraph\"").unwrap()..];
+    let text = &wait[wait.find("<pre>").expect("the text rendering")..];
+    assert!(
+        text.contains("&lt;script&gt;alert(1)&lt;/script&gt;:10"),
+        "{text}"
+    );
+    assert!(text.contains("b:11"), "{text}");
+    assert!(!page.contains("alert(1)</script>"));
+}
+
 #[test]
 fn html_bad_input_gives_one_clear_line() {
     let dir = setup("export_html_bad");
