@@ -1160,7 +1160,7 @@ fn html_is_one_self_contained_page_with_every_name_escaped() {
     // In a real browser: the script runs to its end without console
     // messages and draws one box per flame graph node (17 here).
     let url = format!("file://{}", dir.join("report.html").display());
-    let browse = |extra: &[&str]| {
+    let browse = |url: &str, extra: &[&str]| {
         let o = std::process::Command::new(chromium())
             .args(["--headless", "--no-sandbox", "--disable-gpu"])
             .args([
@@ -1169,7 +1169,7 @@ fn html_is_one_self_contained_page_with_every_name_escaped() {
                 "--window-size=1280,1600",
             ])
             .args(extra)
-            .arg(&url)
+            .arg(url)
             .output()
             .unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -1178,7 +1178,7 @@ fn html_is_one_self_contained_page_with_every_name_escaped() {
         assert!(console.is_empty(), "console messages: {console:#?}");
         String::from_utf8_lossy(&o.stdout).to_string()
     };
-    let dom = browse(&["--dump-dom"]);
+    let dom = browse(&url, &["--dump-dom"]);
     assert!(
         dom.contains("data-ready=\"1\""),
         "the script did not finish"
@@ -1186,8 +1186,13 @@ fn html_is_one_self_contained_page_with_every_name_escaped() {
     let boxes = dom.matches("<div class=\"c").count();
     assert_eq!(boxes, 17, "flame graph boxes");
     assert!(dom.contains(">&lt;script&gt;alert(1)&lt;/script&gt;-10<"));
+    // A search from the link: helper holds 13 of the 17 points (a: 5 on
+    // CPU and 3 lock-blocked below it; b: 3 and 2 of runqueue).
+    let dom = browse(&format!("{url}#search=helper"), &["--dump-dom"]);
+    assert_eq!(dom.matches(" hit\"").count(), 2, "the two helper boxes");
+    assert!(dom.contains("matched 76.47% for \"helper\""), "{dom}");
     let shot = dir.join("report.png");
-    browse(&[&format!("--screenshot={}", shot.display())]);
+    browse(&url, &[&format!("--screenshot={}", shot.display())]);
     let size = std::fs::metadata(&shot).map(|m| m.len()).unwrap_or(0);
     assert!(size > 10_000, "screenshot of {size} bytes");
 }

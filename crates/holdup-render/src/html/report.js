@@ -71,5 +71,11 @@ document.getElementById("flame-search").addEventListener("input", (e) => {
 document.getElementById("flame-reset").addEventListener("click", () => { zoomed = [tree]; draw(); });
 document.getElementById("filter").addEventListener("input", (e) => filterRows(e.target.value));
 window.addEventListener("resize", draw);
+// A link can carry a search: report.html#search=malloc
+const fromLink = new URLSearchParams(location.hash.slice(1)).get("search");
+if (fromLink) {
+  document.getElementById("flame-search").value = fromLink;
+  search = fromLink.toLowerCase();
+}
 draw();
 document.body.dataset.ready = "1";
