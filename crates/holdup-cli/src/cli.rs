@@ -24,8 +24,10 @@ pub enum Command {
     Flame(crate::cmd::flame::Args),
     /// Folded stacks, for inferno, FlameGraph or speedscope.
     Script(crate::cmd::script::Args),
-    /// The profile for pprof, speedscope or as folded stacks.
+    /// The profile for pprof, the Firefox Profiler, Perfetto, speedscope or as folded stacks.
     Export(crate::cmd::export::Args),
+    /// One self-contained HTML page: report, flame graph, wait-for graph.
+    Html(crate::cmd::html::Args),
     /// The wait-for graph: which waits limit throughput (knots).
     Waitgraph(crate::cmd::waitgraph::Args),
     /// Causal profiling: what would a faster line, disk or more cores buy.

@@ -1,15 +1,16 @@
 //! `holdup export` on a small hand-made trace whose answer is known by
 //! construction: pprof decoded here from profile.proto and opened by
-//! `go tool pprof`, speedscope's JSON, folded stacks; golden files
+//! `go tool pprof`, the Firefox Profiler's JSON, a Perfetto trace decoded
+//! here from Perfetto's protos, speedscope's JSON, folded stacks; golden files
 //! (`HOLDUP_BLESS=1` rewrites them) and bad input.
 
 mod support;
 
 use holdup_trace::{
-    features, Class, Dso, Finish, Frame, Header, Record, Sample, Stack, SymFrame, Symbol, Waker,
-    Writer, KERNEL_DSO,
+    features, Class, Dso, Finish, Frame, Header, Mmap, Record, Sample, Segment, Stack, SymFrame,
+    Symbol, Waker, Writer, KERNEL_DSO,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use support::*;
@@ -27,9 +28,9 @@ const WORK: Frame = Frame {
     addr: 0x200,
 }; // `helper` inlined into `work`
 const LOCK: Frame = Frame {
-    dso: 1,
+    dso: 2,
     addr: 0x300,
-}; // no source line
+}; // in libc, which has no mapping record; no source line
 const SCHEDULE: Frame = Frame {
     dso: KERNEL_DSO,
     addr: 0xffff_0000_0000_1000,
@@ -42,6 +43,8 @@ const VFS_READ: Frame = Frame {
     dso: KERNEL_DSO,
     addr: 0xffff_0000_0000_3000,
 };
+
+const APP_BASE: u64 = 0x5555_0000_0000;
 
 fn sym(frame: Frame, frames: &[(&str, Option<&str>, u32)]) -> Record {
     Record::Symbol(Symbol {
@@ -79,7 +82,17 @@ fn sample(at: u64, tid: u32, class: Class, weight: u32, sched: u32, stack: u32) 
 ///    (futex_wait); b: 3 on-CPU in helper of which one carries 2 points of
 ///    steal (runqueue), 4 io-blocked in main (vfs_read).
 /// Totals: cpu 8, lock 3, io 4, runqueue 2, all 17.
+/// app is mapped in two pieces: file [0, 0x200) at APP_BASE and
+/// [0x200, 0x1200) at APP_BASE + 0x10000; libc has a build id and no
+/// mapping record. Wait segments: a waits for the lock over [5, 8) ms,
+/// woken by b, runnable until 8.5 ms; b waits for io over [4, 7) ms, woken
+/// by the block softirq, and is preempted over [3.5, 4) ms.
 fn small_trace(path: &Path) {
+    small_trace_named(path, "a");
+}
+
+/// The small trace with thread 10 named `a_name`.
+fn small_trace_named(path: &Path, a_name: &str) {
     let header = Header {
         period_ns: MS,
         start_ns: T0,
@@ -94,11 +107,32 @@ fn small_trace(path: &Path) {
             path: "/usr/bin/app".into(),
             build_id: None,
         }),
+        Record::Dso(Dso {
+            id: 2,
+            path: "/usr/lib/libc.so.6".into(),
+            build_id: Some(vec![0xab, 0xcd, 0x01]),
+        }),
+        Record::Mmap(Mmap {
+            time: T0,
+            pid: 1,
+            start: APP_BASE,
+            end: APP_BASE + 0x200,
+            file_offset: 0,
+            dso: 1,
+        }),
+        Record::Mmap(Mmap {
+            time: T0,
+            pid: 1,
+            start: APP_BASE + 0x10000,
+            end: APP_BASE + 0x11000,
+            file_offset: 0x200,
+            dso: 1,
+        }),
         Record::Comm {
             time: T0,
             pid: 1,
             tid: 10,
-            comm: "a".into(),
+            comm: a_name.into(),
         },
         Record::Comm {
             time: T0,
@@ -136,6 +170,28 @@ fn small_trace(path: &Path) {
     recs.push(sample(2, 11, Class::Cpu, 1, 2, 1));
     recs.push(sample(3, 11, Class::Cpu, 1, 0, 1));
     recs.push(sample(7, 11, Class::Io, 4, 0, 3));
+    let segment = |tid, start: f64, wake: f64, end: f64, class, waker| {
+        let ms = |t: f64| {
+            if t == 0.0 {
+                0
+            } else {
+                T0 + (t * MS as f64) as u64
+            }
+        };
+        Record::Segment(Segment {
+            pid: 1,
+            tid,
+            start: ms(start),
+            wake: ms(wake),
+            end: ms(end),
+            class,
+            waker,
+            cpu: Some(0),
+        })
+    };
+    recs.push(segment(11, 3.5, 0.0, 4.0, Class::Sched, Waker::None));
+    recs.push(segment(11, 4.0, 7.0, 7.0, Class::Io, Waker::Softirq(4)));
+    recs.push(segment(10, 5.0, 8.0, 8.5, Class::Lock, Waker::Thread(11)));
     recs.push(Record::Finish(Finish {
         time: T0 + 10 * MS,
         exit_code: Some(0),
@@ -193,6 +249,11 @@ fn fields(b: &[u8]) -> Vec<(u32, Val)> {
         let (field, wire) = ((key >> 3) as u32, key & 7);
         match wire {
             0 => out.push((field, Val::Int(varint(b, &mut i)))),
+            1 => {
+                let v = u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
+                out.push((field, Val::Int(v)));
+                i += 8;
+            }
             2 => {
                 let n = varint(b, &mut i) as usize;
                 out.push((field, Val::Bytes(b[i..i + n].to_vec())));
@@ -243,10 +304,25 @@ type PprofSample = (Vec<u64>, Vec<String>, BTreeMap<String, String>);
 /// its labels.
 struct Pprof {
     types: Vec<(String, String)>,
+    /// By id.
+    mappings: BTreeMap<u64, PprofMapping>,
+    /// By id: (mapping id, address, lines).
+    locations: BTreeMap<u64, (u64, u64, String)>,
     default_type: String,
     period: u64,
     duration: u64,
     samples: Vec<PprofSample>,
+}
+
+#[derive(Debug, PartialEq)]
+struct PprofMapping {
+    start: u64,
+    limit: u64,
+    offset: u64,
+    file: String,
+    build_id: String,
+    /// has_functions, has_filenames, has_line_numbers, has_inline_frames.
+    has: [bool; 4],
 }
 
 fn decode(path: &Path) -> Pprof {
@@ -269,7 +345,23 @@ fn decode(path: &Path) -> Pprof {
         .iter()
         .map(|f| (int(f, 1), (s(int(f, 2)), s(int(f, 4)))))
         .collect();
-    let locations: BTreeMap<u64, String> = msgs(&p, 4)
+    let mappings: BTreeMap<u64, PprofMapping> = msgs(&p, 3)
+        .iter()
+        .map(|m| {
+            (
+                int(m, 1),
+                PprofMapping {
+                    start: int(m, 2),
+                    limit: int(m, 3),
+                    offset: int(m, 4),
+                    file: s(int(m, 5)),
+                    build_id: s(int(m, 6)),
+                    has: [7, 8, 9, 10].map(|f| int(m, f) != 0),
+                },
+            )
+        })
+        .collect();
+    let locations: BTreeMap<u64, (u64, u64, String)> = msgs(&p, 4)
         .iter()
         .map(|l| {
             let lines: Vec<String> = msgs(l, 4)
@@ -279,13 +371,16 @@ fn decode(path: &Path) -> Pprof {
                     format!("{name}@{file}:{}", int(line, 2))
                 })
                 .collect();
-            (int(l, 1), lines.join("+"))
+            (int(l, 1), (int(l, 2), int(l, 3), lines.join("+")))
         })
         .collect();
     let samples = msgs(&p, 2)
         .iter()
         .map(|m| {
-            let stack = ints(m, 1).iter().map(|id| locations[id].clone()).collect();
+            let stack = ints(m, 1)
+                .iter()
+                .map(|id| locations[id].2.clone())
+                .collect();
             let labels = msgs(m, 3)
                 .iter()
                 .map(|l| {
@@ -305,6 +400,8 @@ fn decode(path: &Path) -> Pprof {
             .iter()
             .map(|t| (s(int(t, 1)), s(int(t, 2))))
             .collect(),
+        mappings,
+        locations,
         default_type: s(int(&p, 14)),
         period: int(&p, 12),
         duration: int(&p, 10),
@@ -327,6 +424,15 @@ impl Pprof {
             "default: {} period: {} duration: {}\n",
             self.default_type, self.period, self.duration
         );
+        for (id, m) in &self.mappings {
+            out += &format!(
+                "mapping {id}: {} [{:#x}, {:#x}) offset {:#x} build_id {:?} has {:?}\n",
+                m.file, m.start, m.limit, m.offset, m.build_id, m.has
+            );
+        }
+        for (id, (mapping, address, lines)) in &self.locations {
+            out += &format!("location {id}: mapping {mapping} {address:#x} {lines}\n");
+        }
         for (values, stack, labels) in &self.samples {
             let labels: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
             out += &format!(
@@ -391,7 +497,7 @@ fn pprof_holds_every_subclass_with_labels_and_inlined_lines() {
             "[L] lock wait@:0",
             "schedule@[kernel.kallsyms]:0",
             "futex_wait@[kernel.kallsyms]:0",
-            "pthread_mutex_lock@app:0",
+            "pthread_mutex_lock@libc.so.6:0",
             "helper@app.c:30+work@app.c:20",
             "main@app.c:10"
         ],
@@ -415,6 +521,57 @@ fn pprof_holds_every_subclass_with_labels_and_inlined_lines() {
         .expect("a runqueue sample");
     assert!(!steal.2.contains_key("wait_reason"), "{:?}", steal.2);
     assert_eq!(steal.1[0], "[S] runqueue@:0");
+}
+
+#[test]
+fn pprof_locations_reference_the_mapping_of_their_file() {
+    let dir = setup("export_pprof_mappings");
+    let p = decode(&export(&dir, "pprof", "prof.pb.gz"));
+    let by_file = |file: &str| {
+        let (id, m) = p
+            .mappings
+            .iter()
+            .find(|(_, m)| m.file == file)
+            .unwrap_or_else(|| panic!("no mapping of {file}: {:?}", p.mappings));
+        (*id, m)
+    };
+    // app: its two mapped pieces, addresses as mapped.
+    let (app, m) = by_file("/usr/bin/app");
+    assert_eq!(
+        (m.start, m.limit, m.offset, m.build_id.as_str()),
+        (APP_BASE, APP_BASE + 0x11000, 0, "")
+    );
+    assert_eq!(m.has, [true, true, true, true]);
+    // libc: no mapping record, laid out with offset 0 so that the address
+    // minus the start is the file offset; its build id in hex.
+    let (libc, m) = by_file("/usr/lib/libc.so.6");
+    assert_eq!(m.build_id, "abcd01");
+    assert_eq!(m.offset, 0);
+    assert_eq!(m.has, [true, false, false, false]);
+    let (kernel, m) = by_file("[kernel.kallsyms]");
+    assert_eq!((m.start, m.limit), (SCHEDULE.addr, VFS_READ.addr + 1));
+    let (pseudo, _) = by_file("[holdup]");
+    assert_eq!(p.mappings.len(), 4, "{:?}", p.mappings);
+
+    let location = |name: &str| {
+        p.locations
+            .values()
+            .find(|l| l.2.starts_with(&format!("{name}@")))
+            .unwrap_or_else(|| panic!("no location of {name}"))
+    };
+    let at = |l: &(u64, u64, String)| (l.0, l.1);
+    assert_eq!(at(location("main")), (app, APP_BASE + MAIN.addr));
+    assert_eq!(at(location("helper")), (app, APP_BASE + 0x10000));
+    let lock = location("pthread_mutex_lock");
+    assert_eq!(lock.0, libc);
+    let libc_map = &p.mappings[&libc];
+    assert_eq!(lock.1 - libc_map.start + libc_map.offset, LOCK.addr);
+    assert!(libc_map.start <= lock.1 && lock.1 < libc_map.limit);
+    assert_eq!(at(location("vfs_read")), (kernel, VFS_READ.addr));
+    assert_eq!(location("[I] io wait").0, pseudo);
+    for (id, l) in &p.locations {
+        assert!(p.mappings.contains_key(&l.0), "location {id} {l:?}");
+    }
 }
 
 fn go() -> PathBuf {
@@ -540,6 +697,367 @@ fn speedscope_has_one_sampled_profile_per_thread_in_ms() {
     );
 }
 
+/// Per thread of a Firefox profile: (name, tid, samples as (leaf frame
+/// name, leaf category name, weight, CPU delta in µs, time in ms), markers
+/// as (name, category name, start, end, waker, wait, runnable)).
+type FirefoxThread = (
+    String,
+    u64,
+    Vec<(String, String, i64, i64, f64)>,
+    Vec<FirefoxMarker>,
+);
+type FirefoxMarker = (String, String, f64, f64, String, f64, f64);
+
+fn firefox_threads(doc: &serde_json::Value) -> Vec<FirefoxThread> {
+    let categories: Vec<&str> = doc["meta"]["categories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    let u = |v: &serde_json::Value| v.as_u64().unwrap() as usize;
+    let arr = |v: &serde_json::Value| v.as_array().unwrap().clone();
+    doc["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let strings = arr(&t["stringArray"]);
+            let string = |i: usize| strings[i].as_str().unwrap().to_string();
+            let s = &t["samples"];
+            let mut time = 0.0;
+            let samples = (0..u(&s["length"]))
+                .map(|i| {
+                    time += s["timeDeltas"][i].as_f64().unwrap();
+                    let frame = u(&t["stackTable"]["frame"][u(&s["stack"][i])]);
+                    let func = u(&t["frameTable"]["func"][frame]);
+                    let category = u(&t["frameTable"]["category"][frame]);
+                    (
+                        string(u(&t["funcTable"]["name"][func])),
+                        categories[category].to_string(),
+                        s["weight"][i].as_i64().unwrap(),
+                        s["threadCPUDelta"][i].as_i64().unwrap(),
+                        time,
+                    )
+                })
+                .collect();
+            let m = &t["markers"];
+            let markers = (0..u(&m["length"]))
+                .map(|i| {
+                    let data = &m["data"][i];
+                    (
+                        string(u(&m["name"][i])),
+                        categories[u(&m["category"][i])].to_string(),
+                        m["startTime"][i].as_f64().unwrap(),
+                        m["endTime"][i].as_f64().unwrap(),
+                        string(u(&data["waker"])),
+                        data["wait"].as_f64().unwrap(),
+                        data["runnable"].as_f64().unwrap(),
+                    )
+                })
+                .collect();
+            (
+                t["name"].as_str().unwrap().to_string(),
+                // The format has tids as strings or numbers.
+                t["tid"]
+                    .as_u64()
+                    .or_else(|| t["tid"].as_str()?.parse().ok())
+                    .unwrap(),
+                samples,
+                markers,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn firefox_profile_has_a_track_per_thread_blocked_samples_and_wait_markers() {
+    let dir = setup("export_firefox");
+    let path = export(&dir, "firefox", "p.json");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    assert_eq!(doc["meta"]["interval"], 1.0);
+    assert_eq!(doc["meta"]["startTime"], 1_700_000_000_000.0);
+    let categories: Vec<&str> = doc["meta"]["categories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    for c in ["CPU", "I/O", "Lock", "Runqueue", "Blocked"] {
+        assert!(categories.contains(&c), "{categories:?}");
+    }
+    let threads = firefox_threads(&doc);
+    let names: Vec<(&str, u64)> = threads.iter().map(|t| (t.0.as_str(), t.1)).collect();
+    assert_eq!(names, [("a", 10), ("b", 11)]);
+    // Weights per leaf category are the trace's points; CPU deltas are the
+    // on-CPU points only (1 ms = 1000 µs); blocked samples have none.
+    for (t, want) in threads.iter().zip([
+        vec![("CPU", 5), ("Lock", 3)],
+        vec![("CPU", 3), ("I/O", 4), ("Runqueue", 2)],
+    ]) {
+        let mut got: BTreeMap<&str, i64> = BTreeMap::new();
+        for s in &t.2 {
+            *got.entry(s.1.as_str()).or_default() += s.2;
+            let cpu = if s.1 == "CPU" { s.2 * 1000 } else { 0 };
+            assert_eq!(s.3, cpu, "{} {s:?}", t.0);
+        }
+        let want: BTreeMap<&str, i64> = want.into_iter().collect();
+        assert_eq!(got, want, "thread {}", t.0);
+        let times: Vec<f64> = t.2.iter().map(|s| s.4).collect();
+        assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+    }
+    let lock = threads[0].2.iter().find(|s| s.1 == "Lock").unwrap();
+    assert_eq!((lock.0.as_str(), lock.2, lock.4), ("[L] lock wait", 3, 8.0));
+    let io = threads[1].2.iter().find(|s| s.1 == "I/O").unwrap();
+    assert_eq!(io.0, "[I] io wait");
+    // Wait segments: ms since the trace start, waiting then runnable.
+    let m = |n: &str, c: &str, s: f64, e: f64, w: &str, wait: f64, run: f64| {
+        (n.to_string(), c.to_string(), s, e, w.to_string(), wait, run)
+    };
+    assert_eq!(
+        threads[0].3,
+        [m("Lock wait", "Lock", 5.0, 8.5, "b:11", 3.0, 0.5)]
+    );
+    assert_eq!(
+        threads[1].3,
+        [
+            m("Runqueue wait", "Runqueue", 3.5, 4.0, "-", 0.0, 0.5),
+            m("I/O wait", "I/O", 4.0, 7.0, "softirq:block", 3.0, 0.0)
+        ]
+    );
+}
+
+// ---- Perfetto, decoded with the field numbers of Perfetto's protos ----------
+
+/// One track event: (time in ms since the trace start, thread, type, name,
+/// arguments, flow ids, terminating flow ids, call stack root first).
+#[derive(Debug, Clone)]
+struct PerfettoEvent {
+    ms: f64,
+    tid: u64,
+    kind: u64,
+    name: String,
+    args: BTreeMap<String, String>,
+    flows: Vec<u64>,
+    terminating: Vec<u64>,
+    stack: Vec<String>,
+}
+
+/// Threads (tid → (pid, name)), processes (pid → name) and events in file order.
+type PerfettoTrace = (
+    BTreeMap<u64, (u64, String)>,
+    BTreeMap<u64, String>,
+    Vec<PerfettoEvent>,
+);
+
+fn decode_perfetto(path: &Path) -> PerfettoTrace {
+    let raw = std::fs::read(path).unwrap();
+    let text = |v: &Val| match v {
+        Val::Bytes(b) => String::from_utf8(b.clone()).unwrap(),
+        Val::Int(_) => panic!("not a string"),
+    };
+    let string = |fs: &[(u32, Val)], field: u32| {
+        fs.iter()
+            .find(|(f, _)| *f == field)
+            .map(|(_, v)| text(v))
+            .unwrap_or_default()
+    };
+    let mut threads = BTreeMap::new();
+    let mut processes = BTreeMap::new();
+    let mut uuids: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut names: BTreeMap<u64, String> = BTreeMap::new();
+    // Event names, argument names, argument values.
+    let mut strings: [BTreeMap<u64, String>; 3] = Default::default();
+    let mut frames: BTreeMap<u64, String> = BTreeMap::new();
+    let mut stacks: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+    let mut events = Vec::new();
+    let packets = msgs(&fields(&raw), 1);
+    assert_eq!(int(&packets[0], 13), 1, "the first packet clears the state");
+    for p in &packets {
+        assert_eq!(int(p, 10), 1, "one sequence");
+        for td in msgs(p, 60) {
+            if let Some(thd) = msgs(&td, 4).first() {
+                threads.insert(int(thd, 2), (int(thd, 1), string(thd, 5)));
+                uuids.insert(int(&td, 1), int(thd, 2));
+            }
+            if let Some(pd) = msgs(&td, 3).first() {
+                processes.insert(int(pd, 1), string(pd, 6));
+            }
+        }
+        for id in msgs(p, 12) {
+            for (table, field) in strings.iter_mut().zip([2, 3, 29]) {
+                for n in msgs(&id, field) {
+                    table.insert(int(&n, 1), string(&n, 2));
+                }
+            }
+            for n in msgs(&id, 5) {
+                names.insert(int(&n, 1), string(&n, 2));
+            }
+            for f in msgs(&id, 6) {
+                let name = names[&int(&f, 2)].clone();
+                frames.insert(int(&f, 1), format!("{name}:{}", int(&f, 6)));
+            }
+            for c in msgs(&id, 7) {
+                let stack = ints(&c, 2).iter().map(|i| frames[i].clone()).collect();
+                stacks.insert(int(&c, 1), stack);
+            }
+        }
+        for te in msgs(p, 11) {
+            assert_eq!(int(p, 13), 2, "events use the interned state");
+            let args = msgs(&te, 4)
+                .iter()
+                .map(|da| {
+                    let v = if int(da, 3) != 0 {
+                        int(da, 3).to_string()
+                    } else {
+                        strings[2][&int(da, 17)].clone()
+                    };
+                    (strings[1][&int(da, 1)].clone(), v)
+                })
+                .collect();
+            let stack = match int(&te, 56) {
+                0 => Vec::new(),
+                iid => stacks[&iid].clone(),
+            };
+            events.push(PerfettoEvent {
+                ms: (int(p, 8) - T0) as f64 / MS as f64,
+                tid: uuids[&int(&te, 11)],
+                kind: int(&te, 9),
+                name: strings[0].get(&int(&te, 10)).cloned().unwrap_or_default(),
+                args,
+                flows: ints(&te, 47),
+                terminating: ints(&te, 48),
+                stack,
+            });
+        }
+    }
+    (threads, processes, events)
+}
+
+/// Per thread, its slices in order: (state, start ms, end ms, waker).
+fn perfetto_states(events: &[PerfettoEvent]) -> BTreeMap<u64, Vec<(String, f64, f64, String)>> {
+    let mut open: BTreeMap<u64, Vec<&PerfettoEvent>> = BTreeMap::new();
+    let mut out: BTreeMap<u64, Vec<_>> = BTreeMap::new();
+    for e in events {
+        match e.kind {
+            1 => open.entry(e.tid).or_default().push(e),
+            2 => {
+                let b = open.get_mut(&e.tid).and_then(|v| v.pop()).expect("begin");
+                let waker = b.args.get("waker").cloned().unwrap_or_default();
+                out.entry(e.tid)
+                    .or_default()
+                    .push((b.name.clone(), b.ms, e.ms, waker));
+            }
+            _ => {}
+        }
+    }
+    assert!(open.values().all(Vec::is_empty), "unclosed slices");
+    out
+}
+
+#[test]
+fn perfetto_trace_has_thread_states_wakeup_flows_and_samples_with_stacks() {
+    let dir = setup("export_perfetto");
+    let (threads, processes, events) = decode_perfetto(&export(&dir, "perfetto", "t.pftrace"));
+    assert_eq!(
+        threads,
+        BTreeMap::from([(10, (1, "a".to_string())), (11, (1, "b".to_string()))])
+    );
+    assert_eq!(processes.keys().collect::<Vec<_>>(), [&1]);
+    let times: Vec<f64> = events.iter().map(|e| e.ms).collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+
+    // States: the segments, with Running in between, over the whole
+    // 10 ms life of each thread.
+    let st = |s: &str, a: f64, b: f64, w: &str| (s.to_string(), a, b, w.to_string());
+    let states = perfetto_states(&events);
+    assert_eq!(
+        states[&10],
+        [
+            st("Running", 0.0, 5.0, ""),
+            st("Sleeping", 5.0, 8.0, "b:11"),
+            st("Runnable", 8.0, 8.5, "b:11"),
+            st("Running", 8.5, 10.0, ""),
+        ]
+    );
+    assert_eq!(
+        states[&11],
+        [
+            st("Running", 0.0, 3.5, ""),
+            st("Runnable", 3.5, 4.0, "-"),
+            st("Uninterruptible (I/O)", 4.0, 7.0, "softirq:block"),
+            st("Running", 7.0, 10.0, ""),
+        ]
+    );
+    for (tid, slices) in &states {
+        let total: f64 = slices.iter().map(|s| s.2 - s.1).sum();
+        assert!((total - 10.0).abs() < 1e-9, "thread {tid}: {total} ms");
+    }
+
+    // The wakeup of a by b: a flow from an instant on b to a's Runnable slice.
+    let source: Vec<&PerfettoEvent> = events.iter().filter(|e| !e.flows.is_empty()).collect();
+    assert_eq!(source.len(), 1, "{source:?}");
+    assert_eq!(
+        (source[0].tid, source[0].ms, source[0].name.as_str()),
+        (11, 8.0, "wakes a:10")
+    );
+    let sink: Vec<&PerfettoEvent> = events
+        .iter()
+        .filter(|e| e.terminating == source[0].flows)
+        .collect();
+    assert_eq!(sink.len(), 1);
+    assert_eq!(
+        (sink[0].tid, sink[0].ms, sink[0].name.as_str()),
+        (10, 8.0, "Runnable")
+    );
+
+    // Samples: instants named by subclass; their points are the trace's.
+    let mut points: BTreeMap<(u64, String), u64> = BTreeMap::new();
+    for e in events.iter().filter(|e| e.kind == 3 && e.flows.is_empty()) {
+        *points.entry((e.tid, e.name.clone())).or_default() +=
+            e.args["points"].parse::<u64>().unwrap();
+        assert!(!e.stack.is_empty(), "{e:?}");
+    }
+    let want: BTreeMap<(u64, String), u64> = [
+        ((10, "cpu"), 5),
+        ((10, "lock"), 3),
+        ((11, "cpu"), 3),
+        ((11, "runqueue"), 2),
+        ((11, "io"), 4),
+    ]
+    .into_iter()
+    .map(|((t, n), p)| ((t, n.to_string()), p))
+    .collect();
+    assert_eq!(points, want);
+    let lock = events.iter().find(|e| e.name == "lock").unwrap();
+    assert_eq!(
+        lock.stack,
+        [
+            "main:10",
+            "work:20",
+            "helper:30",
+            "pthread_mutex_lock:0",
+            "futex_wait:0",
+            "schedule:0",
+            "[L] lock wait:0"
+        ]
+    );
+}
+
+/// A readable listing of a decoded Perfetto trace, for the golden file.
+fn perfetto_listing(path: &Path) -> String {
+    let (threads, processes, events) = decode_perfetto(path);
+    let mut out = format!("processes: {processes:?}\nthreads: {threads:?}\n");
+    for e in events {
+        out += &format!(
+            "{:8.3} tid {} type {} {:?} {:?} flows {:?} terminating {:?} stack {:?}\n",
+            e.ms, e.tid, e.kind, e.name, e.args, e.flows, e.terminating, e.stack
+        );
+    }
+    out
+}
+
 /// Every format on the small trace, compared with golden files (pprof as
 /// the listing of the decoder above); `HOLDUP_BLESS=1` rewrites them.
 #[test]
@@ -552,6 +1070,10 @@ fn exports_match_the_golden_files() {
     // The version changes with every release; the golden file should not.
     speedscope["exporter"] = "holdup".into();
     let speedscope = serde_json::to_string_pretty(&speedscope).unwrap() + "\n";
+    let firefox = std::fs::read_to_string(export(&dir, "firefox", "f.json")).unwrap();
+    let firefox: serde_json::Value = serde_json::from_str(&firefox).unwrap();
+    let firefox = serde_json::to_string_pretty(&firefox).unwrap() + "\n";
+    let perfetto = perfetto_listing(&export(&dir, "perfetto", "t.pftrace"));
     let folded = std::fs::read_to_string(export(&dir, "folded", "p.folded")).unwrap();
     let script = holdup()
         .current_dir(&dir)
@@ -566,10 +1088,339 @@ fn exports_match_the_golden_files() {
     for (got, file) in [
         (pprof, "small.pprof.txt"),
         (speedscope, "small.speedscope.json"),
+        (firefox, "small.firefox.json"),
+        (perfetto, "small.perfetto.txt"),
         (folded, "small.folded"),
     ] {
         assert_golden(&golden, file, &got);
     }
+}
+
+// ---- holdup html -------------------------------------------------------------
+
+const HOSTILE: &str = "<script>alert(1)</script>";
+
+/// A causal profile whose one line is named with markup.
+const COZ: &str = "startup\ttime=1\n\
+experiment\tselected=/src/x<i>.c:10\tspeedup=0.00\tduration=1000\tselected-samples=3\n\
+throughput-point\tname=round\tdelta=10\n\
+experiment\tselected=/src/x<i>.c:10\tspeedup=0.25\tduration=1000\tselected-samples=3\n\
+throughput-point\tname=round\tdelta=15\n\
+experiment\tselected=/src/x<i>.c:10\tspeedup=0.50\tduration=1000\tselected-samples=3\n\
+throughput-point\tname=round\tdelta=20\n\
+experiment\tselected=/src/x<i>.c:10\tspeedup=1.00\tduration=1000\tselected-samples=3\n\
+throughput-point\tname=round\tdelta=20\n\
+runtime\ttime=6\tprogress-points=1\texperiments=4\n";
+
+fn chromium() -> &'static str {
+    if std::process::Command::new("chromium")
+        .arg("--version")
+        .output()
+        .is_ok()
+    {
+        return "chromium";
+    }
+    panic!("Chromium is needed to check holdup html (apt install chromium)");
+}
+
+#[test]
+fn html_is_one_self_contained_page_with_every_name_escaped() {
+    let dir = scratch("export_html");
+    small_trace_named(&dir.join("small.data"), HOSTILE);
+    std::fs::write(dir.join("profile.coz"), COZ).unwrap();
+    let o = holdup()
+        .current_dir(&dir)
+        .args(["html", "-i", "small.data", "-o", "report.html"])
+        .args(["--causal", "profile.coz"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let page = std::fs::read_to_string(dir.join("report.html")).unwrap();
+
+    // Escaped everywhere: text, the flame graph's JSON, the causal target.
+    assert!(!page.contains("alert(1)</script>"), "unescaped thread name");
+    assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+    assert!(page.contains("\\u003cscript\\u003ealert(1)"));
+    assert!(!page.contains("x<i>"));
+    assert!(page.contains("x&lt;i&gt;.c:10"), "the causal target");
+    assert_eq!(page.matches("<script").count(), 2, "data and code only");
+    // Self-contained: nothing to fetch (SVG namespaces are names, not fetches).
+    let offline = page
+        .replace("xmlns=\"http://www.w3.org/2000/svg\"", "")
+        .replace("xmlns:xlink=\"http://www.w3.org/1999/xlink\"", "");
+    for net in ["http://", "https://", " src=", "<link", "@import"] {
+        assert!(!offline.contains(net), "{net} in the page");
+    }
+    for id in ["flame-section", "report", "waitgraph", "causal", "filter"] {
+        assert!(page.contains(&format!("id=\"{id}\"")), "no #{id}");
+    }
+    assert!(page.contains("<svg"), "the wait-for graph picture");
+    assert!(page.contains("<path d=\"M"), "a causal curve");
+
+    // In a real browser: the script runs to its end without console
+    // messages and draws one box per flame graph node (17 here).
+    let url = format!("file://{}", dir.join("report.html").display());
+    let browse = |url: &str, extra: &[&str]| {
+        let o = std::process::Command::new(chromium())
+            .args(["--headless", "--no-sandbox", "--disable-gpu"])
+            .args([
+                "--enable-logging=stderr",
+                "--v=0",
+                "--window-size=1280,1600",
+            ])
+            .args(extra)
+            .arg(url)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        let console: Vec<&str> = err.lines().filter(|l| l.contains(":CONSOLE")).collect();
+        assert!(console.is_empty(), "console messages: {console:#?}");
+        String::from_utf8_lossy(&o.stdout).to_string()
+    };
+    let dom = browse(&url, &["--dump-dom"]);
+    assert!(
+        dom.contains("data-ready=\"1\""),
+        "the script did not finish"
+    );
+    let boxes = dom.matches("<div class=\"c").count();
+    assert_eq!(boxes, 17, "flame graph boxes");
+    assert!(dom.contains(">&lt;script&gt;alert(1)&lt;/script&gt;-10<"));
+    // A search from the link: helper holds 13 of the 17 points (a: 5 on
+    // CPU and 3 lock-blocked below it; b: 3 and 2 of runqueue).
+    let dom = browse(&format!("{url}#search=helper"), &["--dump-dom"]);
+    assert_eq!(dom.matches(" hit\"").count(), 2, "the two helper boxes");
+    assert!(dom.contains("matched 76.47% for \"helper\""), "{dom}");
+    let shot = dir.join("report.png");
+    browse(&url, &[&format!("--screenshot={}", shot.display())]);
+    let size = std::fs::metadata(&shot).map(|m| m.len()).unwrap_or(0);
+    assert!(size > 10_000, "screenshot of {size} bytes");
+}
+
+/// Without GraphViz the wait-for graph is its text rendering, escaped.
+#[test]
+fn html_without_graphviz_has_the_wait_for_graph_as_text() {
+    let dir = scratch("export_html_text");
+    small_trace_named(&dir.join("small.data"), HOSTILE);
+    let o = holdup()
+        .current_dir(&dir)
+        .env("PATH", "/nonexistent")
+        .args(["html", "-i", "small.data", "-o", "report.html"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let page = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(!page.contains("<svg"), "no picture without dot");
+    let wait = &page[page.find("id=\"waitgraph\"").unwrap()..];
+    let text = &wait[wait.find("<pre>").expect("the text rendering")..];
+    assert!(
+        text.contains("&lt;script&gt;alert(1)&lt;/script&gt;:10"),
+        "{text}"
+    );
+    assert!(text.contains("b:11"), "{text}");
+    assert!(!page.contains("alert(1)</script>"));
+}
+
+#[test]
+fn html_bad_input_gives_one_clear_line() {
+    let dir = setup("export_html_bad");
+    std::fs::write(dir.join("junk.coz"), "not a profile\n").unwrap();
+    fails_with(&dir, &["html", "-i", "missing.data"], "missing.data");
+    fails_with(
+        &dir,
+        &["html", "-i", "small.data", "--causal", "none.coz"],
+        "cannot open none.coz",
+    );
+    fails_with(
+        &dir,
+        &["html", "-i", "small.data", "-o", "no/such/dir/r.html"],
+        "cannot write no/such/dir/r.html",
+    );
+    fails_with(
+        &dir,
+        &["html", "-i", "small.data", "--tid", "99"],
+        "no samples match",
+    );
+    assert!(!dir.join("holdup.html").exists());
+}
+
+// ---- a recorded trace ---------------------------------------------------------
+
+/// Sum of the slices named `state` on thread `tid`, in seconds, and their count.
+fn state_seconds(events: &[PerfettoEvent], tid: u64, state: &str) -> (f64, usize) {
+    let states = perfetto_states(events);
+    let slices: Vec<_> = states[&tid].iter().filter(|s| s.0 == state).collect();
+    (
+        slices.iter().map(|s| s.2 - s.1).sum::<f64>() / 1e3,
+        slices.len(),
+    )
+}
+
+/// half_sleeper: one thread computes 10 ms then sleeps 10 ms, 60 times.
+/// Every format of the recorded trace must tell the same, measured truth.
+#[test]
+#[ignore = "needs root and BPF"]
+fn a_recorded_trace_reads_the_same_in_every_format() {
+    let _serial = serial();
+    let dir = scratch("export_recorded");
+    let bin = workload("half_sleeper");
+    let data = record(&dir, &[], &[bin.to_str().unwrap(), "60"]);
+    let data = data.to_str().unwrap();
+    let worker = |threads: &BTreeMap<u64, (u64, String)>| {
+        let w: Vec<u64> = threads
+            .iter()
+            .filter(|(tid, (pid, name))| name == "half_sleeper" && *tid != pid)
+            .map(|(tid, _)| *tid)
+            .collect();
+        assert_eq!(w.len(), 1, "{threads:?}");
+        w[0]
+    };
+    let export = |format: &str, out: &str| {
+        let path = dir.join(out);
+        run_ok(&[
+            "export",
+            "-f",
+            format,
+            "-i",
+            data,
+            "-o",
+            path.to_str().unwrap(),
+        ]);
+        eprintln!(
+            "{format}: {} bytes",
+            std::fs::metadata(&path).unwrap().len()
+        );
+        path
+    };
+
+    // Perfetto: 60 sleeps of 10 ms (plus timer slack) and 0.6 s running;
+    // one Sleeping slice per sleep the trace holds.
+    let (threads, _, events) = decode_perfetto(&export("perfetto", "t.pftrace"));
+    let tid = worker(&threads);
+    let trace = holdup_trace::Trace::load(Path::new(data)).unwrap();
+    let sleeps_in_trace = trace
+        .segments
+        .iter()
+        .filter(|s| u64::from(s.tid) == tid && s.class == Class::Other)
+        .count();
+    // Once, on a loaded machine, the trace held 59 of the 60 sleeps (and
+    // said 0 lost events): that is the recorder's to explain, not the
+    // exporters'.
+    assert!((59..=63).contains(&sleeps_in_trace), "{sleeps_in_trace}");
+    let (sleeping, n) = state_seconds(&events, tid, "Sleeping");
+    assert_near("perfetto sleeping s", sleeping, 0.620, 0.07);
+    assert_eq!(n, sleeps_in_trace, "Sleeping slices");
+    let (running, _) = state_seconds(&events, tid, "Running");
+    assert_near("perfetto running s", running, 0.600, 0.08);
+    eprintln!("perfetto: sleeping {sleeping:.3} s in {n} slices, running {running:.3} s");
+
+    // Firefox: CPU deltas add up to the thread's CPU time, blocked samples
+    // are Blocked, one wait marker per sleep.
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(export("firefox", "f.json")).unwrap())
+            .unwrap();
+    let ff = firefox_threads(&doc);
+    let t = ff.iter().find(|t| t.1 == tid).expect("the worker's track");
+    let cpu_s = t.2.iter().map(|s| s.3).sum::<i64>() as f64 / 1e6;
+    assert_near("firefox cpu s", cpu_s, 0.600, 0.06);
+    let period_ms = doc["meta"]["interval"].as_f64().unwrap();
+    let blocked_s =
+        t.2.iter()
+            .filter(|s| s.1 == "Blocked")
+            .map(|s| s.2)
+            .sum::<i64>() as f64
+            * period_ms
+            / 1e3;
+    assert_near("firefox blocked s", blocked_s, 0.620, 0.07);
+    let sleeps = t.3.iter().filter(|m| m.1 == "Blocked").count();
+    eprintln!("firefox: cpu {cpu_s:.3} s, blocked {blocked_s:.3} s, {sleeps} wait markers");
+    assert_eq!(sleeps, sleeps_in_trace, "wait markers");
+
+    // pprof: the same totals through go tool pprof.
+    let prof = export("pprof", "p.pb.gz");
+    let p = decode(&prof);
+    assert_near("pprof cpu s", p.total("cpu") as f64 / 1e9, 0.600, 0.06);
+    let top = std::process::Command::new(go())
+        .args(["tool", "pprof", "-top", "-sample_index=blocked"])
+        .arg(&prof)
+        .output()
+        .unwrap();
+    assert!(top.status.success());
+    assert!(String::from_utf8_lossy(&top.stdout).contains("half_sleeper"));
+
+    // The page of a real trace loads without console messages.
+    let page = dir.join("report.html");
+    run_ok(&["html", "-i", data, "-o", page.to_str().unwrap()]);
+    eprintln!("html: {} bytes", std::fs::metadata(&page).unwrap().len());
+    let o = std::process::Command::new(chromium())
+        .args(["--headless", "--no-sandbox", "--disable-gpu"])
+        .args(["--enable-logging=stderr", "--v=0", "--dump-dom"])
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains(":CONSOLE"), "{err}");
+    assert!(String::from_utf8_lossy(&o.stdout).contains("data-ready=\"1\""));
+}
+
+/// Ping-pong over a Unix socket, 1000 rounds: the client waits for every
+/// reply and the server wakes it, so at least 1000 arrows go from the
+/// server to the client's Runnable slices, one for nearly every sleep.
+#[test]
+#[ignore = "needs root and BPF"]
+fn perfetto_wakeup_arrows_go_from_the_server_to_the_client() {
+    let _serial = serial();
+    let dir = scratch("export_pingpong");
+    let bin = workload("wg_pingpong");
+    let data = record(
+        &dir,
+        &[],
+        &[bin.to_str().unwrap(), "unix", "1000", "0.0002"],
+    );
+    let out = dir.join("t.pftrace");
+    run_ok(&[
+        "export",
+        "-f",
+        "perfetto",
+        "-i",
+        data.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let (threads, _, events) = decode_perfetto(&out);
+    let tid = |name: &str| {
+        threads
+            .iter()
+            .find(|(_, (_, n))| n == name)
+            .map(|(t, _)| *t)
+            .unwrap_or_else(|| panic!("no {name} in {threads:?}"))
+    };
+    let (client, server) = (tid("client"), tid("server"));
+    let sources: HashMap<u64, u64> = events
+        .iter()
+        .flat_map(|e| e.flows.iter().map(move |f| (*f, e.tid)))
+        .collect();
+    let mut arrows: BTreeMap<(u64, u64), usize> = BTreeMap::new();
+    for e in &events {
+        for f in &e.terminating {
+            assert_eq!(e.name, "Runnable", "{e:?}");
+            *arrows.entry((sources[f], e.tid)).or_default() += 1;
+        }
+    }
+    let to_client = arrows.get(&(server, client)).copied().unwrap_or(0);
+    let sleeps = perfetto_states(&events)[&client]
+        .iter()
+        .filter(|s| s.0 == "Sleeping")
+        .count();
+    eprintln!("{to_client} arrows server → client, {sleeps} client sleeps; all {arrows:?}");
+    // Every round ends with the server's reply waking the client. The
+    // client may sleep more than once a round (about twice, measured here);
+    // the server still ends nearly every one of its sleeps.
+    assert!(to_client >= 995, "{to_client} arrows server → client");
+    assert!(
+        to_client as f64 >= 0.95 * sleeps as f64,
+        "{to_client} arrows for {sleeps} sleeps of the client; all {arrows:?}"
+    );
 }
 
 fn fails_with(dir: &Path, args: &[&str], needle: &str) {

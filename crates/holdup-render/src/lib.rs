@@ -3,5 +3,6 @@
 pub mod causal;
 pub mod export;
 pub mod flame;
+pub mod html;
 pub mod report;
 pub mod waitgraph;

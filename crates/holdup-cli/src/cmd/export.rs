@@ -1,11 +1,11 @@
 //! `holdup export`: the profile in the formats of other tools (pprof,
-//! speedscope, folded stacks).
+//! Firefox Profiler, Perfetto, speedscope, folded stacks).
 
 use super::input::load_trace;
 use super::script::StackArgs;
 use anyhow::Context;
 use holdup_analysis::folded;
-use holdup_render::export::{self, pprof, speedscope};
+use holdup_render::export::{self, firefox, perfetto, pprof, speedscope};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -14,6 +14,10 @@ use std::process::ExitCode;
 pub enum Format {
     /// profile.proto, gzipped: go tool pprof, Pyroscope, Parca.
     Pprof,
+    /// The Firefox Profiler's processed format (profiler.firefox.com).
+    Firefox,
+    /// A Perfetto trace (ui.perfetto.dev): thread states, wakeups, samples.
+    Perfetto,
     /// speedscope's JSON file format, one profile per thread.
     Speedscope,
     /// Folded stacks, as `holdup script` writes them.
@@ -24,6 +28,8 @@ impl Format {
     fn default_file(self) -> &'static str {
         match self {
             Format::Pprof => "holdup.pb.gz",
+            Format::Firefox => "holdup.firefox.json",
+            Format::Perfetto => "holdup.pftrace",
             Format::Speedscope => "holdup.speedscope.json",
             Format::Folded => "holdup.folded",
         }
@@ -36,7 +42,8 @@ pub struct Args {
     #[arg(short, long, value_enum)]
     pub format: Format,
     /// File to write (`-` for standard output); holdup.pb.gz,
-    /// holdup.speedscope.json or holdup.folded by default.
+    /// holdup.firefox.json, holdup.pftrace, holdup.speedscope.json or
+    /// holdup.folded by default.
     #[arg(short, long)]
     pub output: Option<PathBuf>,
     #[command(flatten)]
@@ -70,19 +77,27 @@ fn render(a: Args) -> anyhow::Result<Vec<u8>> {
             let (_, stacks) = a.stacks.load()?;
             folded::write_folded(&mut out, &stacks)?;
         }
-        Format::Pprof | Format::Speedscope => {
+        Format::Pprof | Format::Firefox | Format::Perfetto | Format::Speedscope => {
             let trace = load_trace(&a.stacks.input)?;
-            let samples = export::stack_samples(&trace, &a.stacks.filter.clone().into());
+            let filter = a.stacks.filter.clone().into();
+            let samples = export::stack_samples(&trace, &filter);
             if samples.is_empty() {
                 return Err(a.stacks.filter.nothing_left(&trace));
             }
-            if let Format::Pprof = a.format {
-                pprof::write(&trace, &samples, &mut out)?;
-            } else {
-                let name = a.stacks.input.display().to_string();
-                let doc = speedscope::document(&trace, &samples, &name);
-                serde_json::to_writer(&mut out, &doc)?;
-                out.push(b'\n');
+            let name = a.stacks.input.display().to_string();
+            match a.format {
+                Format::Pprof => pprof::write(&trace, &samples, &mut out)?,
+                Format::Firefox => {
+                    let profile = firefox::profile(&trace, &samples, &filter, &name);
+                    serde_json::to_writer(&mut out, &profile)?;
+                    out.push(b'\n');
+                }
+                Format::Perfetto => out = perfetto::encode(&trace, &samples, &filter),
+                Format::Speedscope | Format::Folded => {
+                    let doc = speedscope::document(&trace, &samples, &name);
+                    serde_json::to_writer(&mut out, &doc)?;
+                    out.push(b'\n');
+                }
             }
         }
     }

@@ -3,6 +3,7 @@
 pub mod causal;
 pub mod export;
 pub mod flame;
+pub mod html;
 pub mod input;
 pub mod record;
 pub mod report;
@@ -19,6 +20,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Flame(a) => flame::run(a),
         Command::Script(a) => script::run(a),
         Command::Export(a) => export::run(a),
+        Command::Html(a) => html::run(a),
         Command::Waitgraph(a) => waitgraph::run(a),
         Command::Causal(a) => causal::run(a),
     }

@@ -1,11 +1,14 @@
 //! Profiles in the formats of the tools people already use: pprof
-//! (`go tool pprof`, Pyroscope, Parca) and speedscope. Folded stacks come
+//! (`go tool pprof`, Pyroscope, Parca), the Firefox Profiler and speedscope. Folded stacks come
 //! from [`holdup_analysis::folded`].
 //!
 //! Every exporter walks the same list of [`StackSample`]s: one per sample
 //! and subclass, in trace order, with its stack resolved to frames.
 
+pub mod firefox;
+pub mod perfetto;
 pub mod pprof;
+mod protobuf;
 pub mod speedscope;
 
 use holdup_analysis::profile::{sample_parts, Filter};

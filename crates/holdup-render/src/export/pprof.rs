@@ -1,6 +1,6 @@
 //! pprof's profile.proto (github.com/google/pprof/proto/profile.proto),
-//! gzipped, written with a small protobuf encoder: the message is flat and
-//! a dozen fields do not warrant a code generator.
+//! gzipped, written with the small protobuf encoder of [`super::protobuf`]:
+//! the message is flat and a dozen fields do not warrant a code generator.
 //!
 //! Sample types: `wall` (on- and off-CPU, the default) and, per subclass,
 //! `<class>_samples` (count) and `<class>` (nanoseconds). A location is one
@@ -8,17 +8,30 @@
 //! stacks end in the subclass's pseudo frame (`[I] io wait`), as in
 //! `holdup flame`. Labels: `thread`, `tid` (numeric), `subclass`,
 //! `wait_reason`.
+//!
+//! Mappings: one per file (dso), with its build id when the trace has one,
+//! and every location names its mapping. A trace stores user frames as file
+//! offsets; a location's address is chosen so that `address - memory_start
+//! + file_offset` is that file offset, which is what symbolizers (pprof,
+//! Parca) compute. Where the trace has the file's mapping records, the
+//! addresses are the mapped ones (in the first process that mapped it) and
+//! the mapping spans its pieces; otherwise the files are laid out one after
+//! another from [`SYNTHETIC_BASE`] with offset 0. Kernel and unknown frames
+//! keep their raw addresses; the subclass pseudo frames live in a
+//! `[holdup]` mapping.
 
+use super::protobuf::Msg;
 use super::{class_name, StackSample, CLASSES};
 use holdup_analysis::folded::leaf_name;
-use holdup_trace::{Class, Frame, Trace};
-use std::collections::HashMap;
+use holdup_trace::{Class, DsoId, Frame, Trace, KERNEL_DSO, UNKNOWN_DSO};
+use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
 /// Field numbers of profile.proto.
 mod field {
     pub const SAMPLE_TYPE: u32 = 1;
     pub const SAMPLE: u32 = 2;
+    pub const MAPPING: u32 = 3;
     pub const LOCATION: u32 = 4;
     pub const FUNCTION: u32 = 5;
     pub const STRING_TABLE: u32 = 6;
@@ -27,45 +40,6 @@ mod field {
     pub const PERIOD_TYPE: u32 = 11;
     pub const PERIOD: u32 = 12;
     pub const DEFAULT_SAMPLE_TYPE: u32 = 14;
-}
-
-/// A protobuf message being written.
-#[derive(Default)]
-struct Msg(Vec<u8>);
-
-impl Msg {
-    fn varint(&mut self, mut v: u64) {
-        while v >= 0x80 {
-            self.0.push(v as u8 | 0x80);
-            v >>= 7;
-        }
-        self.0.push(v as u8);
-    }
-    fn key(&mut self, field: u32, wire: u8) {
-        self.varint(u64::from(field) << 3 | u64::from(wire));
-    }
-    /// An integer field; zero is the default and is left out.
-    fn int(&mut self, field: u32, v: u64) {
-        if v != 0 {
-            self.key(field, 0);
-            self.varint(v);
-        }
-    }
-    fn bytes(&mut self, field: u32, b: &[u8]) {
-        self.key(field, 2);
-        self.varint(b.len() as u64);
-        self.0.extend_from_slice(b);
-    }
-    fn msg(&mut self, field: u32, m: Msg) {
-        self.bytes(field, &m.0);
-    }
-    fn packed(&mut self, field: u32, vs: impl IntoIterator<Item = u64>) {
-        let mut p = Msg::default();
-        for v in vs {
-            p.varint(v);
-        }
-        self.bytes(field, &p.0);
-    }
 }
 
 /// The string table: index 0 is the empty string.
@@ -114,7 +88,156 @@ enum LocKey {
 /// (name, file, line) of one function at a location.
 type Line = (Rc<str>, Option<Rc<str>>, u32);
 
+/// Where files without mapping records are laid out (page aligned, above
+/// the null page).
+pub const SYNTHETIC_BASE: u64 = 0x1_0000;
+
+/// Pseudo dso of the subclass frames.
+const PSEUDO_DSO: DsoId = UNKNOWN_DSO - 1;
+
+/// One pprof mapping and how its frames' addresses are placed in it.
+struct Mapping {
+    id: u64,
+    start: u64,
+    limit: u64,
+    offset: u64,
+    file: String,
+    build_id: String,
+    has_filenames: bool,
+    has_line_numbers: bool,
+    has_inline_frames: bool,
+    /// (file offset, mapped address, length) of each mapped piece, when
+    /// the trace has mapping records; file offsets are translated by them.
+    pieces: Vec<(u64, u64, u64)>,
+}
+
+impl Mapping {
+    /// The address of a frame of this mapping's file.
+    fn address(&self, dso: DsoId, addr: u64) -> u64 {
+        if matches!(dso, KERNEL_DSO | UNKNOWN_DSO | PSEUDO_DSO) {
+            return addr;
+        }
+        match self
+            .pieces
+            .iter()
+            .find(|&&(off, _, len)| off <= addr && addr - off < len)
+        {
+            Some(&(off, at, _)) => at + (addr - off),
+            None => (self.start + addr).wrapping_sub(self.offset),
+        }
+    }
+
+    fn encode(&self, strings: &mut Strings) -> Msg {
+        let mut m = Msg::default();
+        m.int(1, self.id);
+        m.int(2, self.start);
+        m.int(3, self.limit);
+        m.int(4, self.offset);
+        m.int(5, strings.get(&self.file));
+        m.int(6, strings.get(&self.build_id));
+        m.int(7, 1); // has_functions: every frame is symbolized
+        m.int(8, u64::from(self.has_filenames));
+        m.int(9, u64::from(self.has_line_numbers));
+        m.int(10, u64::from(self.has_inline_frames));
+        m
+    }
+}
+
+/// One mapping per dso the samples use, in order of dso id.
+fn mappings(trace: &Trace, samples: &[StackSample]) -> BTreeMap<DsoId, Mapping> {
+    #[derive(Default)]
+    struct Seen {
+        min: u64,
+        max: u64,
+        files: bool,
+        lines: bool,
+        inline: bool,
+    }
+    let mut seen: BTreeMap<DsoId, Seen> = BTreeMap::new();
+    for s in samples {
+        if s.class != Class::Cpu {
+            seen.entry(PSEUDO_DSO).or_default();
+        }
+        for f in s.frames.iter() {
+            let e = seen.entry(f.frame.dso).or_insert(Seen {
+                min: u64::MAX,
+                ..Default::default()
+            });
+            e.min = e.min.min(f.frame.addr);
+            e.max = e.max.max(f.frame.addr);
+            e.files |= f.funcs.iter().any(|func| func.file.is_some());
+            e.lines |= f.funcs.iter().any(|func| func.line != 0);
+            e.inline |= f.funcs.len() > 1;
+        }
+    }
+    let mut next_base = SYNTHETIC_BASE;
+    let mut out = BTreeMap::new();
+    for (i, (dso, seen)) in seen.into_iter().enumerate() {
+        let (file, build_id) = match dso {
+            KERNEL_DSO => ("[kernel.kallsyms]".to_string(), String::new()),
+            UNKNOWN_DSO => ("[unknown]".to_string(), String::new()),
+            PSEUDO_DSO => ("[holdup]".to_string(), String::new()),
+            id => match trace.dsos.get(&id) {
+                Some(d) => (
+                    d.path.clone(),
+                    d.build_id.as_deref().map(hex).unwrap_or_default(),
+                ),
+                None => (trace.dso_name(id), String::new()),
+            },
+        };
+        let mut m = Mapping {
+            id: i as u64 + 1,
+            start: 0,
+            limit: 0,
+            offset: 0,
+            file,
+            build_id,
+            has_filenames: seen.files,
+            has_line_numbers: seen.lines,
+            has_inline_frames: seen.inline,
+            pieces: Vec::new(),
+        };
+        // The first process that mapped this file.
+        let pid = trace.mmaps.iter().find(|mm| mm.dso == dso).map(|mm| mm.pid);
+        let mut mapped: Vec<_> = trace
+            .mmaps
+            .iter()
+            .filter(|mm| mm.dso == dso && Some(mm.pid) == pid && mm.end > mm.start)
+            .collect();
+        mapped.sort_by_key(|mm| mm.start);
+        match dso {
+            PSEUDO_DSO => {}
+            KERNEL_DSO | UNKNOWN_DSO => {
+                m.start = seen.min;
+                m.limit = seen.max.saturating_add(1);
+            }
+            _ if !mapped.is_empty() => {
+                m.start = mapped[0].start;
+                m.offset = mapped[0].file_offset;
+                m.limit = mapped.iter().map(|mm| mm.end).max().unwrap_or(m.start);
+                m.pieces = mapped
+                    .iter()
+                    .map(|mm| (mm.file_offset, mm.start, mm.end - mm.start))
+                    .collect();
+            }
+            _ => {
+                const PAGE: u64 = 4096;
+                m.start = next_base;
+                m.limit = next_base.saturating_add((seen.max / PAGE + 1) * PAGE);
+                next_base = m.limit;
+            }
+        }
+        out.insert(dso, m);
+    }
+    out
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 struct Builder {
+    mappings: BTreeMap<DsoId, Mapping>,
     strings: Strings,
     functions: HashMap<(Rc<str>, Rc<str>), u64>,
     function_msgs: Vec<Msg>,
@@ -139,14 +262,20 @@ impl Builder {
         id
     }
 
-    fn location(&mut self, key: LocKey, address: u64, lines: &[Line]) -> u64 {
+    fn location(&mut self, key: LocKey, lines: &[Line]) -> u64 {
         if let Some(&id) = self.locations.get(&key) {
             return id;
         }
+        let (dso, addr) = match key {
+            LocKey::Frame(f) => (f.dso, f.addr),
+            LocKey::Leaf(_) => (PSEUDO_DSO, 0),
+        };
+        let mapping = &self.mappings[&dso];
         let id = self.location_msgs.len() as u64 + 1;
         let mut m = Msg::default();
         m.int(1, id);
-        m.int(3, address);
+        m.int(2, mapping.id);
+        m.int(3, mapping.address(dso, addr));
         for (name, file, line) in lines {
             let file = file.clone().unwrap_or_else(|| Rc::from(""));
             let mut l = Msg::default();
@@ -175,6 +304,7 @@ pub fn sample_types() -> Vec<(String, &'static str)> {
 pub fn encode(trace: &Trace, samples: &[StackSample]) -> Vec<u8> {
     let period = trace.header.period_ns;
     let mut b = Builder {
+        mappings: mappings(trace, samples),
         strings: Strings::new(),
         functions: HashMap::new(),
         function_msgs: Vec::new(),
@@ -187,7 +317,7 @@ pub fn encode(trace: &Trace, samples: &[StackSample]) -> Vec<u8> {
     for s in samples {
         let mut locations = Vec::with_capacity(s.frames.len() + 1);
         if let Some(leaf) = leaf_name(s.class) {
-            locations.push(b.location(LocKey::Leaf(s.class), 0, &[(Rc::from(leaf), None, 0)]));
+            locations.push(b.location(LocKey::Leaf(s.class), &[(Rc::from(leaf), None, 0)]));
         }
         for f in s.frames.iter() {
             let lines: Vec<Line> = f
@@ -198,7 +328,7 @@ pub fn encode(trace: &Trace, samples: &[StackSample]) -> Vec<u8> {
                     (func.name.clone(), file, func.line)
                 })
                 .collect();
-            locations.push(b.location(LocKey::Frame(f.frame), f.frame.addr, &lines));
+            locations.push(b.location(LocKey::Frame(f.frame), &lines));
         }
         let key = SampleKey {
             locations,
@@ -255,6 +385,9 @@ pub fn encode(trace: &Trace, samples: &[StackSample]) -> Vec<u8> {
             m.msg(3, l);
         }
         p.msg(field::SAMPLE, m);
+    }
+    for m in b.mappings.values() {
+        p.msg(field::MAPPING, m.encode(&mut b.strings));
     }
     for m in std::mem::take(&mut b.location_msgs) {
         p.msg(field::LOCATION, m);
