@@ -14,4 +14,6 @@ pub mod perf;
 mod recorder;
 
 #[cfg(feature = "loader")]
-pub use recorder::{DrainStats, Error, Lost, Recorder, RecorderOptions, Result, Target};
+pub use recorder::{
+    DrainStats, Error, Lost, Recorder, RecorderOptions, Result, SyscallOptions, Target,
+};

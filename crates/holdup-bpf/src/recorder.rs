@@ -2,7 +2,7 @@
 
 use crate::bpf_skel::{OpenRecorderSkel, RecorderSkel, RecorderSkelBuilder};
 use crate::perf::{self, AddressEvent, MmapEvents};
-use crate::records::{Record, REC_KINDS};
+use crate::records::{Record, SyscallKey, SyscallTotals, REC_KINDS};
 use crate::ringbuf::RingReader;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags};
@@ -34,6 +34,27 @@ pub struct RecorderOptions {
     pub stack_copy_bytes: u32,
     /// Size of the ring buffer, a power of two ≥ one page.
     pub ring_bytes: u32,
+    /// Record system calls (`--syscalls`).
+    pub syscalls: Option<SyscallOptions>,
+}
+
+/// Which system call invocations become records (all are counted).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SyscallOptions {
+    /// Invocations at least this long are kept, as are those that slept or
+    /// took a major page fault.
+    pub keep_ns: u64,
+    /// One in this many of the other invocations is kept.
+    pub sample_every: u32,
+}
+
+impl Default for SyscallOptions {
+    fn default() -> Self {
+        Self {
+            keep_ns: 1_000_000,
+            sample_every: 64,
+        }
+    }
 }
 
 impl Default for RecorderOptions {
@@ -46,6 +67,7 @@ impl Default for RecorderOptions {
             block_io: true,
             stack_copy_bytes: 2048,
             ring_bytes: 32 << 20,
+            syscalls: None,
         }
     }
 }
@@ -129,6 +151,10 @@ impl Recorder {
                 .stack_copy_bytes
                 .min(crate::records::STACK_COPY_MAX as u32);
             ro.self_tgid = std::process::id();
+            if let Some(sc) = options.syscalls {
+                ro.syscall_keep_ns = sc.keep_ns;
+                ro.syscall_sample_every = sc.sample_every.max(1);
+            }
         }
         open.maps
             .events
@@ -136,6 +162,8 @@ impl Recorder {
             .map_err(load_err)?;
         open.progs.flush_open.set_autoattach(false);
         open.progs.on_sys_exit.set_autoattach(false);
+        open.progs.on_syscall_enter.set_autoattach(false);
+        open.progs.on_syscall_exit.set_autoattach(false);
         let skel = open.load().map_err(load_err)?;
 
         if let Target::Pids(pids) = &options.target {
@@ -187,6 +215,10 @@ impl Recorder {
             on_stat_runtime,
             on_switch,
         );
+        if options.syscalls.is_some() {
+            // Exit first: an entry is only counted once its exit is seen.
+            attach!(on_syscall_exit, on_syscall_enter);
+        }
         for &cpu in &cpus {
             // The link owns the perf event fd from here on and closes it.
             let fd = perf::cpu_clock(cpu, options.period_ns).map_err(Error::Perf)?;
@@ -299,6 +331,36 @@ impl Recorder {
             }
         }
         lost
+    }
+
+    /// The exact per-process per-call totals of system calls so far,
+    /// summed over CPUs.
+    pub fn syscall_totals(&self) -> Vec<(SyscallKey, SyscallTotals)> {
+        let map = &self.skel.maps.syscall_totals;
+        let mut out = Vec::new();
+        for key in map.keys() {
+            let Ok(Some(per_cpu)) = map.lookup_percpu(&key, MapFlags::ANY) else {
+                continue;
+            };
+            let Ok(k) = crate::records::syscall_key(&key) else {
+                continue;
+            };
+            let mut sum: Option<SyscallTotals> = None;
+            for v in per_cpu {
+                let Ok(t) = crate::records::syscall_totals(&v) else {
+                    continue;
+                };
+                match &mut sum {
+                    None => sum = Some(t),
+                    Some(s) => s.add(&t),
+                }
+            }
+            if let Some(t) = sum.filter(|t| t.count > 0) {
+                out.push((k, t));
+            }
+        }
+        out.sort_by_key(|(k, _)| (k.pid, k.nr));
+        out
     }
 
     /// Write out the intervals still open (threads off-CPU right now) and

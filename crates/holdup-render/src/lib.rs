@@ -4,4 +4,5 @@ pub mod causal;
 pub mod export;
 pub mod flame;
 pub mod report;
+pub mod syscalls;
 pub mod waitgraph;

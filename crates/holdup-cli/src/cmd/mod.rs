@@ -7,6 +7,7 @@ pub mod input;
 pub mod record;
 pub mod report;
 pub mod script;
+pub mod syscalls;
 pub mod waitgraph;
 
 use crate::cli::{Cli, Command};
@@ -21,5 +22,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Export(a) => export::run(a),
         Command::Waitgraph(a) => waitgraph::run(a),
         Command::Causal(a) => causal::run(a),
+        Command::Syscalls(a) => syscalls::run(a),
     }
 }

@@ -4,8 +4,8 @@ use crate::record::drain::Drainer;
 use crate::record::finish;
 use crate::record::launch::{self, ExitStatus, Launched};
 use anyhow::{bail, Context};
-use holdup_bpf::{Recorder, RecorderOptions, Target};
-use holdup_trace::{features, Finish, Header, Lost, Record, Writer};
+use holdup_bpf::{Recorder, RecorderOptions, SyscallOptions, Target};
+use holdup_trace::{features, Finish, Header, Lost, Record, SyscallConfig, Writer};
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::PathBuf;
@@ -46,6 +46,16 @@ pub struct Args {
     /// Ring buffer size in MiB (a power of two).
     #[arg(long, default_value_t = 32)]
     pub ring_mb: u32,
+    /// Record system calls (for `holdup syscalls`): every call is counted
+    /// and timed, slow, blocked or faulting ones are kept whole.
+    #[arg(long)]
+    pub syscalls: bool,
+    /// With --syscalls: keep every invocation at least this long (µs).
+    #[arg(long, default_value_t = 1000, requires = "syscalls")]
+    pub syscall_keep_us: u64,
+    /// With --syscalls: keep one in N of the other invocations.
+    #[arg(long, default_value_t = 64, requires = "syscalls", value_parser = clap::value_parser!(u32).range(1..))]
+    pub syscall_sample: u32,
     /// Print what the trace holds, by record kind, at the end.
     #[arg(short, long)]
     pub verbose: bool,
@@ -112,6 +122,10 @@ impl TryFrom<Args> for Config {
                 block_io: !a.no_block_io,
                 stack_copy_bytes: a.stack_bytes,
                 ring_bytes: a.ring_mb << 20,
+                syscalls: a.syscalls.then_some(SyscallOptions {
+                    keep_ns: a.syscall_keep_us.saturating_mul(1000),
+                    sample_every: a.syscall_sample,
+                }),
             },
             target,
         })
@@ -252,6 +266,14 @@ pub fn record(cfg: &Config) -> anyhow::Result<ExitCode> {
     )
     .context("writing the trace")?;
     let mut d = Drainer::new(writer);
+    if let Some(sc) = cfg.options.syscalls {
+        d.writer
+            .write(&Record::SyscallConfig(SyscallConfig {
+                keep_ns: sc.keep_ns,
+                sample_every: sc.sample_every,
+            }))
+            .context("writing the trace")?;
+    }
     let existing: Vec<u32> = match &cfg.target {
         Target::Pids(p) => p.clone(),
         Target::All => std::fs::read_dir("/proc")?
@@ -318,6 +340,21 @@ pub fn record(cfg: &Config) -> anyhow::Result<ExitCode> {
     drain(&mut rec, &mut d, &mut unparsable)?;
     let end_ns = monotonic_ns();
     let lost = rec.lost();
+    if cfg.options.syscalls.is_some() {
+        for (k, t) in rec.syscall_totals() {
+            d.writer
+                .write(&Record::SyscallTotals(holdup_trace::SyscallTotals {
+                    pid: k.pid,
+                    nr: k.nr,
+                    count: t.count,
+                    total_ns: t.total_ns,
+                    blocked: t.blocked,
+                    min_flt: t.min_flt,
+                    maj_flt: t.maj_flt,
+                    hist: t.hist.to_vec(),
+                }))?;
+        }
+    }
     drop(rec);
 
     for (what, n) in [
@@ -331,6 +368,11 @@ pub fn record(cfg: &Config) -> anyhow::Result<ExitCode> {
         ),
         ("task events", lost.by_kind[3..=6].iter().sum::<u64>()),
         ("block requests", lost.by_kind[7] + lost.by_kind[8]),
+        (
+            "system calls",
+            lost.by_kind[holdup_bpf::records::REC_SYSCALL as usize]
+                + lost.by_kind[holdup_bpf::records::REC_SYSCALL_STACK as usize],
+        ),
         ("unparsable records", unparsable),
     ] {
         if n > 0 {
@@ -384,6 +426,13 @@ pub fn record(cfg: &Config) -> anyhow::Result<ExitCode> {
         cfg.output.display(),
         size as f64 / 1e6
     );
+    if cfg.options.syscalls.is_some() {
+        eprintln!(
+            "[ holdup record: {} system call invocations kept, {} lost ]",
+            counts.syscalls,
+            lost.by_kind[holdup_bpf::records::REC_SYSCALL as usize]
+        );
+    }
     if !sym.failed_files.is_empty() {
         eprintln!(
             "holdup: warning: could not symbolize {} (changed or unreadable); reports show file+offset for them",
