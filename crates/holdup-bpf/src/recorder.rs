@@ -52,7 +52,7 @@ impl Default for SyscallOptions {
     fn default() -> Self {
         Self {
             keep_ns: 1_000_000,
-            sample_every: 64,
+            sample_every: 256,
         }
     }
 }

@@ -221,6 +221,37 @@ fn readers_of_one_pipe_sleep_in_pipe_read_and_are_woken_by_the_writer() {
 }
 
 #[test]
+#[ignore = "needs root and BPF"]
+fn no_completed_call_is_lost_when_processes_fork_exit_and_exec() {
+    let _g = serial();
+    let dir = scratch("syscalls_forkexec");
+    let bin = workload("sys_forkexec");
+    let (data, out) =
+        record_with_output(&dir, &["--syscalls"], &[bin.to_str().unwrap(), "3", "1000"]);
+    let mut want: Vec<u64> = out
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .filter(|(k, _)| k.ends_with("_getppid"))
+        .map(|(_, v)| v.parse().unwrap())
+        .collect();
+    assert_eq!(want.len(), 4, "{out}");
+    let r = syscalls_json(&data);
+    let mut got: Vec<u64> = r["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["calls"].as_array().unwrap())
+        .filter(|c| c["name"] == "getppid")
+        .map(|c| u(&c["count"]))
+        .collect();
+    want.sort();
+    got.sort();
+    // Each child's calls under its own pid; the exec'd program's under the
+    // parent's.
+    assert_eq!(got, want);
+}
+
+#[test]
 fn a_trace_without_system_calls_is_refused_with_one_line() {
     let dir = scratch("syscalls_refused");
     let data = dir.join("t.data");

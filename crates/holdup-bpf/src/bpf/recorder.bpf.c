@@ -546,7 +546,7 @@ static __always_inline bool mm_loaded(struct task_struct *prev, struct task_stru
  * programs are attached only with --syscalls.
  */
 const volatile u64 syscall_keep_ns = 1000000;
-const volatile u32 syscall_sample_every = 64;
+const volatile u32 syscall_sample_every = 256;
 
 struct sys_state {
 	u64 start;		/* 0 while not inside a traced call */
@@ -619,13 +619,17 @@ SEC("tp_btf/sys_enter")
 int BPF_PROG(on_syscall_enter, struct pt_regs *regs, long id)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	struct sys_state *ss;
+	struct sys_state *ss = bpf_task_storage_get(&sys_threads, task, 0, 0);
 
-	if (!is_tracked(task))
-		return 0;
-	ss = bpf_task_storage_get(&sys_threads, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!ss)
-		return 0;
+	/* Only tracked threads have the state: the (hash) lookup of whether
+	 * a thread is tracked is made once per thread, not per call. */
+	if (!ss) {
+		if (!is_tracked(task))
+			return 0;
+		ss = bpf_task_storage_get(&sys_threads, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (!ss)
+			return 0;
+	}
 	ss->nr = id;
 	ss->blocked[0] = 0;
 	ss->blocked[1] = 0;

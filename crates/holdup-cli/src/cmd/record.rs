@@ -54,7 +54,7 @@ pub struct Args {
     #[arg(long, default_value_t = 1000, requires = "syscalls")]
     pub syscall_keep_us: u64,
     /// With --syscalls: keep one in N of the other invocations.
-    #[arg(long, default_value_t = 64, requires = "syscalls", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 256, requires = "syscalls", value_parser = clap::value_parser!(u32).range(1..))]
     pub syscall_sample: u32,
     /// Print what the trace holds, by record kind, at the end.
     #[arg(short, long)]
