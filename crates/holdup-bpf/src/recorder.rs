@@ -39,13 +39,17 @@ pub struct RecorderOptions {
 }
 
 /// Which system call invocations become records (all are counted).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SyscallOptions {
     /// Invocations at least this long are kept, as are those that slept or
     /// took a major page fault.
     pub keep_ns: u64,
     /// One in this many of the other invocations is kept.
     pub sample_every: u32,
+    /// Let the programs read the results of their own last call
+    /// (`include/holdup_debox.h`) from a map they map (see
+    /// [`Recorder::debox_fd`]).
+    pub inband: bool,
 }
 
 impl Default for SyscallOptions {
@@ -53,6 +57,7 @@ impl Default for SyscallOptions {
         Self {
             keep_ns: 1_000_000,
             sample_every: 256,
+            inband: false,
         }
     }
 }
@@ -151,10 +156,14 @@ impl Recorder {
                 .stack_copy_bytes
                 .min(crate::records::STACK_COPY_MAX as u32);
             ro.self_tgid = std::process::id();
-            if let Some(sc) = options.syscalls {
+            if let Some(sc) = &options.syscalls {
                 ro.syscall_keep_ns = sc.keep_ns;
                 ro.syscall_sample_every = sc.sample_every.max(1);
+                ro.debox_inband = sc.inband;
             }
+        }
+        if !options.syscalls.as_ref().is_some_and(|s| s.inband) {
+            open.maps.debox.set_max_entries(1).map_err(load_err)?;
         }
         open.maps
             .events
@@ -262,6 +271,12 @@ impl Recorder {
     /// The ring buffer map, for a consumer in another process.
     pub fn ring_fd(&self) -> std::os::fd::BorrowedFd<'_> {
         self.skel.maps.events.as_fd()
+    }
+
+    /// The in-band map (`--inband`): an array of `struct debox_info`
+    /// indexed by `tid % DEBOX_SLOTS`, mappable read-only.
+    pub fn debox_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.skel.maps.debox.as_fd()
     }
 
     /// Bytes waiting in the ring buffer.

@@ -252,6 +252,45 @@ fn no_completed_call_is_lost_when_processes_fork_exit_and_exec() {
 }
 
 #[test]
+#[ignore = "needs root and BPF"]
+fn in_band_results_are_the_reports_for_the_same_calls() {
+    let _g = serial();
+    let dir = scratch("syscalls_inband");
+    let bin = workload("sys_inband");
+    let (data, out) = record_with_output(
+        &dir,
+        &["--syscalls", "--inband"],
+        &[bin.to_str().unwrap(), dir.to_str().unwrap(), "256"],
+    );
+    let inband: Vec<(u64, u64, u64)> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("inband "))
+        .map(|l| {
+            let v: Vec<u64> = l.split(' ').map(|x| x.parse().unwrap()).collect();
+            (v[0], v[1], v[2])
+        })
+        .collect();
+    assert_eq!(inband.len() as f64, measured(&out, "inband_reads"));
+    assert_eq!(inband.len(), 16, "{out}");
+    let r = syscalls_json(&data);
+    let reported: Vec<(u64, u64, u64)> = invocations(&r, "pread64", "read_chunk (sys_inband.c:")
+        .iter()
+        .map(|i| {
+            (
+                u(&i["wall_ns"]),
+                u(&i["blocked_ns"]["io"]),
+                u(&i["page_faults"]["major"]),
+            )
+        })
+        .collect();
+    // Every read faulted, so every one is in the report: the same numbers.
+    for x in &inband {
+        assert!(x.2 > 0, "a read without major faults: {x:?}");
+        assert!(reported.contains(x), "{x:?} not among {reported:?}");
+    }
+}
+
+#[test]
 fn a_trace_without_system_calls_is_refused_with_one_line() {
     let dir = scratch("syscalls_refused");
     let data = dir.join("t.data");

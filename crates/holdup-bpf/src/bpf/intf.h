@@ -205,6 +205,27 @@ struct syscall_rec {
 	u16 _pad;
 };
 
+/*
+ * In-band results (record --syscalls --inband): the last system call of a
+ * thread, written at its sys_exit into slot `tid % DEBOX_SLOTS` of a map
+ * that the program maps read-only (include/holdup_debox.h, which mirrors
+ * this layout). blocked_ns[] as in struct syscall_rec; seq counts the calls
+ * written to the slot.
+ */
+#define DEBOX_SLOTS 32768
+struct debox_info {
+	u64 seq;
+	u64 start_ns;
+	u64 wall_ns;
+	u64 blocked_ns[4];
+	u32 tid;
+	u32 nr;
+	u32 sleeps;
+	u32 min_flt;
+	u32 maj_flt;
+	u32 _pad;
+};
+
 /* Exact per-process per-call totals, kept in a per-CPU hash map. */
 struct syscall_key {
 	u32 pid;

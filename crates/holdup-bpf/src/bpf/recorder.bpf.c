@@ -577,6 +577,16 @@ struct {
 	__type(value, struct syscall_totals);
 } syscall_totals SEC(".maps");
 
+/* In-band slots; one entry unless --inband (the loader sizes it). */
+const volatile bool debox_inband = false;
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, DEBOX_SLOTS);
+	__type(key, u32);
+	__type(value, struct debox_info);
+} debox SEC(".maps");
+
 /* The initial value of a new totals entry (too large for the BPF stack). */
 struct syscall_totals zero_totals = {};
 
@@ -703,6 +713,26 @@ int BPF_PROG(on_syscall_exit, struct pt_regs *regs, long ret)
 	bucket = log2_bucket(wall);
 	if (bucket < SYS_HIST)
 		tot->hist[bucket]++;
+
+	if (debox_inband) {
+		u32 slot = (u32)task->pid & (DEBOX_SLOTS - 1);
+		struct debox_info *d = bpf_map_lookup_elem(&debox, &slot);
+
+		if (d) {
+			d->tid = task->pid;
+			d->nr = key.nr;
+			d->start_ns = start;
+			d->wall_ns = wall;
+			d->blocked_ns[0] = ss->blocked[0];
+			d->blocked_ns[1] = ss->blocked[1];
+			d->blocked_ns[2] = ss->blocked[2];
+			d->blocked_ns[3] = ss->blocked[3];
+			d->sleeps = ss->sleeps;
+			d->min_flt = minf;
+			d->maj_flt = majf;
+			d->seq++;
+		}
+	}
 
 	slept = ss->blocked[0] + ss->blocked[1] + ss->blocked[3];
 	if (wall < syscall_keep_ns && !slept && !majf) {

@@ -56,6 +56,11 @@ pub struct Args {
     /// With --syscalls: keep one in N of the other invocations.
     #[arg(long, default_value_t = 256, requires = "syscalls", value_parser = clap::value_parser!(u32).range(1..))]
     pub syscall_sample: u32,
+    /// With --syscalls: let the programs read the results of their own last
+    /// system call without making another (include/holdup_debox.h); they
+    /// find the map through the HOLDUP_DEBOX environment variable.
+    #[arg(long, requires = "syscalls")]
+    pub inband: bool,
     /// Print what the trace holds, by record kind, at the end.
     #[arg(short, long)]
     pub verbose: bool,
@@ -122,9 +127,10 @@ impl TryFrom<Args> for Config {
                 block_io: !a.no_block_io,
                 stack_copy_bytes: a.stack_bytes,
                 ring_bytes: a.ring_mb << 20,
-                syscalls: a.syscalls.then_some(SyscallOptions {
+                syscalls: a.syscalls.then(|| SyscallOptions {
                     keep_ns: a.syscall_keep_us.saturating_mul(1000),
                     sample_every: a.syscall_sample,
+                    inband: a.inband,
                 }),
             },
             target,
@@ -146,6 +152,11 @@ fn catch_signals() {
             libc::sigaction(sig, &sa, std::ptr::null_mut());
         }
     }
+}
+
+/// The lowest descriptor number from `from` on that is not open.
+fn free_fd(from: i32) -> Option<i32> {
+    (from..from + 1000).find(|&fd| unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0)
 }
 
 /// A target that keeps every CPU busy with hundreds of runnable threads
@@ -239,12 +250,29 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 pub fn record(cfg: &Config) -> anyhow::Result<ExitCode> {
     // The command is forked first and held before exec, so that it can be
     // tracked from its first instruction.
+    // The command is forked before the map exists, so it cannot inherit
+    // it: it takes it from us with pidfd_getfd(2), at a descriptor number
+    // chosen now and passed in its environment.
+    let debox_fd = match &cfg.options.syscalls {
+        Some(s) if s.inband => {
+            let fd = free_fd(500).context("no free descriptor for the in-band map")?;
+            std::env::set_var("HOLDUP_DEBOX", format!("{}:{fd}", std::process::id()));
+            Some(fd)
+        }
+        _ => None,
+    };
     let mut launched: Option<Launched> = if cfg.command.is_empty() {
         None
     } else {
         Some(launch::spawn_held(&cfg.command)?)
     };
     let mut rec = Recorder::start(cfg.options.clone()).context("starting the recorder")?;
+    if let Some(fd) = debox_fd {
+        use std::os::fd::AsRawFd;
+        if unsafe { libc::dup2(rec.debox_fd().as_raw_fd(), fd) } < 0 {
+            return Err(std::io::Error::last_os_error()).context("passing the in-band map");
+        }
+    }
     if let Some(l) = &launched {
         rec.track(l.pid as u32)?;
     }
@@ -266,7 +294,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<ExitCode> {
     )
     .context("writing the trace")?;
     let mut d = Drainer::new(writer);
-    if let Some(sc) = cfg.options.syscalls {
+    if let Some(sc) = &cfg.options.syscalls {
         d.writer
             .write(&Record::SyscallConfig(SyscallConfig {
                 keep_ns: sc.keep_ns,
