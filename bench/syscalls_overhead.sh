@@ -4,7 +4,9 @@
 # `perf bench syscall basic` (getppid in a loop) and on a small file loop
 # (open, read, close of one small file). Both print their own run time
 # ("Total time"); the added time divided by the number of system calls is
-# the cost per call. Medians of ROUNDS interleaved runs.
+# the cost per call (`holdup-counts`: --syscalls with no ordinary call kept
+# as a record, the in-kernel counting alone). Medians of ROUNDS interleaved
+# runs. The cost of --syscalls itself is holdup-syscalls minus holdup.
 # usage: bench/syscalls_overhead.sh [ROUNDS] [CALLS]   (as root)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +36,8 @@ per_call() { # mode, workload
 	plain) out=$($2 "$n" 2>/dev/null) ;;
 	holdup) out=$("$holdup" record -o "$work/h.data" -- bash -c "$(declare -f $2); work=$work; $2 $n" 2>/dev/null) ;;
 	holdup-syscalls) out=$("$holdup" record --syscalls -o "$work/s.data" -- bash -c "$(declare -f $2); work=$work; $2 $n" 2>/dev/null) ;;
+	# Counting and timing only: no ordinary call becomes a record.
+	holdup-counts) out=$("$holdup" record --syscalls --syscall-sample 4000000000 -o "$work/c.data" -- bash -c "$(declare -f $2); work=$work; $2 $n" 2>/dev/null) ;;
 	perf-trace) out=$(perf trace -s -o /dev/null -- bash -c "$(declare -f $2); work=$work; $2 $n" 2>/dev/null) ;;
 	strace) out=$(strace -f -c -o /dev/null -- bash -c "$(declare -f $2); work=$work; $2 $n" 2>/dev/null) ;;
 	esac
@@ -42,7 +46,7 @@ per_call() { # mode, workload
 
 bench() { # name, workload
 	declare -A t
-	local modes=(plain holdup holdup-syscalls perf-trace strace)
+	local modes=(plain holdup holdup-syscalls holdup-counts perf-trace strace)
 	for _ in $(seq "$rounds"); do
 		for m in "${modes[@]}"; do
 			t[$m]+="$(per_call "$m" "$2") "
