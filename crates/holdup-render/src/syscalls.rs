@@ -210,13 +210,18 @@ fn invocation(out: &mut impl Write, i: usize, inv: &Invocation) -> io::Result<()
     )?;
     writeln!(
         out,
-        "     sleeps {}; longest: {}{}; page faults {} minor, {} major",
+        "     sleeps {}; longest: {}{}{}; page faults {} minor, {} major",
         inv.sleeps,
         inv.reason.as_deref().unwrap_or("-"),
         inv.waker
             .as_deref()
             .map(|w| format!(", woken by {w}"))
             .unwrap_or_default(),
+        if inv.contenders > 0 {
+            format!(", {} contenders", inv.contenders)
+        } else {
+            String::new()
+        },
         inv.page_faults.minor,
         inv.page_faults.major
     )?;

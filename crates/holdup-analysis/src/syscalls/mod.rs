@@ -15,6 +15,7 @@ use crate::symbols::{is_system_dso, wait_reason, Func, Resolver};
 use holdup_trace::{Syscall, Trace, Waker};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
 
 /// The name of an x86-64 system call number.
 pub fn name(nr: u32) -> String {
@@ -77,6 +78,8 @@ pub struct ReasonStats {
     pub count: u64,
     /// Their time asleep (io, lock, other; not runqueue time).
     pub blocked_ns: u64,
+    /// Most contenders one of them had (see [`Invocation::contenders`]).
+    pub max_contenders: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -133,6 +136,9 @@ pub struct Invocation {
     pub sleeps: u32,
     /// Of the longest sleep.
     pub reason: Option<String>,
+    /// Calls of other threads of the process that slept with the same wait
+    /// reason during this one (DeBox's contenders on a resource label).
+    pub contenders: u32,
     pub waker: Option<String>,
     pub page_faults: PageFaults,
     pub site: Option<String>,
@@ -212,7 +218,8 @@ fn comm_of(trace: &Trace, pid: u32) -> String {
 /// What the invocation records add to a call's totals.
 #[derive(Default)]
 struct FromRecords {
-    reasons: HashMap<String, (u64, u64)>,
+    /// reason → (count, time asleep, most contenders)
+    reasons: HashMap<String, (u64, u64, u32)>,
     sites: HashMap<String, (u64, u64)>,
     max_ns: u64,
     /// Estimates, for calls that have no in-kernel totals (a recording
@@ -253,8 +260,15 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<SyscallReport, Error> {
     let config = trace.syscall_config.as_ref().ok_or(Error::NotRecorded)?;
     let keep = |pid: u32| opts.pids.is_empty() || opts.pids.contains(&pid);
     let mut resolver = Resolver::new(trace);
+    let reasons = sleep_reasons(trace, &mut resolver);
+    let contenders = contenders(trace, &reasons);
     let mut from_records: BTreeMap<(u32, u32), FromRecords> = BTreeMap::new();
-    for s in trace.syscalls.iter().filter(|s| keep(s.pid)) {
+    for (idx, s) in trace
+        .syscalls
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| keep(s.pid))
+    {
         let w = weight(s, config.sample_every);
         let funcs = resolver.stack(s.stack);
         let r = from_records.entry((s.pid, s.nr)).or_default();
@@ -272,11 +286,11 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<SyscallReport, Error> {
             r.hist.resize(k + 1, 0);
         }
         r.hist[k] += w;
-        if s.slept_ns() > 0 {
-            let reason = wait_reason(&funcs).map_or_else(|| "-".to_string(), |r| r.to_string());
-            let e = r.reasons.entry(reason).or_default();
+        if let Some(reason) = reasons.get(&idx) {
+            let e = r.reasons.entry(reason.to_string()).or_default();
             e.0 += w;
             e.1 += w * s.slept_ns();
+            e.2 = e.2.max(contenders.get(&idx).copied().unwrap_or(0));
         }
         let site = call_site(&funcs).unwrap_or_else(|| "-".to_string());
         let e = r.sites.entry(site).or_default();
@@ -321,12 +335,21 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<SyscallReport, Error> {
         })
         .collect();
 
-    let mut order: Vec<&Syscall> = trace.syscalls.iter().filter(|s| keep(s.pid)).collect();
-    order.sort_by(|a, b| b.wall_ns().cmp(&a.wall_ns()).then(a.time.cmp(&b.time)));
+    let mut order: Vec<(usize, &Syscall)> = trace
+        .syscalls
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| keep(s.pid))
+        .collect();
+    order.sort_by(|(_, a), (_, b)| b.wall_ns().cmp(&a.wall_ns()).then(a.time.cmp(&b.time)));
     let slowest = order
         .into_iter()
         .take(opts.slowest)
-        .map(|s| invocation(trace, &mut resolver, s))
+        .map(|(idx, s)| {
+            let mut inv = invocation(trace, &mut resolver, s);
+            inv.contenders = contenders.get(&idx).copied().unwrap_or(0);
+            inv
+        })
         .collect();
 
     Ok(SyscallReport {
@@ -339,6 +362,53 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<SyscallReport, Error> {
         processes,
         slowest,
     })
+}
+
+/// The wait reason of every invocation that slept, by index.
+fn sleep_reasons(trace: &Trace, resolver: &mut Resolver<'_>) -> HashMap<usize, Rc<str>> {
+    let unknown: Rc<str> = Rc::from("-");
+    trace
+        .syscalls
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.slept_ns() > 0)
+        .map(|(i, s)| {
+            let funcs = resolver.stack(s.stack);
+            (i, wait_reason(&funcs).unwrap_or_else(|| unknown.clone()))
+        })
+        .collect()
+}
+
+/// For every invocation that slept: how many invocations of other threads
+/// of its process slept with the same wait reason while it was in its call
+/// (their calls overlap in time). A sweep over each (process, reason)
+/// group in start order.
+fn contenders(trace: &Trace, reasons: &HashMap<usize, Rc<str>>) -> HashMap<usize, u32> {
+    let mut groups: HashMap<(u32, &str), Vec<usize>> = HashMap::new();
+    for (&i, r) in reasons {
+        groups
+            .entry((trace.syscalls[i].pid, r))
+            .or_default()
+            .push(i);
+    }
+    let mut out: HashMap<usize, u32> = HashMap::new();
+    for mut v in groups.into_values() {
+        v.sort_by_key(|&i| trace.syscalls[i].time);
+        for (a, &i) in v.iter().enumerate() {
+            let si = &trace.syscalls[i];
+            for &j in &v[a + 1..] {
+                let sj = &trace.syscalls[j];
+                if sj.time >= si.end {
+                    break;
+                }
+                if sj.tid != si.tid {
+                    *out.entry(i).or_default() += 1;
+                    *out.entry(j).or_default() += 1;
+                }
+            }
+        }
+    }
+    out
 }
 
 fn sorted_stats<T>(
@@ -360,15 +430,23 @@ fn call_stats(
     hist: &[u64],
     r: FromRecords,
 ) -> CallStats {
-    let reasons = sorted_stats(
-        r.reasons,
-        |&(_, t)| t,
-        |reason, count, blocked_ns| ReasonStats {
-            reason,
-            count,
-            blocked_ns,
-        },
-    );
+    let mut reasons: Vec<ReasonStats> = r
+        .reasons
+        .into_iter()
+        .map(
+            |(reason, (count, blocked_ns, max_contenders))| ReasonStats {
+                reason,
+                count,
+                blocked_ns,
+                max_contenders,
+            },
+        )
+        .collect();
+    reasons.sort_by(|a, b| {
+        b.blocked_ns
+            .cmp(&a.blocked_ns)
+            .then(a.reason.cmp(&b.reason))
+    });
     let sites = sorted_stats(
         r.sites,
         |&(_, t)| t,
@@ -453,6 +531,7 @@ fn invocation(trace: &Trace, resolver: &mut Resolver<'_>, s: &Syscall) -> Invoca
         reason: (s.slept_ns() > 0)
             .then(|| wait_reason(&funcs).map(|r| r.to_string()))
             .flatten(),
+        contenders: 0,
         waker: (s.waker != Waker::None).then(|| trace.waker_name(s.waker)),
         page_faults: PageFaults {
             minor: s.min_flt as u64,

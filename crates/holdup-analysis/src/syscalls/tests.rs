@@ -212,6 +212,7 @@ fn totals_are_exact_and_records_give_reasons_and_sites() {
             reason: "ext4_lookup".into(),
             count: 20,
             blocked_ns: 40_000_000,
+            max_contenders: 0,
         }]
     );
     // 20 kept for cause (weight 1) + 2 sampled (weight 10 each).
@@ -239,6 +240,45 @@ fn totals_are_exact_and_records_give_reasons_and_sites() {
     assert_eq!(slow.site.as_deref(), Some("do_open (app.c:42)"));
     assert_eq!(slow.kernel_stack, vec!["ext4_lookup".to_string()]);
     assert_eq!(slow.user_stack.len(), 3);
+}
+
+#[test]
+fn contenders_are_other_threads_asleep_for_the_same_reason_meanwhile() {
+    let mut t = trace();
+    let mut a = call(READ, 1_000, 5_000, [0, 0, 0, 4_000], 2, false);
+    let mut b = call(READ, 3_000, 5_000, [0, 0, 0, 4_000], 2, false);
+    // Same thread as a, later: no contention with a, but with b.
+    let mut c = call(READ, 7_000, 5_000, [0, 0, 0, 4_000], 2, false);
+    // Another reason at the same time: not a contender.
+    let mut d = call(OPENAT, 2_000, 5_000, [4_000, 0, 0, 0], 1, false);
+    b.tid = 101;
+    d.tid = 102;
+    a.tid = 100;
+    c.tid = 100;
+    t.syscalls.extend([a, b, c, d]);
+    let r = analyze(
+        &t,
+        &Options {
+            slowest: 10,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let by_start: HashMap<u64, u32> = r
+        .slowest
+        .iter()
+        .map(|i| (i.start_ns + 1_000, i.contenders))
+        .collect();
+    assert_eq!(by_start[&1_000], 1);
+    assert_eq!(by_start[&3_000], 2);
+    assert_eq!(by_start[&7_000], 1);
+    assert_eq!(by_start[&2_000], 0);
+    let read = r.processes[0]
+        .calls
+        .iter()
+        .find(|c| c.name == "read")
+        .unwrap();
+    assert_eq!(read.reasons[0].max_contenders, 2);
 }
 
 #[test]
