@@ -5,4 +5,5 @@ pub mod folded;
 pub mod fxhash;
 pub mod profile;
 pub mod symbols;
+pub mod syscalls;
 pub mod waitgraph;

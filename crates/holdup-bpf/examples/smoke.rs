@@ -56,6 +56,8 @@ fn main() {
                 Record::Exit(_) => "exit",
                 Record::BioIssue(_) => "bio_issue",
                 Record::BioDone(_) => "bio_done",
+                Record::SyscallStack(_) => "syscall_stack",
+                Record::Syscall(_) => "syscall",
             };
             *counts.entry(k).or_default() += 1;
         });

@@ -25,4 +25,6 @@ pub fn monotonic_ns() -> u64 {
 }
 
 #[cfg(feature = "loader")]
-pub use recorder::{DrainStats, Error, Lost, Recorder, RecorderOptions, Result, Target};
+pub use recorder::{
+    DrainStats, Error, Lost, Recorder, RecorderOptions, Result, SyscallOptions, Target,
+};

@@ -2,7 +2,7 @@
 
 use crate::bpf_skel::{OpenRecorderSkel, RecorderSkel, RecorderSkelBuilder};
 use crate::perf::{self, AddressEvent, MmapEvents};
-use crate::records::{Record, REC_KINDS};
+use crate::records::{Record, SyscallKey, SyscallTotals, REC_KINDS};
 use crate::ringbuf::RingReader;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags};
@@ -34,6 +34,32 @@ pub struct RecorderOptions {
     pub stack_copy_bytes: u32,
     /// Size of the ring buffer, a power of two ≥ one page.
     pub ring_bytes: u32,
+    /// Record system calls (`--syscalls`).
+    pub syscalls: Option<SyscallOptions>,
+}
+
+/// Which system call invocations become records (all are counted).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SyscallOptions {
+    /// Invocations at least this long are kept, as are those that slept or
+    /// took a major page fault.
+    pub keep_ns: u64,
+    /// One in this many of the other invocations is kept.
+    pub sample_every: u32,
+    /// Let the programs read the results of their own last call
+    /// (`include/holdup_debox.h`) from a map they map (see
+    /// [`Recorder::debox_fd`]).
+    pub inband: bool,
+}
+
+impl Default for SyscallOptions {
+    fn default() -> Self {
+        Self {
+            keep_ns: 1_000_000,
+            sample_every: 256,
+            inband: false,
+        }
+    }
 }
 
 impl Default for RecorderOptions {
@@ -46,6 +72,7 @@ impl Default for RecorderOptions {
             block_io: true,
             stack_copy_bytes: 2048,
             ring_bytes: 32 << 20,
+            syscalls: None,
         }
     }
 }
@@ -131,6 +158,14 @@ impl Recorder {
                 .stack_copy_bytes
                 .min(crate::records::STACK_COPY_MAX as u32);
             ro.self_tgid = std::process::id();
+            if let Some(sc) = &options.syscalls {
+                ro.syscall_keep_ns = sc.keep_ns;
+                ro.syscall_sample_every = sc.sample_every.max(1);
+                ro.debox_inband = sc.inband;
+            }
+        }
+        if !options.syscalls.as_ref().is_some_and(|s| s.inband) {
+            open.maps.debox.set_max_entries(1).map_err(load_err)?;
         }
         open.maps
             .events
@@ -138,6 +173,8 @@ impl Recorder {
             .map_err(load_err)?;
         open.progs.flush_open.set_autoattach(false);
         open.progs.on_sys_exit.set_autoattach(false);
+        open.progs.on_syscall_enter.set_autoattach(false);
+        open.progs.on_syscall_exit.set_autoattach(false);
         let skel = open.load().map_err(load_err)?;
 
         if let Target::Pids(pids) = &options.target {
@@ -189,6 +226,10 @@ impl Recorder {
             on_stat_runtime,
             on_switch,
         );
+        if options.syscalls.is_some() {
+            // Exit first: an entry is only counted once its exit is seen.
+            attach!(on_syscall_exit, on_syscall_enter);
+        }
         for &cpu in &cpus {
             // The link owns the perf event fd from here on and closes it.
             let fd = perf::cpu_clock(cpu, options.period_ns).map_err(Error::Perf)?;
@@ -232,6 +273,12 @@ impl Recorder {
     /// The ring buffer map, for a consumer in another process.
     pub fn ring_fd(&self) -> std::os::fd::BorrowedFd<'_> {
         self.skel.maps.events.as_fd()
+    }
+
+    /// The in-band map (`--inband`): an array of `struct debox_info`
+    /// indexed by `tid % DEBOX_SLOTS`, mappable read-only.
+    pub fn debox_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.skel.maps.debox.as_fd()
     }
 
     /// Bytes waiting in the ring buffer.
@@ -301,6 +348,36 @@ impl Recorder {
             }
         }
         lost
+    }
+
+    /// The exact per-process per-call totals of system calls so far,
+    /// summed over CPUs.
+    pub fn syscall_totals(&self) -> Vec<(SyscallKey, SyscallTotals)> {
+        let map = &self.skel.maps.syscall_totals;
+        let mut out = Vec::new();
+        for key in map.keys() {
+            let Ok(Some(per_cpu)) = map.lookup_percpu(&key, MapFlags::ANY) else {
+                continue;
+            };
+            let Ok(k) = crate::records::syscall_key(&key) else {
+                continue;
+            };
+            let mut sum: Option<SyscallTotals> = None;
+            for v in per_cpu {
+                let Ok(t) = crate::records::syscall_totals(&v) else {
+                    continue;
+                };
+                match &mut sum {
+                    None => sum = Some(t),
+                    Some(s) => s.add(&t),
+                }
+            }
+            if let Some(t) = sum.filter(|t| t.count > 0) {
+                out.push((k, t));
+            }
+        }
+        out.sort_by_key(|(k, _)| (k.pid, k.nr));
+        out
     }
 
     /// Write out the intervals still open (threads off-CPU right now) and

@@ -19,8 +19,12 @@ pub const REC_COMM: u32 = 5;
 pub const REC_EXIT: u32 = 6;
 pub const REC_BIO_ISSUE: u32 = 7;
 pub const REC_BIO_DONE: u32 = 8;
-/// Number of record kinds, for per-kind lost-event counters.
-pub const REC_KINDS: usize = 9;
+/// The stack of the `REC_SYSCALL` that follows: a sample-shaped record.
+pub const REC_SYSCALL_STACK: u32 = 16;
+pub const REC_SYSCALL: u32 = 17;
+/// Number of per-kind lost-event counters (kinds are below this).
+pub const REC_KINDS: usize = 32;
+pub const SYS_HIST: usize = 48;
 
 pub const CLASS_CPU: u8 = 0;
 pub const CLASS_IO: u8 = 1;
@@ -142,6 +146,65 @@ pub struct BioRec {
     pub _pad: u32,
 }
 
+/// One system call invocation (`struct syscall_rec`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SyscallRec {
+    pub hdr: RecHdr,
+    pub pid: u32,
+    pub tid: u32,
+    pub start: u64,
+    pub end: u64,
+    /// Off-CPU time by subclass: io, lock, sched, other.
+    pub blocked: [u64; 4],
+    pub nr: u32,
+    pub sleeps: u32,
+    pub min_flt: u32,
+    pub maj_flt: u32,
+    pub waker_id: u32,
+    pub waker_kind: u8,
+    pub sampled: u8,
+    pub _pad: u16,
+}
+
+/// Key of the in-kernel per-process per-call totals.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SyscallKey {
+    pub pid: u32,
+    pub nr: u32,
+}
+
+/// Value of the in-kernel totals (one per CPU).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct SyscallTotals {
+    pub count: u64,
+    pub total_ns: u64,
+    pub blocked: [u64; 4],
+    pub min_flt: u64,
+    pub maj_flt: u64,
+    pub hist: [u64; SYS_HIST],
+}
+
+impl SyscallTotals {
+    pub fn add(&mut self, o: &SyscallTotals) {
+        self.count += o.count;
+        self.total_ns += o.total_ns;
+        for (a, b) in self.blocked.iter_mut().zip(o.blocked) {
+            *a += b;
+        }
+        self.min_flt += o.min_flt;
+        self.maj_flt += o.maj_flt;
+        for (a, b) in self.hist.iter_mut().zip(o.hist) {
+            *a += b;
+        }
+    }
+}
+
+const _: () = assert!(size_of::<SyscallRec>() == 88);
+const _: () = assert!(size_of::<SyscallKey>() == 8);
+const _: () = assert!(size_of::<SyscallTotals>() == 8 * (8 + SYS_HIST));
 const _: () = assert!(size_of::<SampleRec>() == 96);
 const _: () = assert!(size_of::<SegmentRec>() == 48);
 const _: () = assert!(size_of::<ForkRec>() == 48);
@@ -194,6 +257,9 @@ pub enum Record<'a> {
     Exit(TaskRec),
     BioIssue(BioRec),
     BioDone(BioRec),
+    /// The stacks of the next [`Record::Syscall`] of the same thread.
+    SyscallStack(Sample<'a>),
+    Syscall(SyscallRec),
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -205,6 +271,16 @@ pub enum ParseError {
     UnknownKind(u32),
     #[error("record of kind {kind} has an inconsistent size {size}")]
     BadSize { kind: u32, size: usize },
+}
+
+/// A key of the system-call totals map.
+pub fn syscall_key(bytes: &[u8]) -> Result<SyscallKey, ParseError> {
+    read(bytes)
+}
+
+/// One CPU's value of the system-call totals map.
+pub fn syscall_totals(bytes: &[u8]) -> Result<SyscallTotals, ParseError> {
+    read(bytes)
 }
 
 fn read<T: Copy>(bytes: &[u8]) -> Result<T, ParseError> {
@@ -230,20 +306,26 @@ pub fn parse(bytes: &[u8]) -> Result<Record<'_>, ParseError> {
         }
     };
     Ok(match hdr.kind {
-        REC_SAMPLE => {
+        REC_SAMPLE | REC_SYSCALL_STACK => {
             let rec: SampleRec = read(bytes)?;
             let k = rec.kstack_len as usize * 8;
             let f = rec.fp_len as usize * 16;
             let c = rec.copy_len as usize;
             let base = size_of::<SampleRec>();
             fixed(base + k + f + c)?;
-            Record::Sample(Sample {
+            let s = Sample {
                 rec,
                 kstack: &bytes[base..base + k],
                 fp: &bytes[base + k..base + k + f],
                 copy: &bytes[base + k + f..base + k + f + c],
-            })
+            };
+            if hdr.kind == REC_SAMPLE {
+                Record::Sample(s)
+            } else {
+                Record::SyscallStack(s)
+            }
         }
+        REC_SYSCALL => Record::Syscall(read(bytes)?),
         REC_SEGMENT => Record::Segment(read(bytes)?),
         REC_FORK => Record::Fork(read(bytes)?),
         REC_EXEC => Record::Exec(read(bytes)?),

@@ -32,6 +32,8 @@ pub enum Command {
     Waitgraph(crate::cmd::waitgraph::Args),
     /// Causal profiling: what would a faster line, disk or more cores buy.
     Causal(crate::cmd::causal::Args),
+    /// System calls per process, call and call site; the slowest whole (DeBox).
+    Syscalls(crate::cmd::syscalls::Args),
 }
 
 #[cfg(test)]

@@ -69,7 +69,7 @@ fn garbage_and_missing_traces_are_refused() {
 #[test]
 fn an_unknown_record_option_is_refused_not_run() {
     for args in [
-        &["record", "--syscalls", "--", "true"][..],
+        &["record", "--no-such-option", "--", "true"][..],
         &["record", "-o", "x.data", "--bogus", "true"],
         &["causal", "run", "--bogus", "--", "true"],
     ] {

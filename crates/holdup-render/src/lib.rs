@@ -5,4 +5,5 @@ pub mod export;
 pub mod flame;
 pub mod html;
 pub mod report;
+pub mod syscalls;
 pub mod waitgraph;

@@ -23,6 +23,9 @@ const T_SYMBOL: u8 = 12;
 const T_LOST: u8 = 13;
 const T_IRQ_NAME: u8 = 14;
 const T_FINISH: u8 = 15;
+const T_SYSCALL: u8 = 16;
+const T_SYSCALL_TOTALS: u8 = 17;
+const T_SYSCALL_CONFIG: u8 = 18;
 
 /// Flags beside a sample's class.
 const S_LATE_USER_STACK: u64 = 8;
@@ -263,6 +266,44 @@ impl Encoder {
                 self.buf.push(T_IRQ_NAME);
                 self.u(*irq as u64);
                 self.str(name);
+            }
+            Record::Syscall(c) => {
+                self.buf.push(T_SYSCALL);
+                self.time(c.time);
+                self.u(c.end - c.time);
+                self.u(c.pid as u64);
+                self.u(c.tid as u64);
+                self.u(c.nr as u64);
+                for b in c.blocked {
+                    self.u(b);
+                }
+                self.u(c.sleeps as u64);
+                self.u(c.min_flt as u64);
+                self.u(c.maj_flt as u64);
+                self.waker(c.waker);
+                self.u(c.stack as u64);
+                self.u(c.sampled as u64);
+            }
+            Record::SyscallTotals(t) => {
+                self.buf.push(T_SYSCALL_TOTALS);
+                self.u(t.pid as u64);
+                self.u(t.nr as u64);
+                self.u(t.count);
+                self.u(t.total_ns);
+                for b in t.blocked {
+                    self.u(b);
+                }
+                self.u(t.min_flt);
+                self.u(t.maj_flt);
+                self.u(t.hist.len() as u64);
+                for &h in &t.hist {
+                    self.u(h);
+                }
+            }
+            Record::SyscallConfig(c) => {
+                self.buf.push(T_SYSCALL_CONFIG);
+                self.u(c.keep_ns);
+                self.u(c.sample_every as u64);
             }
             Record::Finish(f) => {
                 self.buf.push(T_FINISH);
@@ -555,6 +596,65 @@ impl<'a> Decoder<'a> {
                     0 => None,
                     _ => Some(self.i()? as i32),
                 },
+            }),
+            T_SYSCALL => {
+                let time = self.time()?;
+                let end = time.saturating_add(self.u()?);
+                let pid = self.u32("syscall")?;
+                let tid = self.u32("syscall")?;
+                let nr = self.u32("syscall")?;
+                let mut blocked = [0u64; 4];
+                for b in &mut blocked {
+                    *b = self.u()?;
+                }
+                Record::Syscall(Syscall {
+                    time,
+                    end,
+                    pid,
+                    tid,
+                    nr,
+                    blocked,
+                    sleeps: self.u32("syscall")?,
+                    min_flt: self.u32("syscall")?,
+                    maj_flt: self.u32("syscall")?,
+                    waker: self.waker()?,
+                    stack: self.u32("syscall")?,
+                    sampled: self.u()? != 0,
+                })
+            }
+            T_SYSCALL_TOTALS => {
+                let pid = self.u32("syscall totals")?;
+                let nr = self.u32("syscall totals")?;
+                let count = self.u()?;
+                let total_ns = self.u()?;
+                let mut blocked = [0u64; 4];
+                for b in &mut blocked {
+                    *b = self.u()?;
+                }
+                let min_flt = self.u()?;
+                let maj_flt = self.u()?;
+                let n = self.len("syscall totals")?;
+                if n > 64 {
+                    return Err(DecodeError::Invalid("syscall totals"));
+                }
+                let mut hist = Vec::with_capacity(n);
+                for _ in 0..n {
+                    hist.push(self.u()?);
+                }
+                Record::SyscallTotals(SyscallTotals {
+                    pid,
+                    nr,
+                    count,
+                    total_ns,
+                    blocked,
+                    min_flt,
+                    maj_flt,
+                    hist,
+                })
+            }
+            T_SYSCALL_CONFIG => Record::SyscallConfig(SyscallConfig {
+                keep_ns: self.u()?,
+                sample_every: self.u32("syscall config")?,
             }),
             t => return Err(DecodeError::Tag(t)),
         })

@@ -51,6 +51,10 @@ pub struct Trace {
     pub damage: Option<Damage>,
     /// End of the recording: its finish time, or the last event seen.
     pub end_ns: u64,
+    /// Recorded with `--syscalls`: how invocations were kept.
+    pub syscall_config: Option<SyscallConfig>,
+    pub syscalls: Vec<Syscall>,
+    pub syscall_totals: Vec<SyscallTotals>,
 }
 
 impl Trace {
@@ -160,6 +164,12 @@ impl Trace {
                 self.irq_names.insert(irq, name);
             }
             Record::Finish(f) => self.finish = Some(f),
+            Record::Syscall(s) => {
+                self.thread(s.pid, s.tid);
+                self.syscalls.push(s)
+            }
+            Record::SyscallTotals(t) => self.syscall_totals.push(t),
+            Record::SyscallConfig(c) => self.syscall_config = Some(c),
         }
     }
 

@@ -240,6 +240,69 @@ pub struct Finish {
     pub exit_code: Option<i32>,
 }
 
+/// One system call invocation of a thread over `[time, end)` (DeBox's
+/// per-call result). `blocked` is its off-CPU time by subclass (io, lock,
+/// sched, other; see [`Syscall::blocked`]); the rest was on a CPU. The waker
+/// and the kernel part of `stack` are those of its longest sleep; the user
+/// part is the stack at the call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Syscall {
+    pub time: u64,
+    pub end: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub nr: u32,
+    pub blocked: [u64; 4],
+    pub sleeps: u32,
+    pub min_flt: u32,
+    pub maj_flt: u32,
+    pub waker: Waker,
+    pub stack: StackId,
+    /// Kept as one of every `sample_every` ordinary invocations (see
+    /// [`SyscallConfig`]), not for being slow, blocked or faulting.
+    pub sampled: bool,
+}
+
+/// Blocked subclasses in the order of [`Syscall::blocked`].
+pub const SYSCALL_BLOCKED: [Class; 4] = [Class::Io, Class::Lock, Class::Sched, Class::Other];
+
+impl Syscall {
+    pub fn wall_ns(&self) -> u64 {
+        self.end.saturating_sub(self.time)
+    }
+
+    /// Time asleep (io, lock, other), runqueue time not included.
+    pub fn slept_ns(&self) -> u64 {
+        self.blocked[0] + self.blocked[1] + self.blocked[3]
+    }
+
+    pub fn on_cpu_ns(&self) -> u64 {
+        self.wall_ns()
+            .saturating_sub(self.blocked.iter().sum::<u64>())
+    }
+}
+
+/// Exact totals of one system call of one process over the recording.
+/// `hist[k]` counts calls of `[2^k, 2^(k+1))` ns (0 ns in bucket 0).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SyscallTotals {
+    pub pid: u32,
+    pub nr: u32,
+    pub count: u64,
+    pub total_ns: u64,
+    pub blocked: [u64; 4],
+    pub min_flt: u64,
+    pub maj_flt: u64,
+    pub hist: Vec<u64>,
+}
+
+/// How the system calls of a recording were kept (written once, first).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SyscallConfig {
+    pub keep_ns: u64,
+    pub sample_every: u32,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Record {
     Sample(Sample),
@@ -283,6 +346,9 @@ pub enum Record {
         name: String,
     },
     Finish(Finish),
+    Syscall(Syscall),
+    SyscallTotals(SyscallTotals),
+    SyscallConfig(SyscallConfig),
 }
 
 impl Record {
@@ -301,6 +367,8 @@ impl Record {
             Record::Stack(_) => "stacks",
             Record::Symbol(_) => "symbols",
             Record::Lost(_) | Record::IrqName { .. } | Record::Finish(_) => "other",
+            Record::Syscall(_) => "system calls",
+            Record::SyscallTotals(_) | Record::SyscallConfig(_) => "system call totals",
         }
     }
 
@@ -316,6 +384,7 @@ impl Record {
             Record::BioIssue(b) | Record::BioDone(b) => b.time,
             Record::Mmap(m) => m.time,
             Record::Finish(f) => f.time,
+            Record::Syscall(s) => s.time,
             _ => return None,
         })
     }

@@ -166,4 +166,79 @@ struct bio_rec {
 	u32 _pad;
 };
 
+/* ---- System calls (record --syscalls), DeBox-style ---- */
+
+/* Record kinds 16..19 belong to the system-call recorder. */
+enum syscall_rec_kind {
+	REC_SYSCALL_STACK = 16,	/* a struct sample_rec: the stack of the next REC_SYSCALL */
+	REC_SYSCALL = 17,	/* one invocation, struct syscall_rec */
+	REC_KIND_SLOTS = 32,	/* size of the per-kind lost-record counters */
+};
+
+enum syscall_consts {
+	SYS_KSTACK = 32,	/* kernel frames kept of an invocation's longest sleep */
+	SYS_HIST = 48,		/* log2 buckets of wall time: [2^k, 2^(k+1)) ns */
+};
+
+/*
+ * One system call invocation: [start, end) of thread tid. blocked[] is its
+ * off-CPU time by subclass (index = class - 1: io, lock, sched, other); the
+ * rest of the wall time was on a CPU. The waker and the kernel stack (in
+ * the REC_SYSCALL_STACK record before this one, with the user stack at
+ * sys_exit) are those of its longest sleep. `sampled`: kept as one of every
+ * N ordinary invocations rather than for being slow, blocked or faulting.
+ */
+struct syscall_rec {
+	struct rec_hdr hdr;
+	u32 pid;
+	u32 tid;
+	u64 start;
+	u64 end;
+	u64 blocked[4];
+	u32 nr;
+	u32 sleeps;
+	u32 min_flt;
+	u32 maj_flt;
+	u32 waker_id;
+	u8 waker_kind;
+	u8 sampled;
+	u16 _pad;
+};
+
+/*
+ * In-band results (record --syscalls --inband): the last system call of a
+ * thread, written at its sys_exit into slot `tid % DEBOX_SLOTS` of a map
+ * that the program maps read-only (include/holdup_debox.h, which mirrors
+ * this layout). blocked_ns[] as in struct syscall_rec; seq counts the calls
+ * written to the slot.
+ */
+#define DEBOX_SLOTS 32768
+struct debox_info {
+	u64 seq;
+	u64 start_ns;
+	u64 wall_ns;
+	u64 blocked_ns[4];
+	u32 tid;
+	u32 nr;
+	u32 sleeps;
+	u32 min_flt;
+	u32 maj_flt;
+	u32 _pad;
+};
+
+/* Exact per-process per-call totals, kept in a per-CPU hash map. */
+struct syscall_key {
+	u32 pid;
+	u32 nr;
+};
+
+struct syscall_totals {
+	u64 count;
+	u64 total_ns;
+	u64 blocked[4];
+	u64 min_flt;
+	u64 maj_flt;
+	u64 hist[SYS_HIST];
+};
+
 #endif /* HOLDUP_INTF_H */

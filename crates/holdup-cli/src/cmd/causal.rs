@@ -211,6 +211,7 @@ fn causal_run(a: RunArgs) -> anyhow::Result<ExitCode> {
         block_io: false,
         stack_copy_bytes: 2048,
         ring_bytes: RING_BYTES,
+        syscalls: None,
     })
     .context("starting the recorder")?;
     // The runtime reads the ring from inside the command: give it an fd

@@ -8,6 +8,7 @@ pub mod input;
 pub mod record;
 pub mod report;
 pub mod script;
+pub mod syscalls;
 pub mod waitgraph;
 
 use crate::cli::{Cli, Command};
@@ -23,5 +24,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Html(a) => html::run(a),
         Command::Waitgraph(a) => waitgraph::run(a),
         Command::Causal(a) => causal::run(a),
+        Command::Syscalls(a) => syscalls::run(a),
     }
 }

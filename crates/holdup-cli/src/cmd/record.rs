@@ -4,8 +4,8 @@ use crate::record::drain::Drainer;
 use crate::record::finish;
 use crate::record::launch::{self, ExitStatus, Launched};
 use anyhow::{bail, Context};
-use holdup_bpf::{Recorder, RecorderOptions, Target};
-use holdup_trace::{features, Finish, Header, Lost, Record, Writer};
+use holdup_bpf::{Recorder, RecorderOptions, SyscallOptions, Target};
+use holdup_trace::{features, Finish, Header, Lost, Record, SyscallConfig, Writer};
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::PathBuf;
@@ -46,6 +46,21 @@ pub struct Args {
     /// Ring buffer size in MiB (a power of two).
     #[arg(long, default_value_t = 32)]
     pub ring_mb: u32,
+    /// Record system calls (for `holdup syscalls`): every call is counted
+    /// and timed, slow, blocked or faulting ones are kept whole.
+    #[arg(long)]
+    pub syscalls: bool,
+    /// With --syscalls: keep every invocation at least this long (µs).
+    #[arg(long, default_value_t = 1000, requires = "syscalls")]
+    pub syscall_keep_us: u64,
+    /// With --syscalls: keep one in N of the other invocations.
+    #[arg(long, default_value_t = 256, requires = "syscalls", value_parser = clap::value_parser!(u32).range(1..))]
+    pub syscall_sample: u32,
+    /// With --syscalls: let the programs read the results of their own last
+    /// system call without making another (include/holdup_debox.h); they
+    /// find the map through the HOLDUP_DEBOX environment variable.
+    #[arg(long, requires = "syscalls")]
+    pub inband: bool,
     /// Print what the trace holds, by record kind, at the end.
     #[arg(short, long)]
     pub verbose: bool,
@@ -112,6 +127,11 @@ impl TryFrom<Args> for Config {
                 block_io: !a.no_block_io,
                 stack_copy_bytes: a.stack_bytes,
                 ring_bytes: a.ring_mb << 20,
+                syscalls: a.syscalls.then(|| SyscallOptions {
+                    keep_ns: a.syscall_keep_us.saturating_mul(1000),
+                    sample_every: a.syscall_sample,
+                    inband: a.inband,
+                }),
             },
             target,
         })
@@ -132,6 +152,11 @@ fn catch_signals() {
             libc::sigaction(sig, &sa, std::ptr::null_mut());
         }
     }
+}
+
+/// The lowest descriptor number from `from` on that is not open.
+fn free_fd(from: i32) -> Option<i32> {
+    (from..from + 1000).find(|&fd| unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0)
 }
 
 /// A target that keeps every CPU busy with hundreds of runnable threads
@@ -216,12 +241,29 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 pub fn record(cfg: &Config) -> anyhow::Result<ExitCode> {
     // The command is forked first and held before exec, so that it can be
     // tracked from its first instruction.
+    // The command is forked before the map exists, so it cannot inherit
+    // it: it takes it from us with pidfd_getfd(2), at a descriptor number
+    // chosen now and passed in its environment.
+    let debox_fd = match &cfg.options.syscalls {
+        Some(s) if s.inband => {
+            let fd = free_fd(500).context("no free descriptor for the in-band map")?;
+            std::env::set_var("HOLDUP_DEBOX", format!("{}:{fd}", std::process::id()));
+            Some(fd)
+        }
+        _ => None,
+    };
     let mut launched: Option<Launched> = if cfg.command.is_empty() {
         None
     } else {
         Some(launch::spawn_held(&cfg.command)?)
     };
     let mut rec = Recorder::start(cfg.options.clone()).context("starting the recorder")?;
+    if let Some(fd) = debox_fd {
+        use std::os::fd::AsRawFd;
+        if unsafe { libc::dup2(rec.debox_fd().as_raw_fd(), fd) } < 0 {
+            return Err(std::io::Error::last_os_error()).context("passing the in-band map");
+        }
+    }
     if let Some(l) = &launched {
         rec.track(l.pid as u32)?;
     }
@@ -243,6 +285,14 @@ pub fn record(cfg: &Config) -> anyhow::Result<ExitCode> {
     )
     .context("writing the trace")?;
     let mut d = Drainer::new(writer);
+    if let Some(sc) = &cfg.options.syscalls {
+        d.writer
+            .write(&Record::SyscallConfig(SyscallConfig {
+                keep_ns: sc.keep_ns,
+                sample_every: sc.sample_every,
+            }))
+            .context("writing the trace")?;
+    }
     let existing: Vec<u32> = match &cfg.target {
         Target::Pids(p) => p.clone(),
         Target::All => std::fs::read_dir("/proc")?
@@ -309,6 +359,21 @@ pub fn record(cfg: &Config) -> anyhow::Result<ExitCode> {
     drain(&mut rec, &mut d, &mut unparsable)?;
     let end_ns = holdup_bpf::monotonic_ns();
     let lost = rec.lost();
+    if cfg.options.syscalls.is_some() {
+        for (k, t) in rec.syscall_totals() {
+            d.writer
+                .write(&Record::SyscallTotals(holdup_trace::SyscallTotals {
+                    pid: k.pid,
+                    nr: k.nr,
+                    count: t.count,
+                    total_ns: t.total_ns,
+                    blocked: t.blocked,
+                    min_flt: t.min_flt,
+                    maj_flt: t.maj_flt,
+                    hist: t.hist.to_vec(),
+                }))?;
+        }
+    }
     drop(rec);
 
     for (what, n) in [
@@ -322,6 +387,11 @@ pub fn record(cfg: &Config) -> anyhow::Result<ExitCode> {
         ),
         ("task events", lost.by_kind[3..=6].iter().sum::<u64>()),
         ("block requests", lost.by_kind[7] + lost.by_kind[8]),
+        (
+            "system calls",
+            lost.by_kind[holdup_bpf::records::REC_SYSCALL as usize]
+                + lost.by_kind[holdup_bpf::records::REC_SYSCALL_STACK as usize],
+        ),
         ("unparsable records", unparsable),
     ] {
         if n > 0 {
@@ -375,6 +445,13 @@ pub fn record(cfg: &Config) -> anyhow::Result<ExitCode> {
         cfg.output.display(),
         size as f64 / 1e6
     );
+    if cfg.options.syscalls.is_some() {
+        eprintln!(
+            "[ holdup record: {} system call invocations kept, {} lost ]",
+            counts.syscalls,
+            lost.by_kind[holdup_bpf::records::REC_SYSCALL as usize]
+        );
+    }
     if !sym.failed_files.is_empty() {
         eprintln!(
             "holdup: warning: could not symbolize {} (changed or unreadable); reports show file+offset for them",

@@ -20,6 +20,7 @@ pub struct Counts {
     pub blocked_weight: u64,
     pub segments: u64,
     pub bios: u64,
+    pub syscalls: u64,
 }
 
 pub struct Drainer<W: Write> {
@@ -39,6 +40,8 @@ pub struct Drainer<W: Write> {
     address_events: VecDeque<AddressEvent>,
     pub counts: Counts,
     frames: Vec<Frame>,
+    /// Per thread, the stack of its next system call record: (start, stack).
+    syscall_stacks: FxHashMap<u32, (u64, StackId)>,
     /// A copy of the vDSO: it is no file on disk, but unwinding through it
     /// needs its CFI and reports need its symbols. Every process of a
     /// kernel maps the same image, so the recorder's own one is used.
@@ -137,6 +140,7 @@ impl<W: Write> Drainer<W> {
             address_events: VecDeque::new(),
             counts: Counts::default(),
             frames: Vec::new(),
+            syscall_stacks: FxHashMap::default(),
             vdso: VdsoCopy::new(),
         }
     }
@@ -311,9 +315,9 @@ impl<W: Write> Drainer<W> {
         Ok(id)
     }
 
-    fn sample(&mut self, s: &raw::Sample<'_>) -> std::io::Result<()> {
+    /// The kernel and user stack of a sample-shaped record, deduplicated.
+    fn sample_stack(&mut self, s: &raw::Sample<'_>) -> std::io::Result<StackId> {
         let r = &s.rec;
-        self.name(r.pid, r.tid, r.end, None)?;
         self.frames.clear();
         let leaf_is_ip = r.flags & raw::SF_KSTACK_LEAF_IS_IP != 0;
         for (i, a) in s.kstack().enumerate() {
@@ -340,7 +344,13 @@ impl<W: Write> Drainer<W> {
                 self.frames.push(f);
             }
         }
-        let stack = self.stack_id()?;
+        self.stack_id()
+    }
+
+    fn sample(&mut self, s: &raw::Sample<'_>) -> std::io::Result<()> {
+        let r = &s.rec;
+        self.name(r.pid, r.tid, r.end, None)?;
+        let stack = self.sample_stack(s)?;
         let class = class(r.class);
         if class == Class::Cpu {
             self.counts.cpu_samples += 1;
@@ -374,6 +384,8 @@ impl<W: Write> Drainer<W> {
             RawRecord::Exec(e) => e.time,
             RawRecord::Comm(c) | RawRecord::Exit(c) => c.time,
             RawRecord::BioIssue(b) | RawRecord::BioDone(b) => b.time,
+            RawRecord::SyscallStack(s) => s.rec.end,
+            RawRecord::Syscall(c) => c.end,
         };
         self.apply_address_events(time);
         match rec {
@@ -430,6 +442,34 @@ impl<W: Write> Drainer<W> {
                 self.writer.write(&Record::BioIssue(bio(&b)))
             }
             RawRecord::BioDone(b) => self.writer.write(&Record::BioDone(bio(&b))),
+            RawRecord::SyscallStack(s) => {
+                let stack = self.sample_stack(&s)?;
+                self.syscall_stacks.insert(s.rec.tid, (s.rec.start, stack));
+                Ok(())
+            }
+            RawRecord::Syscall(c) => {
+                self.counts.syscalls += 1;
+                self.name(c.pid, c.tid, c.end, None)?;
+                // The stack record came first, unless it was lost.
+                let stack = match self.syscall_stacks.remove(&c.tid) {
+                    Some((start, id)) if start == c.start => id,
+                    _ => 0,
+                };
+                self.writer.write(&Record::Syscall(trace::Syscall {
+                    time: c.start,
+                    end: c.end,
+                    pid: c.pid,
+                    tid: c.tid,
+                    nr: c.nr,
+                    blocked: c.blocked,
+                    sleeps: c.sleeps,
+                    min_flt: c.min_flt,
+                    maj_flt: c.maj_flt,
+                    waker: waker(c.waker_kind, c.waker_id),
+                    stack,
+                    sampled: c.sampled != 0,
+                }))
+            }
         }
     }
 

@@ -1,0 +1,238 @@
+//! `holdup syscalls` as text: per process a table of calls, the blocked
+//! time by wait reason × call (DeBox Table 4), call sites, log2 histograms;
+//! then the slowest invocations, each broken down (DeBox Figure 4).
+
+use holdup_analysis::syscalls::{CallStats, Invocation, ProcessStats, SyscallReport};
+use std::io::{self, Write};
+
+/// A duration with a unit that keeps three significant digits.
+pub fn dur(ns: u64) -> String {
+    let n = ns as f64;
+    if ns < 1_000 {
+        format!("{ns} ns")
+    } else if ns < 1_000_000 {
+        format!("{:.1} µs", n / 1e3)
+    } else if ns < 1_000_000_000 {
+        format!("{:.2} ms", n / 1e6)
+    } else {
+        format!("{:.3} s", n / 1e9)
+    }
+}
+
+fn pct(n: u64, total: u64) -> String {
+    if total == 0 || n == 0 {
+        "-".into()
+    } else {
+        format!("{:.1}%", 100.0 * n as f64 / total as f64)
+    }
+}
+
+/// Calls shown per process in the wait-reason table (most blocked first).
+const TABLE_CALLS: usize = 6;
+/// Sites shown per call.
+const SITES: usize = 3;
+const BAR: usize = 40;
+
+pub fn render(out: &mut impl Write, r: &SyscallReport) -> io::Result<()> {
+    writeln!(
+        out,
+        "# holdup syscalls: {} recorded; every call counted; kept whole: calls ≥ {}, blocked or with a major fault, and 1 in {} of the rest ({} kept)",
+        dur(r.duration_ns),
+        dur(r.keep_ns),
+        r.sample_every,
+        r.kept
+    )?;
+    if r.lost_events > 0 {
+        writeln!(out, "# {} events lost while recording", r.lost_events)?;
+    }
+    for p in &r.processes {
+        process(out, p)?;
+    }
+    if !r.slowest.is_empty() {
+        writeln!(out)?;
+        writeln!(out, "# slowest {} invocations", r.slowest.len())?;
+        for (i, inv) in r.slowest.iter().enumerate() {
+            invocation(out, i + 1, inv)?;
+        }
+    }
+    Ok(())
+}
+
+fn process(out: &mut impl Write, p: &ProcessStats) -> io::Result<()> {
+    writeln!(out)?;
+    let total: u64 = p.calls.iter().map(|c| c.count).sum();
+    writeln!(out, "# {} pid {}: {} system calls", p.comm, p.pid, total)?;
+    writeln!(
+        out,
+        "  {:<18} {:>9} {:>10} {:>10} {:>10} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}",
+        "call",
+        "count",
+        "total",
+        "p50",
+        "p99",
+        "on-cpu",
+        "io",
+        "lock",
+        "sched",
+        "other",
+        "minflt",
+        "majflt"
+    )?;
+    for c in &p.calls {
+        let b = &c.blocked_ns;
+        writeln!(
+            out,
+            "  {:<18} {:>9} {:>10} {:>10} {:>10} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}",
+            c.name,
+            c.count,
+            dur(c.total_ns),
+            dur(c.p50_ns),
+            dur(c.p99_ns),
+            pct(c.total_ns.saturating_sub(b.total()), c.total_ns),
+            pct(b.io, c.total_ns),
+            pct(b.lock, c.total_ns),
+            pct(b.sched, c.total_ns),
+            pct(b.other, c.total_ns),
+            c.page_faults.minor,
+            c.page_faults.major
+        )?;
+    }
+    reason_table(out, p)?;
+    let with_sites: Vec<&CallStats> = p.calls.iter().filter(|c| !c.sites.is_empty()).collect();
+    if !with_sites.is_empty() {
+        writeln!(
+            out,
+            "  call sites (count and time estimated from kept calls):"
+        )?;
+        for c in with_sites {
+            for s in c.sites.iter().take(SITES) {
+                writeln!(
+                    out,
+                    "    {:<18} {:>9} {:>10}  {}",
+                    c.name,
+                    s.count,
+                    dur(s.total_ns),
+                    s.site
+                )?;
+            }
+        }
+    }
+    writeln!(out, "  latency histograms (log2):")?;
+    for c in &p.calls {
+        histogram(out, c)?;
+    }
+    Ok(())
+}
+
+/// Reason × call: the share of each call's sleeping time per wait reason.
+fn reason_table(out: &mut impl Write, p: &ProcessStats) -> io::Result<()> {
+    let mut calls: Vec<&CallStats> = p.calls.iter().filter(|c| !c.reasons.is_empty()).collect();
+    if calls.is_empty() {
+        return Ok(());
+    }
+    let slept = |c: &CallStats| c.reasons.iter().map(|r| r.blocked_ns).sum::<u64>();
+    calls.sort_by_key(|c| std::cmp::Reverse(slept(c)));
+    calls.truncate(TABLE_CALLS);
+    let mut reasons: Vec<(&str, u64)> = Vec::new();
+    for c in &calls {
+        for r in &c.reasons {
+            match reasons.iter_mut().find(|(n, _)| *n == r.reason) {
+                Some(e) => e.1 += r.blocked_ns,
+                None => reasons.push((&r.reason, r.blocked_ns)),
+            }
+        }
+    }
+    reasons.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    writeln!(
+        out,
+        "  blocked time by wait reason (share of each call's sleeping time):"
+    )?;
+    write!(out, "    {:<28}", "reason")?;
+    for c in &calls {
+        write!(out, " {:>12}", c.name)?;
+    }
+    writeln!(out)?;
+    for (reason, _) in reasons {
+        write!(out, "    {reason:<28}")?;
+        for c in &calls {
+            let n = c
+                .reasons
+                .iter()
+                .find(|r| r.reason == reason)
+                .map_or(0, |r| r.blocked_ns);
+            write!(out, " {:>12}", pct(n, slept(c)))?;
+        }
+        writeln!(out)?;
+    }
+    write!(out, "    {:<28}", "total asleep")?;
+    for c in &calls {
+        write!(out, " {:>12}", dur(slept(c)))?;
+    }
+    writeln!(out)
+}
+
+fn histogram(out: &mut impl Write, c: &CallStats) -> io::Result<()> {
+    writeln!(out, "    {} ({} calls)", c.name, c.count)?;
+    let max = c.histogram.iter().map(|b| b.count).max().unwrap_or(0);
+    for b in &c.histogram {
+        let n = if max == 0 {
+            0
+        } else {
+            ((b.count as f64 / max as f64) * BAR as f64).ceil() as usize
+        };
+        writeln!(
+            out,
+            "      {:>10} .. {:<10} {:>9} {}",
+            dur(b.lo_ns),
+            dur(b.hi_ns),
+            b.count,
+            "█".repeat(n)
+        )?;
+    }
+    Ok(())
+}
+
+fn invocation(out: &mut impl Write, i: usize, inv: &Invocation) -> io::Result<()> {
+    let b = &inv.blocked_ns;
+    writeln!(
+        out,
+        "{i:>3}. {} {}:{} at +{}: {} — on CPU {}, io {}, lock {}, runqueue {}, other {}",
+        inv.name,
+        inv.comm,
+        inv.tid,
+        dur(inv.start_ns),
+        dur(inv.wall_ns),
+        dur(inv.on_cpu_ns),
+        dur(b.io),
+        dur(b.lock),
+        dur(b.sched),
+        dur(b.other)
+    )?;
+    writeln!(
+        out,
+        "     sleeps {}; longest: {}{}{}; page faults {} minor, {} major",
+        inv.sleeps,
+        inv.reason.as_deref().unwrap_or("-"),
+        inv.waker
+            .as_deref()
+            .map(|w| format!(", woken by {w}"))
+            .unwrap_or_default(),
+        if inv.contenders > 0 {
+            format!(", {} contenders", inv.contenders)
+        } else {
+            String::new()
+        },
+        inv.page_faults.minor,
+        inv.page_faults.major
+    )?;
+    if let Some(site) = &inv.site {
+        writeln!(out, "     called from {site}")?;
+    }
+    if !inv.kernel_stack.is_empty() {
+        writeln!(out, "     kernel: {}", inv.kernel_stack.join(" ← "))?;
+    }
+    if !inv.user_stack.is_empty() {
+        writeln!(out, "     user:   {}", inv.user_stack.join(" ← "))?;
+    }
+    Ok(())
+}
