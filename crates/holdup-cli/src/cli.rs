@@ -30,6 +30,8 @@ pub enum Command {
     Waitgraph(crate::cmd::waitgraph::Args),
     /// Causal profiling: what would a faster line, disk or more cores buy.
     Causal(crate::cmd::causal::Args),
+    /// Latency histograms of system calls and functions, with their peaks.
+    Latency(crate::cmd::latency::Args),
 }
 
 #[cfg(test)]

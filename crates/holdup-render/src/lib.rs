@@ -3,5 +3,6 @@
 pub mod causal;
 pub mod export;
 pub mod flame;
+pub mod latency;
 pub mod report;
 pub mod waitgraph;

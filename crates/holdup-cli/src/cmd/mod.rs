@@ -4,6 +4,7 @@ pub mod causal;
 pub mod export;
 pub mod flame;
 pub mod input;
+pub mod latency;
 pub mod record;
 pub mod report;
 pub mod script;
@@ -21,5 +22,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Export(a) => export::run(a),
         Command::Waitgraph(a) => waitgraph::run(a),
         Command::Causal(a) => causal::run(a),
+        Command::Latency(a) => latency::run(a),
     }
 }

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: (MIT OR Apache-2.0) */
+/*
+ * The layout shared by latency.bpf.c and its loader (holdup-bpf/src/latency.rs):
+ * one log2 histogram of latencies per process, operation and interval.
+ */
+#ifndef HOLDUP_LATENCY_H
+#define HOLDUP_LATENCY_H
+
+#ifndef __KERNEL__
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+#endif
+
+enum latency_consts {
+	LAT_SLOTS = 40,		/* bucket s holds [2^s, 2^(s+1)) ns; the last is open */
+	LAT_KFUNC_SLOTS = 8,	/* fentry/fexit program pairs */
+};
+
+enum latency_kind {
+	LAT_SYSCALL = 1,	/* id: system call number */
+	LAT_KFUNC = 2,		/* id: fentry slot */
+	LAT_UFUNC = 3,		/* id: the uprobe's cookie */
+	LAT_BLOCK = 4,		/* id: device, major << 20 | minor */
+};
+
+/* Why an event was not counted. */
+enum latency_lost {
+	LAT_LOST_HIST_FULL = 0,
+	LAT_LOST_START_FULL = 1,
+	LAT_LOST_KINDS = 2,
+};
+
+struct lat_key {
+	u32 tgid;
+	u16 kind;
+	u16 pad;
+	u32 id;
+	u32 interval;		/* (time - start) / interval_ns */
+};
+
+struct lat_hist {
+	u64 count[LAT_SLOTS];
+	u64 ns[LAT_SLOTS];	/* time spent in calls of each bucket */
+};
+
+#endif
