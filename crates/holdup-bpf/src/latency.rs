@@ -121,6 +121,16 @@ fn kernel_has_function(name: &str) -> bool {
     })
 }
 
+fn kfunc_msg(e: &libbpf_rs::Error) -> String {
+    if e.kind() == libbpf_rs::ErrorKind::PermissionDenied {
+        // Seen where function tracing (ftrace) is locked down, e.g. in some
+        // sandboxed virtual machines, although tracepoints work.
+        "the kernel refused the fentry program (operation not permitted): function tracing is disabled on this system".into()
+    } else {
+        e.to_string()
+    }
+}
+
 /// The loaded and attached programs. Dropping it detaches them.
 pub struct LatencyProbe {
     // Field order is drop order: links before the skeleton.
@@ -143,7 +153,12 @@ impl LatencyProbe {
         }
         // Our errors say what failed (a missing symbol, a function without
         // BTF); libbpf's own log lines would only repeat it, less clearly.
-        libbpf_rs::set_print(None);
+        // HOLDUP_BPF_LOG=1 shows them, with the verifier's log.
+        if std::env::var_os("HOLDUP_BPF_LOG").is_some() {
+            libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Debug, |_, m| eprint!("{m}"))));
+        } else {
+            libbpf_rs::set_print(None);
+        }
         // The skeleton borrows its object storage for its whole life.
         let storage: &'static mut MaybeUninit<libbpf_rs::OpenObject> =
             Box::leak(Box::new(MaybeUninit::uninit()));
@@ -203,8 +218,11 @@ impl LatencyProbe {
             // A kernel function without BTF (or not traceable) fails here.
             Some(name) if options.kfuncs.len() == 1 => Error::Kfunc {
                 name: name.clone(),
-                msg: e.to_string(),
+                msg: kfunc_msg(&e),
             },
+            Some(_) if e.kind() == libbpf_rs::ErrorKind::PermissionDenied => {
+                Error::Load(kfunc_msg(&e))
+            }
             _ => Error::Load(e.to_string()),
         })?;
         let mut links = Vec::new();

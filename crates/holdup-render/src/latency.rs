@@ -92,12 +92,13 @@ fn time_lapse(out: &mut String, o: &Operation, interval_ns: u64) {
                 SHADES[level] as char
             })
             .collect();
+        let peaks = holdup_analysis::latency::find_peaks(h).len();
         let _ = writeln!(
             out,
-            "  {:>9} |{row}| {} calls, {} peaks",
+            "  {:>9} |{row}| {} calls, {peaks} peak{}",
             format!("{:.1} s", (*first * interval_ns) as f64 / 1e9),
             h.total_count(),
-            holdup_analysis::latency::find_peaks(h).len()
+            if peaks == 1 { "" } else { "s" }
         );
     }
 }
