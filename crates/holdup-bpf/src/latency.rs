@@ -14,6 +14,10 @@ pub const SLOTS: usize = 40;
 /// Kernel functions that can be traced at once (fentry/fexit pairs).
 pub const MAX_KFUNCS: usize = 8;
 
+/// Off-CPU causes, as in `latency.h`: I/O wait, futex wait, preempted
+/// (runqueue), other blocking.
+pub const CAUSES: usize = 4;
+
 /// Operation kinds, as in `latency.h`.
 pub const KIND_SYSCALL: u16 = 1;
 pub const KIND_KFUNC: u16 = 2;
@@ -81,6 +85,8 @@ pub struct HistRow {
     pub interval: u32,
     pub count: [u64; SLOTS],
     pub ns: [u64; SLOTS],
+    /// Of `ns`, the time the calls spent off-CPU, by cause.
+    pub cause_ns: [[u64; SLOTS]; CAUSES],
 }
 
 /// `struct lat_key` in latency.h.
@@ -94,7 +100,7 @@ struct Key {
     interval: u32,
 }
 const _: () = assert!(std::mem::size_of::<Key>() == 16);
-const HIST_BYTES: usize = SLOTS * 16;
+const HIST_BYTES: usize = SLOTS * 8 * (2 + CAUSES);
 
 impl Key {
     fn parse(b: &[u8]) -> Option<Key> {
@@ -238,6 +244,7 @@ impl LatencyProbe {
         }
         attach!(
             lat_fork: "sched_process_fork".into(),
+            lat_switch: "sched_switch".into(),
             lat_sys_enter: "sys_enter".into(),
             lat_sys_exit: "sys_exit".into(),
             lat_rq_issue: "block_rq_issue".into(),
@@ -333,12 +340,16 @@ impl LatencyProbe {
                 interval: key.interval,
                 count: [0; SLOTS],
                 ns: [0; SLOTS],
+                cause_ns: [[0; SLOTS]; CAUSES],
             };
             for v in per_cpu.iter().filter(|v| v.len() >= HIST_BYTES) {
                 for s in 0..SLOTS {
                     let at = |o: usize| u64::from_ne_bytes(v[o..o + 8].try_into().unwrap());
                     row.count[s] += at(s * 8);
                     row.ns[s] += at((SLOTS + s) * 8);
+                    for (c, cause) in row.cause_ns.iter_mut().enumerate() {
+                        cause[s] += at(((2 + c) * SLOTS + s) * 8);
+                    }
                 }
             }
             rows.push(row);

@@ -41,6 +41,60 @@ fn operation(data: &Path, op: &str) -> serde_json::Value {
         .clone()
 }
 
+/// `holdup latency explain OP --json`: per peak, the causes by name → share.
+fn explain(data: &Path, op: &str) -> Vec<std::collections::HashMap<String, f64>> {
+    let r = json(&[
+        "latency",
+        "explain",
+        op,
+        "--json",
+        "-i",
+        data.to_str().unwrap(),
+    ]);
+    r["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            p["causes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| {
+                    (
+                        c["cause"].as_str().unwrap().to_string(),
+                        c["share"].as_f64().unwrap(),
+                    )
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The last frame of each peak's path, and its share.
+fn path_ends(data: &Path, op: &str) -> Vec<(String, f64)> {
+    let r = json(&[
+        "latency",
+        "explain",
+        op,
+        "--json",
+        "-i",
+        data.to_str().unwrap(),
+    ]);
+    r["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let last = p["path"].as_array().unwrap().last().unwrap().clone();
+            (
+                last["frame"].as_str().unwrap().to_string(),
+                last["share"].as_f64().unwrap(),
+            )
+        })
+        .collect()
+}
+
 fn peak_counts(op: &serde_json::Value) -> Vec<u64> {
     op["peaks"]
         .as_array()
@@ -98,6 +152,11 @@ fn cached_and_evicted_reads_make_two_peaks() {
     // The disk reads hold nearly all the time.
     assert!(peaks[1]["share"].as_f64().unwrap() > 0.7, "{read}");
     assert!(peaks[0]["hi_ns"].as_u64() <= peaks[1]["lo_ns"].as_u64());
+    // explain: the slow peak waited for the disk, the fast one copied.
+    let ends = path_ends(&data, "syscall:read");
+    assert_eq!(ends[0].0, "on-cpu", "{ends:?}");
+    assert_eq!(ends[1].0, "iowait", "{ends:?}");
+    assert!(ends[1].1 > 0.5, "{ends:?}");
 }
 
 #[test]
@@ -130,6 +189,13 @@ fn contended_mutex_makes_two_peaks_and_the_fix_removes_one() {
     assert!(
         take["peaks"][1]["lo_ns"].as_u64().unwrap() >= 100_000,
         "{take}"
+    );
+    // explain: the slow peak is the lock wait.
+    let causes = explain(&before, "func:take_lock");
+    assert!(causes[1]["futex_wait"] > 0.8, "{causes:?}");
+    assert!(
+        causes[0].get("futex_wait").copied().unwrap_or(0.0) < 0.5,
+        "{causes:?}"
     );
 
     let (after, out) = latency(
@@ -168,6 +234,56 @@ fn contended_mutex_makes_two_peaks_and_the_fix_removes_one() {
         after.to_str().unwrap(),
     ]);
     assert!(String::from_utf8_lossy(&text.stdout).contains("peak 2 vanished"));
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn preempted_cpu_function_is_explained_by_preemption() {
+    let _g = serial();
+    let dir = scratch("latency_preempt");
+    let bin = workload("lat_cpu");
+    let (data, out) = latency(
+        &dir,
+        "lat.data",
+        &["--func", "burn"],
+        &[bin.to_str().unwrap(), "300"],
+    );
+    let offcpu = measured(&out, "offcpu_ns") as f64;
+    assert!(offcpu > 50e6, "the spinners did not compete: {out}");
+    let r = json(&[
+        "latency",
+        "explain",
+        "func:burn",
+        "--json",
+        "-i",
+        data.to_str().unwrap(),
+    ]);
+    let paths = r["paths"].as_array().unwrap();
+    // All the time the calls were preempted, against what the workload
+    // measured of itself (wall clock − thread CPU clock around each call).
+    let preempted: f64 = paths
+        .iter()
+        .flat_map(|p| p["causes"].as_array().unwrap())
+        .filter(|c| c["cause"] == "preempted")
+        .map(|c| c["total_ns"].as_f64().unwrap())
+        .sum();
+    assert_near(
+        "preempted ms",
+        preempted / 1e6,
+        offcpu / 1e6,
+        0.1 * offcpu / 1e6 + 5.0,
+    );
+    // Preemption is what slows the slowest peak down; when the calls form
+    // a separate tail peak (as they do unless the competition is steady),
+    // it is the peak's root cause.
+    let last = paths.last().unwrap();
+    let causes = last["causes"].as_array().unwrap();
+    let off_cpu: Vec<&serde_json::Value> =
+        causes.iter().filter(|c| c["cause"] != "on-cpu").collect();
+    assert_eq!(off_cpu[0]["cause"], "preempted", "{r}");
+    if paths.len() > 1 {
+        assert_eq!(last["path"][1]["frame"], "preempted", "{r}");
+    }
 }
 
 #[test]
@@ -310,6 +426,7 @@ fn fixture(dir: &Path, name: &str, slow: u64) -> PathBuf {
             interval,
             count,
             ns,
+            cause_ns: Vec::new(),
         }
     };
     let data = LatencyData {

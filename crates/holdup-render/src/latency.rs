@@ -3,7 +3,7 @@
 //! (`holdup.latency/1`, DESIGN.md; the diff's own `holdup.latency-diff/1`).
 
 use holdup_analysis::latency::{
-    bucket_hi, bucket_lo, Histogram, OpDiff, Operation, Peak, PeakChange,
+    bucket_hi, bucket_lo, Histogram, OpDiff, Operation, Peak, PeakCauses, PeakChange,
 };
 use holdup_trace::latency::LatencyData;
 use serde_json::{json, Value};
@@ -284,4 +284,56 @@ pub fn diff_to_json(diffs: &[OpDiff]) -> Value {
         })
         .collect();
     json!({ "schema": "holdup.latency-diff/1", "operations": ops })
+}
+
+/// The text of `holdup latency explain`.
+pub fn render_explain(o: &Operation, peaks: &[PeakCauses]) -> String {
+    let mut out = format!(
+        "{}  {}[{}]  {} calls, {} total\n",
+        o.op,
+        o.comm,
+        o.pid,
+        o.hist.total_count(),
+        human_ns(o.hist.total_ns())
+    );
+    for pc in peaks {
+        let _ = writeln!(out, "  {}", peak_line(&pc.peak, &o.hist));
+        for (cause, ns, share) in &pc.causes {
+            let _ = writeln!(
+                out,
+                "    {:>5.1}%  {cause:<11} {:>10} per call",
+                100.0 * share,
+                human_ns(ns / pc.peak.count.max(1))
+            );
+        }
+        let path: Vec<String> = pc
+            .path(&o.op)
+            .iter()
+            .map(|(frame, share)| format!("{frame} ({:.0}%)", 100.0 * share))
+            .collect();
+        let _ = writeln!(out, "    path: {}", path.join(" → "));
+    }
+    out
+}
+
+/// `holdup latency explain --json`: `holdup.latency/1` with `paths`.
+pub fn explain_to_json(data: &LatencyData, o: &Operation, peaks: &[PeakCauses]) -> Value {
+    let mut v = to_json(data, std::slice::from_ref(o));
+    v["paths"] = Value::Array(
+        peaks
+            .iter()
+            .map(|pc| {
+                json!({
+                    "peak": pc.peak.index,
+                    "path": pc.path(&o.op).iter()
+                        .map(|(frame, share)| json!({ "frame": frame, "share": share }))
+                        .collect::<Vec<_>>(),
+                    "causes": pc.causes.iter()
+                        .map(|(cause, ns, share)| json!({ "cause": cause, "total_ns": ns, "share": share }))
+                        .collect::<Vec<_>>(),
+                })
+            })
+            .collect(),
+    );
+    v
 }

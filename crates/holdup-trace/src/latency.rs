@@ -13,7 +13,7 @@ use std::path::Path;
 
 pub const MAGIC: &[u8; 8] = b"HOLDUPLT";
 pub const MAJOR: u16 = 1;
-pub const MINOR: u16 = 0;
+pub const MINOR: u16 = 1;
 const HEADER_BYTES: usize = 8 + 2 + 2 + 8 + 4;
 /// Refuse bodies beyond this (a corrupt length must not allocate gigabytes).
 const MAX_BODY: u64 = 1 << 30;
@@ -49,7 +49,15 @@ pub struct IntervalHistogram {
     pub count: Vec<u64>,
     /// Time spent in the calls of each bucket, ns.
     pub ns: Vec<u64>,
+    /// Of `ns`, the time the calls spent off-CPU, by cause ([`CAUSES`]),
+    /// per bucket (format 1.1; empty when not recorded).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cause_ns: Vec<Vec<u64>>,
 }
+
+/// The off-CPU causes of `cause_ns`, in order: blocked with I/O wait,
+/// blocked in futex (lock), preempted (runnable, not running), other.
+pub const CAUSES: [&str; 4] = ["iowait", "futex_wait", "preempted", "blocked"];
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -133,11 +141,12 @@ pub fn parse_latency(bytes: &[u8], path: &str) -> Result<LatencyData, LatencyFil
             path: path.clone(),
             why: e.to_string(),
         })?;
-    if let Some(h) = data
-        .histograms
-        .iter()
-        .find(|h| h.count.len() != h.ns.len() || h.count.len() > 64)
-    {
+    if let Some(h) = data.histograms.iter().find(|h| {
+        h.count.len() != h.ns.len()
+            || h.count.len() > 64
+            || !(h.cause_ns.is_empty() || h.cause_ns.len() == CAUSES.len())
+            || h.cause_ns.iter().any(|c| c.len() != h.count.len())
+    }) {
         return Err(LatencyFileError::Corrupt {
             path,
             why: format!("histogram of {} has inconsistent buckets", h.op),
@@ -177,6 +186,7 @@ mod tests {
                 interval: 1,
                 count: vec![0, 3, 1],
                 ns: vec![0, 7, 5],
+                cause_ns: vec![vec![0, 1, 0], vec![0; 3], vec![0, 0, 2], vec![0; 3]],
             }],
             ..Default::default()
         }

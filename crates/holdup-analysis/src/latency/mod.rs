@@ -1,9 +1,11 @@
 //! Latency histograms (OSprof): per-operation log2 histograms, their peaks,
 //! time-lapse series and the difference between two recordings.
 
+pub mod explain;
 pub mod peaks;
 pub mod syscalls;
 
+pub use explain::{explain, PeakCauses};
 pub use peaks::{emd, find_peaks, Peak};
 
 use holdup_trace::latency::LatencyData;
@@ -15,6 +17,9 @@ pub struct Histogram {
     pub count: Vec<u64>,
     /// Time spent in the calls of each bucket.
     pub ns: Vec<u64>,
+    /// Of `ns`, off-CPU time by cause (`holdup_trace::latency::CAUSES`),
+    /// per bucket; empty when the recording has none.
+    pub cause_ns: Vec<Vec<u64>>,
 }
 
 impl Histogram {
@@ -30,6 +35,21 @@ impl Histogram {
 
     pub fn merge(&mut self, other: &Histogram) {
         self.add(&other.count, &other.ns);
+        self.add_causes(&other.cause_ns);
+    }
+
+    pub fn add_causes(&mut self, cause_ns: &[Vec<u64>]) {
+        if self.cause_ns.len() < cause_ns.len() {
+            self.cause_ns.resize(cause_ns.len(), Vec::new());
+        }
+        for (mine, theirs) in self.cause_ns.iter_mut().zip(cause_ns) {
+            if mine.len() < theirs.len() {
+                mine.resize(theirs.len(), 0);
+            }
+            for (m, t) in mine.iter_mut().zip(theirs) {
+                *m += t;
+            }
+        }
     }
 
     pub fn total_count(&self) -> u64 {
@@ -81,6 +101,7 @@ pub fn operations(data: &LatencyData, lapse: Option<u64>) -> Vec<Operation> {
             e.0 = h.comm.clone();
         }
         e.1.add(&h.count, &h.ns);
+        e.1.add_causes(&h.cause_ns);
         if let Some(k) = lapse {
             let step = h.interval as u64 / k.max(1) * k.max(1);
             e.2.entry(step).or_default().add(&h.count, &h.ns);
@@ -227,6 +248,7 @@ mod tests {
                     interval: 0,
                     count: count.to_vec(),
                     ns,
+                    cause_ns: Vec::new(),
                 },
                 IntervalHistogram {
                     op: "syscall:read".into(),
@@ -235,6 +257,7 @@ mod tests {
                     interval: 2,
                     count: vec![0, 4],
                     ns: vec![0, 8],
+                    cause_ns: Vec::new(),
                 },
             ],
             ..Default::default()

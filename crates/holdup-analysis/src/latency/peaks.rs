@@ -158,6 +158,7 @@ mod tests {
                 .enumerate()
                 .map(|(s, &c)| c * bucket_lo(s).max(1))
                 .collect(),
+            cause_ns: Vec::new(),
         }
     }
 

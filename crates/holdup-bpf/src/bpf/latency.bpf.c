@@ -9,6 +9,12 @@
  * functions (fentry/fexit pairs whose targets are set before load), user
  * functions (one uprobe/uretprobe pair attached per symbol, the operation id
  * in the attach cookie) and block requests (issue to completion).
+ *
+ * For the first level of DARC's root-cause search, each thread also keeps
+ * clocks of its off-CPU time by cause (I/O wait, futex wait, preempted,
+ * other), advanced at every context switch; a call's start snapshots them,
+ * and its end adds the differences to its bucket, so each peak's time
+ * splits into on-CPU time and the causes that made the call wait.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -55,11 +61,27 @@ struct {
 	__type(value, u8);
 } tracked_tgids SEC(".maps");
 
+/* Off-CPU clocks of a thread by cause, cumulative. */
+struct causes {
+	u64 ns[LAT_CAUSES];
+};
+
 /* The open system call and kernel-function calls of a thread. */
 struct thread_starts {
+	struct causes off;	/* advanced at each switch-in */
+	u64 out_at;		/* switch-out time, while off-CPU */
+	u32 out_cause;
+	u32 pad;
 	u64 sys_start;
 	s64 sys_nr;
+	struct causes sys_snap;
 	u64 kfunc_start[LAT_KFUNC_SLOTS];
+	struct causes kfunc_snap[LAT_KFUNC_SLOTS];
+};
+
+struct ufunc_start {
+	u64 time;
+	struct causes snap;
 };
 
 struct {
@@ -74,7 +96,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
 	__type(key, u64);
-	__type(value, u64);
+	__type(value, struct ufunc_start);
 } ufunc_starts SEC(".maps");
 
 struct rq_start {
@@ -127,7 +149,8 @@ static __always_inline u32 log2_slot(u64 v)
 	return r < LAT_SLOTS ? r : LAT_SLOTS - 1;
 }
 
-static __always_inline void add(u32 tgid, u16 kind, u32 id, u64 now, u64 delta)
+static __always_inline void add(u32 tgid, u16 kind, u32 id, u64 now, u64 delta,
+				struct causes *off, struct causes *snap)
 {
 	struct lat_key key = {
 		.tgid = tgid,
@@ -163,6 +186,10 @@ static __always_inline void add(u32 tgid, u16 kind, u32 id, u64 now, u64 delta)
 	slot = log2_slot(delta);
 	h->count[slot]++;
 	h->ns[slot] += delta;
+	if (off && snap) {
+		for (int c = 0; c < LAT_CAUSES; c++)
+			h->cause_ns[c][slot] += off->ns[c] - snap->ns[c];
+	}
 }
 
 static __always_inline struct thread_starts *own_starts(bool create)
@@ -184,6 +211,7 @@ int BPF_PROG(lat_sys_enter, struct pt_regs *regs, long id)
 		return 0;
 	}
 	s->sys_nr = id;
+	s->sys_snap = s->off;
 	s->sys_start = bpf_ktime_get_ns();
 	return 0;
 }
@@ -201,7 +229,7 @@ int BPF_PROG(lat_sys_exit, struct pt_regs *regs, long ret)
 	if (!s || !s->sys_start || s->sys_nr < 0)
 		return 0;
 	now = bpf_ktime_get_ns();
-	add(tgid, LAT_SYSCALL, s->sys_nr, now, now - s->sys_start);
+	add(tgid, LAT_SYSCALL, s->sys_nr, now, now - s->sys_start, &s->off, &s->sys_snap);
 	s->sys_start = 0;
 	return 0;
 }
@@ -217,8 +245,10 @@ static __always_inline int kfunc_enter(u32 slot)
 		count_lost(LAT_LOST_START_FULL);
 		return 0;
 	}
-	if (slot < LAT_KFUNC_SLOTS)
+	if (slot < LAT_KFUNC_SLOTS) {
+		s->kfunc_snap[slot] = s->off;
 		s->kfunc_start[slot] = bpf_ktime_get_ns();
+	}
 	return 0;
 }
 
@@ -238,7 +268,7 @@ static __always_inline int kfunc_exit(u32 slot)
 		return 0;
 	s->kfunc_start[slot] = 0;
 	now = bpf_ktime_get_ns();
-	add(tgid, LAT_KFUNC, slot, now, now - t0);
+	add(tgid, LAT_KFUNC, slot, now, now - t0, &s->off, &s->kfunc_snap[slot]);
 	return 0;
 }
 
@@ -263,13 +293,18 @@ SEC("uprobe")
 int lat_ufunc_enter(struct pt_regs *ctx)
 {
 	u64 id = bpf_get_current_pid_tgid();
-	u64 key, now;
+	struct ufunc_start start = {};
+	struct thread_starts *s;
+	u64 key;
 
 	if (!tgid_tracked(id >> 32))
 		return 0;
+	s = own_starts(true);
+	if (s)
+		start.snap = s->off;
 	key = (id << 32) | (u32)bpf_get_attach_cookie(ctx);
-	now = bpf_ktime_get_ns();
-	if (bpf_map_update_elem(&ufunc_starts, &key, &now, BPF_ANY))
+	start.time = bpf_ktime_get_ns();
+	if (bpf_map_update_elem(&ufunc_starts, &key, &start, BPF_ANY))
 		count_lost(LAT_LOST_START_FULL);
 	return 0;
 }
@@ -280,13 +315,16 @@ int lat_ufunc_exit(struct pt_regs *ctx)
 	u64 id = bpf_get_current_pid_tgid();
 	u32 op = bpf_get_attach_cookie(ctx);
 	u64 key = (id << 32) | op;
-	u64 *t0, now;
+	struct ufunc_start *t0;
+	struct thread_starts *s;
+	u64 now;
 
 	t0 = bpf_map_lookup_elem(&ufunc_starts, &key);
 	if (!t0)
 		return 0;
 	now = bpf_ktime_get_ns();
-	add(id >> 32, LAT_UFUNC, op, now, now - *t0);
+	s = own_starts(false);
+	add(id >> 32, LAT_UFUNC, op, now, now - t0->time, s ? &s->off : NULL, &t0->snap);
 	bpf_map_delete_elem(&ufunc_starts, &key);
 	return 0;
 }
@@ -328,8 +366,50 @@ int BPF_PROG(lat_rq_complete, struct request *rq, blk_status_t error, unsigned i
 	if (!s)
 		return 0;
 	now = bpf_ktime_get_ns();
-	add(s->tgid, LAT_BLOCK, rq_dev(rq), now, now - s->time);
+	add(s->tgid, LAT_BLOCK, rq_dev(rq), now, now - s->time, NULL, NULL);
 	bpf_map_delete_elem(&rq_starts, &key);
+	return 0;
+}
+
+static __always_inline bool in_futex(struct task_struct *t)
+{
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(t);
+	long nr;
+
+	if (!regs)
+		return false;
+	nr = BPF_CORE_READ(regs, orig_ax);
+	return nr == 202 /* futex */ || nr == 449 /* futex_waitv */;
+}
+
+/* Advance the off-CPU clocks of threads that have an operation open (only
+ * those have storage). Time from wakeup to switch-in counts for the cause
+ * of the sleep, preemption for the runqueue. */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(lat_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	struct thread_starts *s;
+	u64 now = bpf_ktime_get_ns();
+
+	s = bpf_task_storage_get(&starts, prev, 0, 0);
+	if (s) {
+		s->out_at = now;
+		if (prev_state == 0 /* TASK_RUNNING */)
+			s->out_cause = LAT_CAUSE_RUNQ;
+		else if (BPF_CORE_READ_BITFIELD_PROBED(prev, in_iowait))
+			s->out_cause = LAT_CAUSE_IO;
+		else if (in_futex(prev))
+			s->out_cause = LAT_CAUSE_LOCK;
+		else
+			s->out_cause = LAT_CAUSE_OTHER;
+	}
+	s = bpf_task_storage_get(&starts, next, 0, 0);
+	if (s && s->out_at) {
+		if (s->out_cause < LAT_CAUSES)
+			s->off.ns[s->out_cause] += now - s->out_at;
+		s->out_at = 0;
+	}
 	return 0;
 }
 

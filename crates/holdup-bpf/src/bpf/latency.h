@@ -24,6 +24,16 @@ enum latency_kind {
 	LAT_BLOCK = 4,		/* id: device, major << 20 | minor */
 };
 
+/* Where a call's off-CPU time went (DARC's causes below a peak); the
+ * rest of the call's time was on a CPU. */
+enum latency_cause {
+	LAT_CAUSE_IO = 0,	/* blocked with in_iowait set */
+	LAT_CAUSE_LOCK = 1,	/* blocked in futex() */
+	LAT_CAUSE_RUNQ = 2,	/* preempted: runnable, not running */
+	LAT_CAUSE_OTHER = 3,	/* blocked otherwise (sleep, poll, pipe…) */
+	LAT_CAUSES = 4,
+};
+
 /* Why an event was not counted. */
 enum latency_lost {
 	LAT_LOST_HIST_FULL = 0,
@@ -42,6 +52,7 @@ struct lat_key {
 struct lat_hist {
 	u64 count[LAT_SLOTS];
 	u64 ns[LAT_SLOTS];	/* time spent in calls of each bucket */
+	u64 cause_ns[LAT_CAUSES][LAT_SLOTS];	/* of which off-CPU, by cause */
 };
 
 #endif

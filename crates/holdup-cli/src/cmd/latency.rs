@@ -36,6 +36,27 @@ pub enum Sub {
     Report(ReportArgs),
     /// What changed between two recordings, operation by operation.
     Diff(DiffArgs),
+    /// Where the time of a peak went: on a CPU, or waiting for I/O, a lock,
+    /// a CPU (preempted) or something else (first level of DARC).
+    Explain(ExplainArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ExplainArgs {
+    /// The operation, as the report names it (e.g. syscall:read, func:lookup).
+    pub op: String,
+    /// The peak (1 = fastest); all peaks if not given.
+    #[arg(long)]
+    pub peak: Option<usize>,
+    /// The process, when several ran the operation (default: the one that
+    /// spent most time in it).
+    #[arg(long)]
+    pub pid: Option<u32>,
+    #[arg(short, long, default_value = DEFAULT_FILE)]
+    pub input: PathBuf,
+    /// One JSON object, schema holdup.latency/1 with "paths".
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -127,6 +148,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     match a.sub {
         Some(Sub::Report(r)) => report(r),
         Some(Sub::Diff(d)) => diff(d),
+        Some(Sub::Explain(e)) => explain(e),
         None => record(a.record),
     }
 }
@@ -187,6 +209,47 @@ fn diff(d: DiffArgs) -> anyhow::Result<ExitCode> {
         out.write_all(
             holdup_render::latency::render_diff(&name(&d.a), &name(&d.b), &diffs).as_bytes(),
         )?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn explain(e: ExplainArgs) -> anyhow::Result<ExitCode> {
+    let data = load(&e.input)?;
+    let ops = analysis::operations(&data, None);
+    let Some(op) = ops
+        .iter()
+        .find(|o| o.op == e.op && e.pid.is_none_or(|p| p == o.pid))
+    else {
+        bail!(
+            "no operation {}{} in {} (holdup latency report lists them)",
+            e.op,
+            e.pid.map_or(String::new(), |p| format!(" of pid {p}")),
+            e.input.display()
+        );
+    };
+    let Some(mut peaks) = analysis::explain(op) else {
+        bail!(
+            "{} was recorded without off-CPU causes (by an older holdup); record it again",
+            e.input.display()
+        );
+    };
+    if let Some(n) = e.peak {
+        if n == 0 || n > peaks.len() {
+            bail!(
+                "{} has {} peak(s); --peak {n} does not exist",
+                op.op,
+                peaks.len()
+            );
+        }
+        peaks = vec![peaks.swap_remove(n - 1)];
+    }
+    let mut out = std::io::stdout().lock();
+    if e.json {
+        let v = holdup_render::latency::explain_to_json(&data, op, &peaks);
+        serde_json::to_writer(&mut out, &v)?;
+        writeln!(out)?;
+    } else {
+        out.write_all(holdup_render::latency::render_explain(op, &peaks).as_bytes())?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -367,6 +430,7 @@ fn record(a: RecordArgs) -> anyhow::Result<ExitCode> {
             interval: r.interval,
             count: r.count.to_vec(),
             ns: r.ns.to_vec(),
+            cause_ns: r.cause_ns.iter().map(|c| c.to_vec()).collect(),
         })
         .collect();
     histograms.sort_by(|x, y| (x.pid, &x.op, x.interval).cmp(&(y.pid, &y.op, y.interval)));
