@@ -5,9 +5,9 @@
 #   syscall  getppid() under raw_syscalls sys_enter/sys_exit   (target ≤ 150 ns)
 #   fentry   vfs_read of a 1-byte read of /dev/zero, fentry/fexit (target ≤ 100 ns)
 #   uprobe   an empty user function, uprobe/uretprobe          (target ≤ 2 µs)
-# and the floor of the syscall row: the same calls while the programs are
-# attached for another process only (the tracepoint and the pid filter, no
-# histogram update).
+# and the floors of the syscall and uprobe rows: the same calls while the
+# programs are attached for another process only (tracepoint or trap and the
+# pid filter, no histogram update).
 # bcc's funclatency needs kprobes and is compared only where it runs.
 # usage: bench/latency_overhead.sh [ROUNDS] [CALLS]   (as root)
 set -euo pipefail
@@ -33,19 +33,24 @@ if ! "$holdup" latency -o "$work/probe.data" --kfunc "$kfunc" -- "$bin" read 10 
 fi
 
 declare -A ns
-# The floor, in a phase of its own: the tool traces an idle process only.
-sleep 100000 &
-idle=$!
-"$holdup" latency -o "$work/idle.data" --syscalls -p "$idle" 2>/dev/null &
-tool=$!
-sleep 1
-for _ in $(seq "$rounds"); do
+# The floors: the tool traces an idle process only, so the calls pay for
+# the tracepoint (or the uprobe trap) and the pid filter, not for the
+# histogram. Measured in every round, between the others.
+floors() {
+	sleep 100000 &
+	local idle=$! tool
+	"$holdup" latency -o "$work/idle.data" --syscalls --func "$bin:bench_func" -p "$idle" 2>/dev/null &
+	tool=$!
+	sleep 1
 	ns[floor]+="$(per_call "$bin" syscall "$calls") "
-done
-kill -INT "$tool"
-wait "$tool" || true
-kill "$idle"
+	ns[ufloor]+="$(per_call "$bin" func "$((calls / 20))") "
+	kill -INT "$tool"
+	wait "$tool" || true
+	kill "$idle"
+	wait "$idle" 2>/dev/null || true
+}
 for _ in $(seq "$rounds"); do
+	floors
 	ns[plain_sys]+="$(per_call "$bin" syscall "$calls") "
 	ns[plain_func]+="$(per_call "$bin" func "$calls") "
 	ns[syscall]+="$(per_call "$holdup" latency -o "$work/s.data" --syscalls -- "$bin" syscall "$calls") "
@@ -63,13 +68,14 @@ row() { # name, plain key, traced key, target
 	p=$(med "$2"); t=$(med "$3")
 	printf '%-8s %9.1f ns %9.1f ns %9.1f ns %7.2fx  %s\n' "$1" "$p" "$t" "$(echo "$t - $p" | bc -l)" "$(echo "$t / $p" | bc -l)" "$4"
 }
-row floor plain_sys floor "(tracepoint + pid filter)"
+row floor plain_sys floor "(sys_enter/exit tracepoints + pid filter)"
 row syscall plain_sys syscall "≤ 150 ns added"
 if [ "$fentry_ok" = 1 ]; then
 	row fentry plain_read fentry "≤ 100 ns added"
 else
 	echo "fentry   not measured: ${fentry_why#holdup: error: }"
 fi
+row ufloor plain_func ufloor "(uprobe + uretprobe trap + pid filter)"
 row uprobe plain_func uprobe "≤ 2000 ns added"
 if command -v funclatency-bpfcc >/dev/null || command -v funclatency >/dev/null; then
 	echo "bcc funclatency is installed; it attaches kprobes/uprobes (run it by hand for comparison)"

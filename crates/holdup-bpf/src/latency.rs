@@ -343,12 +343,16 @@ impl LatencyProbe {
                 cause_ns: [[0; SLOTS]; CAUSES],
             };
             for v in per_cpu.iter().filter(|v| v.len() >= HIST_BYTES) {
+                // struct lat_slot: count, ns, cause_ns[CAUSES].
                 for s in 0..SLOTS {
-                    let at = |o: usize| u64::from_ne_bytes(v[o..o + 8].try_into().unwrap());
-                    row.count[s] += at(s * 8);
-                    row.ns[s] += at((SLOTS + s) * 8);
+                    let at = |field: usize| {
+                        let o = (s * (2 + CAUSES) + field) * 8;
+                        u64::from_ne_bytes(v[o..o + 8].try_into().unwrap())
+                    };
+                    row.count[s] += at(0);
+                    row.ns[s] += at(1);
                     for (c, cause) in row.cause_ns.iter_mut().enumerate() {
-                        cause[s] += at(((2 + c) * SLOTS + s) * 8);
+                        cause[s] += at(2 + c);
                     }
                 }
             }

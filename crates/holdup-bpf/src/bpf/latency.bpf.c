@@ -184,11 +184,12 @@ static __always_inline void add(u32 tgid, u16 kind, u32 id, u64 now, u64 delta,
 		}
 	}
 	slot = log2_slot(delta);
-	h->count[slot]++;
-	h->ns[slot] += delta;
+	h->slots[slot].count++;
+	h->slots[slot].ns += delta;
 	if (off && snap) {
 		for (int c = 0; c < LAT_CAUSES; c++)
-			h->cause_ns[c][slot] += off->ns[c] - snap->ns[c];
+			if (off->ns[c] != snap->ns[c])
+				h->slots[slot].cause_ns[c] += off->ns[c] - snap->ns[c];
 	}
 }
 
@@ -198,18 +199,28 @@ static __always_inline struct thread_starts *own_starts(bool create)
 				    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
 }
 
+/* The storage of a traced thread: it exists only for threads that were
+ * traced when they started an operation, so looking it up first spares
+ * the pid filter's hash lookup on the hot path. */
+static __always_inline struct thread_starts *traced_starts(void)
+{
+	struct thread_starts *s = own_starts(false);
+
+	if (s || !tgid_tracked(bpf_get_current_pid_tgid() >> 32))
+		return s;
+	s = own_starts(true);
+	if (!s)
+		count_lost(LAT_LOST_START_FULL);
+	return s;
+}
+
 SEC("tp_btf/sys_enter")
 int BPF_PROG(lat_sys_enter, struct pt_regs *regs, long id)
 {
-	struct thread_starts *s;
+	struct thread_starts *s = traced_starts();
 
-	if (!tgid_tracked(bpf_get_current_pid_tgid() >> 32))
+	if (!s)
 		return 0;
-	s = own_starts(true);
-	if (!s) {
-		count_lost(LAT_LOST_START_FULL);
-		return 0;
-	}
 	s->sys_nr = id;
 	s->sys_snap = s->off;
 	s->sys_start = bpf_ktime_get_ns();
@@ -220,12 +231,9 @@ SEC("tp_btf/sys_exit")
 int BPF_PROG(lat_sys_exit, struct pt_regs *regs, long ret)
 {
 	u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	struct thread_starts *s;
+	struct thread_starts *s = own_starts(false);
 	u64 now;
 
-	if (!tgid_tracked(tgid))
-		return 0;
-	s = own_starts(false);
 	if (!s || !s->sys_start || s->sys_nr < 0)
 		return 0;
 	now = bpf_ktime_get_ns();
@@ -236,15 +244,10 @@ int BPF_PROG(lat_sys_exit, struct pt_regs *regs, long ret)
 
 static __always_inline int kfunc_enter(u32 slot)
 {
-	struct thread_starts *s;
+	struct thread_starts *s = traced_starts();
 
-	if (!tgid_tracked(bpf_get_current_pid_tgid() >> 32))
+	if (!s)
 		return 0;
-	s = own_starts(true);
-	if (!s) {
-		count_lost(LAT_LOST_START_FULL);
-		return 0;
-	}
 	if (slot < LAT_KFUNC_SLOTS) {
 		s->kfunc_snap[slot] = s->off;
 		s->kfunc_start[slot] = bpf_ktime_get_ns();
@@ -258,7 +261,7 @@ static __always_inline int kfunc_exit(u32 slot)
 	struct thread_starts *s;
 	u64 now, t0;
 
-	if (slot >= LAT_KFUNC_SLOTS || !tgid_tracked(tgid))
+	if (slot >= LAT_KFUNC_SLOTS)
 		return 0;
 	s = own_starts(false);
 	if (!s)

@@ -49,10 +49,15 @@ struct lat_key {
 	u32 interval;		/* (time - start) / interval_ns */
 };
 
+/* One bucket; its fields together, so a call touches one cache line. */
+struct lat_slot {
+	u64 count;
+	u64 ns;			/* time spent in the bucket's calls */
+	u64 cause_ns[LAT_CAUSES];	/* of which off-CPU, by cause */
+};
+
 struct lat_hist {
-	u64 count[LAT_SLOTS];
-	u64 ns[LAT_SLOTS];	/* time spent in calls of each bucket */
-	u64 cause_ns[LAT_CAUSES][LAT_SLOTS];	/* of which off-CPU, by cause */
+	struct lat_slot slots[LAT_SLOTS];
 };
 
 #endif
