@@ -3,6 +3,7 @@
 pub mod causal;
 pub mod folded;
 pub mod fxhash;
+pub mod latency;
 pub mod profile;
 pub mod symbols;
 pub mod syscalls;

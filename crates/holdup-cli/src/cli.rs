@@ -34,6 +34,8 @@ pub enum Command {
     Causal(crate::cmd::causal::Args),
     /// System calls per process, call and call site; the slowest whole (DeBox).
     Syscalls(crate::cmd::syscalls::Args),
+    /// Latency histograms of system calls and functions, with their peaks.
+    Latency(crate::cmd::latency::Args),
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@ pub mod causal;
 pub mod export;
 pub mod flame;
 pub mod html;
+pub mod latency;
 pub mod report;
 pub mod syscalls;
 pub mod waitgraph;

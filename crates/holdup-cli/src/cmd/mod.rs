@@ -5,6 +5,7 @@ pub mod export;
 pub mod flame;
 pub mod html;
 pub mod input;
+pub mod latency;
 pub mod record;
 pub mod report;
 pub mod script;
@@ -25,5 +26,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Waitgraph(a) => waitgraph::run(a),
         Command::Causal(a) => causal::run(a),
         Command::Syscalls(a) => syscalls::run(a),
+        Command::Latency(a) => latency::run(a),
     }
 }

@@ -138,13 +138,13 @@ impl TryFrom<Args> for Config {
     }
 }
 
-static SIGNALS: AtomicU32 = AtomicU32::new(0);
+pub(crate) static SIGNALS: AtomicU32 = AtomicU32::new(0);
 
 extern "C" fn on_signal(_: libc::c_int) {
     SIGNALS.fetch_add(1, Ordering::SeqCst);
 }
 
-fn catch_signals() {
+pub(crate) fn catch_signals() {
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
         unsafe {
             let mut sa: libc::sigaction = std::mem::zeroed();

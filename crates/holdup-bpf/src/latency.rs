@@ -1,0 +1,393 @@
+//! Loads `latency.bpf.c` (log2 latency histograms aggregated in the kernel),
+//! attaches it to the requested operations and reads the histograms.
+
+use crate::latency_skel::{LatencySkel, LatencySkelBuilder, OpenLatencySkel};
+use crate::Target;
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{Link, MapCore, MapFlags, UprobeOpts};
+use std::collections::HashMap;
+use std::mem::MaybeUninit;
+use std::path::PathBuf;
+
+/// Buckets per histogram: bucket `s` holds latencies in `[2^s, 2^(s+1))` ns.
+pub const SLOTS: usize = 40;
+/// Kernel functions that can be traced at once (fentry/fexit pairs).
+pub const MAX_KFUNCS: usize = 8;
+
+/// Off-CPU causes, as in `latency.h`: I/O wait, futex wait, preempted
+/// (runqueue), other blocking.
+pub const CAUSES: usize = 4;
+
+/// Operation kinds, as in `latency.h`.
+pub const KIND_SYSCALL: u16 = 1;
+pub const KIND_KFUNC: u16 = 2;
+pub const KIND_UFUNC: u16 = 3;
+pub const KIND_BLOCK: u16 = 4;
+
+/// A user function to time: `symbol` in the ELF file `binary`.
+#[derive(Clone, Debug)]
+pub struct UserFunc {
+    pub binary: PathBuf,
+    pub symbol: String,
+}
+
+#[derive(Clone, Debug)]
+pub struct LatencyOptions {
+    pub target: Target,
+    pub follow_children: bool,
+    /// CLOCK_MONOTONIC ns that interval 0 starts at.
+    pub start_ns: u64,
+    /// Width of one time-lapse interval.
+    pub interval_ns: u64,
+    pub syscalls: bool,
+    pub block: bool,
+    /// Kernel functions; operation id = index.
+    pub kfuncs: Vec<String>,
+    /// User functions; operation id = index.
+    pub ufuncs: Vec<UserFunc>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    #[error("holdup latency needs root (or CAP_BPF and CAP_PERFMON) to load its eBPF programs")]
+    Permission,
+    #[error("at most {MAX_KFUNCS} kernel functions can be timed at once")]
+    TooManyKfuncs,
+    #[error("unknown kernel function '{0}' (not in /proc/kallsyms)")]
+    UnknownKfunc(String),
+    #[error("cannot time kernel function '{name}' with fentry/fexit: {msg}")]
+    Kfunc { name: String, msg: String },
+    #[error("function '{symbol}' not found in {binary} (no such symbol: misspelled, or the binary is stripped)")]
+    NoSymbol { symbol: String, binary: String },
+    #[error("cannot attach a uprobe to '{symbol}' in {binary}: {msg}")]
+    Uprobe {
+        symbol: String,
+        binary: String,
+        msg: String,
+    },
+    #[error("could not load the eBPF latency programs: {0}")]
+    Load(String),
+    #[error("could not attach {what}: {msg}")]
+    Attach { what: String, msg: String },
+    #[error("reading the latency histograms: {0}")]
+    Read(String),
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// One histogram as the kernel aggregated it, summed over CPUs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HistRow {
+    pub tgid: u32,
+    pub kind: u16,
+    pub id: u32,
+    pub interval: u32,
+    pub count: [u64; SLOTS],
+    pub ns: [u64; SLOTS],
+    /// Of `ns`, the time the calls spent off-CPU, by cause.
+    pub cause_ns: [[u64; SLOTS]; CAUSES],
+}
+
+/// `struct lat_key` in latency.h.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct Key {
+    tgid: u32,
+    kind: u16,
+    pad: u16,
+    id: u32,
+    interval: u32,
+}
+const _: () = assert!(std::mem::size_of::<Key>() == 16);
+const HIST_BYTES: usize = SLOTS * 8 * (2 + CAUSES);
+
+impl Key {
+    fn parse(b: &[u8]) -> Option<Key> {
+        let u32_at = |o: usize| Some(u32::from_ne_bytes(b.get(o..o + 4)?.try_into().ok()?));
+        Some(Key {
+            tgid: u32_at(0)?,
+            kind: u16::from_ne_bytes(b.get(4..6)?.try_into().ok()?),
+            pad: 0,
+            id: u32_at(8)?,
+            interval: u32_at(12)?,
+        })
+    }
+}
+
+/// Whether `name` is a function in the running kernel's symbol table.
+fn kernel_has_function(name: &str) -> bool {
+    let Ok(text) = std::fs::read_to_string("/proc/kallsyms") else {
+        return true; // cannot tell: let the loader say
+    };
+    text.lines().any(|l| {
+        let mut f = l.split_whitespace();
+        let (_, ty, sym) = (f.next(), f.next(), f.next());
+        matches!(ty, Some("t" | "T")) && sym == Some(name)
+    })
+}
+
+fn kfunc_msg(e: &libbpf_rs::Error) -> String {
+    if e.kind() == libbpf_rs::ErrorKind::PermissionDenied {
+        // Seen where function tracing (ftrace) is locked down, e.g. in some
+        // sandboxed virtual machines, although tracepoints work.
+        "the kernel refused the fentry program (operation not permitted): function tracing is disabled on this system".into()
+    } else {
+        e.to_string()
+    }
+}
+
+/// The loaded and attached programs. Dropping it detaches them.
+pub struct LatencyProbe {
+    // Field order is drop order: links before the skeleton.
+    _links: Vec<Link>,
+    skel: LatencySkel<'static>,
+}
+
+impl LatencyProbe {
+    pub fn start(options: &LatencyOptions) -> Result<Self> {
+        if unsafe { libc::geteuid() } != 0 {
+            return Err(Error::Permission);
+        }
+        if options.kfuncs.len() > MAX_KFUNCS {
+            return Err(Error::TooManyKfuncs);
+        }
+        for name in &options.kfuncs {
+            if !kernel_has_function(name) {
+                return Err(Error::UnknownKfunc(name.clone()));
+            }
+        }
+        // Our errors say what failed (a missing symbol, a function without
+        // BTF); libbpf's own log lines would only repeat it, less clearly.
+        // HOLDUP_BPF_LOG=1 shows them, with the verifier's log.
+        if std::env::var_os("HOLDUP_BPF_LOG").is_some() {
+            libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Debug, |_, m| eprint!("{m}"))));
+        } else {
+            libbpf_rs::set_print(None);
+        }
+        // The skeleton borrows its object storage for its whole life.
+        let storage: &'static mut MaybeUninit<libbpf_rs::OpenObject> =
+            Box::leak(Box::new(MaybeUninit::uninit()));
+        let mut open: OpenLatencySkel<'static> = LatencySkelBuilder::default()
+            .open(storage)
+            .map_err(|e| Error::Load(e.to_string()))?;
+        {
+            let ro = open
+                .maps
+                .rodata_data
+                .as_deref_mut()
+                .expect("rodata is mmapable");
+            ro.trace_all = options.target == Target::All;
+            ro.follow_children = options.follow_children;
+            ro.self_tgid = std::process::id();
+            ro.start_ns = options.start_ns;
+            ro.interval_ns = options.interval_ns.max(1);
+        }
+        let p = &mut open.progs;
+        let mut kfunc_progs = [
+            (&mut p.lat_kfunc_enter0, &mut p.lat_kfunc_exit0),
+            (&mut p.lat_kfunc_enter1, &mut p.lat_kfunc_exit1),
+            (&mut p.lat_kfunc_enter2, &mut p.lat_kfunc_exit2),
+            (&mut p.lat_kfunc_enter3, &mut p.lat_kfunc_exit3),
+            (&mut p.lat_kfunc_enter4, &mut p.lat_kfunc_exit4),
+            (&mut p.lat_kfunc_enter5, &mut p.lat_kfunc_exit5),
+            (&mut p.lat_kfunc_enter6, &mut p.lat_kfunc_exit6),
+            (&mut p.lat_kfunc_enter7, &mut p.lat_kfunc_exit7),
+        ];
+        for (slot, (enter, exit)) in kfunc_progs.iter_mut().enumerate() {
+            match options.kfuncs.get(slot) {
+                Some(name) => {
+                    for prog in [&mut **enter, &mut **exit] {
+                        prog.set_attach_target(0, Some(name.clone())).map_err(|e| {
+                            Error::Kfunc {
+                                name: name.clone(),
+                                msg: e.to_string(),
+                            }
+                        })?;
+                    }
+                }
+                None => {
+                    enter.set_autoload(false);
+                    exit.set_autoload(false);
+                }
+            }
+        }
+        p.lat_sys_enter.set_autoload(options.syscalls);
+        p.lat_sys_exit.set_autoload(options.syscalls);
+        p.lat_rq_issue.set_autoload(options.block);
+        p.lat_rq_complete.set_autoload(options.block);
+        p.lat_ufunc_enter.set_autoload(!options.ufuncs.is_empty());
+        p.lat_ufunc_exit.set_autoload(!options.ufuncs.is_empty());
+        p.lat_ufunc_enter.set_autoattach(false);
+        p.lat_ufunc_exit.set_autoattach(false);
+        let skel = open.load().map_err(|e| match options.kfuncs.first() {
+            // A kernel function without BTF (or not traceable) fails here.
+            Some(name) if options.kfuncs.len() == 1 => Error::Kfunc {
+                name: name.clone(),
+                msg: kfunc_msg(&e),
+            },
+            Some(_) if e.kind() == libbpf_rs::ErrorKind::PermissionDenied => {
+                Error::Load(kfunc_msg(&e))
+            }
+            _ => Error::Load(e.to_string()),
+        })?;
+        let mut links = Vec::new();
+        macro_rules! attach {
+            ($($prog:ident: $what:expr),*) => {$(
+                if skel.progs.$prog.autoload() {
+                    links.push(skel.progs.$prog.attach().map_err(|e| Error::Attach {
+                        what: $what,
+                        msg: e.to_string(),
+                    })?);
+                }
+            )*};
+        }
+        attach!(
+            lat_fork: "sched_process_fork".into(),
+            lat_switch: "sched_switch".into(),
+            lat_sys_enter: "sys_enter".into(),
+            lat_sys_exit: "sys_exit".into(),
+            lat_rq_issue: "block_rq_issue".into(),
+            lat_rq_complete: "block_rq_complete".into()
+        );
+        let kname = |slot: usize| format!("kernel function {}", options.kfuncs[slot]);
+        if !options.kfuncs.is_empty() {
+            attach!(lat_kfunc_enter0: kname(0), lat_kfunc_exit0: kname(0));
+        }
+        if options.kfuncs.len() > 1 {
+            attach!(lat_kfunc_enter1: kname(1), lat_kfunc_exit1: kname(1));
+        }
+        if options.kfuncs.len() > 2 {
+            attach!(lat_kfunc_enter2: kname(2), lat_kfunc_exit2: kname(2));
+        }
+        if options.kfuncs.len() > 3 {
+            attach!(lat_kfunc_enter3: kname(3), lat_kfunc_exit3: kname(3));
+        }
+        if options.kfuncs.len() > 4 {
+            attach!(lat_kfunc_enter4: kname(4), lat_kfunc_exit4: kname(4));
+        }
+        if options.kfuncs.len() > 5 {
+            attach!(lat_kfunc_enter5: kname(5), lat_kfunc_exit5: kname(5));
+        }
+        if options.kfuncs.len() > 6 {
+            attach!(lat_kfunc_enter6: kname(6), lat_kfunc_exit6: kname(6));
+        }
+        if options.kfuncs.len() > 7 {
+            attach!(lat_kfunc_enter7: kname(7), lat_kfunc_exit7: kname(7));
+        }
+        for (op, f) in options.ufuncs.iter().enumerate() {
+            for (prog, retprobe) in [
+                (&skel.progs.lat_ufunc_enter, false),
+                (&skel.progs.lat_ufunc_exit, true),
+            ] {
+                let opts = UprobeOpts {
+                    cookie: op as u64,
+                    retprobe,
+                    func_name: Some(f.symbol.clone()),
+                    ..Default::default()
+                };
+                let link = prog
+                    .attach_uprobe_with_opts(-1, &f.binary, 0, opts)
+                    .map_err(|e| {
+                        let binary = f.binary.display().to_string();
+                        if e.kind() == libbpf_rs::ErrorKind::NotFound {
+                            Error::NoSymbol {
+                                symbol: f.symbol.clone(),
+                                binary,
+                            }
+                        } else {
+                            Error::Uprobe {
+                                symbol: f.symbol.clone(),
+                                binary,
+                                msg: e.to_string(),
+                            }
+                        }
+                    })?;
+                links.push(link);
+            }
+        }
+        Ok(Self {
+            _links: links,
+            skel,
+        })
+    }
+
+    /// Trace process `pid` (and, if so configured, its future children).
+    pub fn track(&self, pid: u32) -> Result<()> {
+        self.skel
+            .maps
+            .tracked_tgids
+            .update(&pid.to_ne_bytes(), &[1], MapFlags::ANY)
+            .map_err(|e| Error::Read(e.to_string()))
+    }
+
+    /// Every histogram so far, summed over CPUs.
+    pub fn read(&self) -> Result<Vec<HistRow>> {
+        let map = &self.skel.maps.hists;
+        let mut rows = Vec::new();
+        for kb in map.keys() {
+            let Some(key) = Key::parse(&kb) else { continue };
+            let Some(per_cpu) = map
+                .lookup_percpu(&kb, MapFlags::ANY)
+                .map_err(|e| Error::Read(e.to_string()))?
+            else {
+                continue;
+            };
+            let mut row = HistRow {
+                tgid: key.tgid,
+                kind: key.kind,
+                id: key.id,
+                interval: key.interval,
+                count: [0; SLOTS],
+                ns: [0; SLOTS],
+                cause_ns: [[0; SLOTS]; CAUSES],
+            };
+            for v in per_cpu.iter().filter(|v| v.len() >= HIST_BYTES) {
+                // struct lat_slot: count, ns, cause_ns[CAUSES].
+                for s in 0..SLOTS {
+                    let at = |field: usize| {
+                        let o = (s * (2 + CAUSES) + field) * 8;
+                        u64::from_ne_bytes(v[o..o + 8].try_into().unwrap())
+                    };
+                    row.count[s] += at(0);
+                    row.ns[s] += at(1);
+                    for (c, cause) in row.cause_ns.iter_mut().enumerate() {
+                        cause[s] += at(2 + c);
+                    }
+                }
+            }
+            rows.push(row);
+        }
+        Ok(rows)
+    }
+
+    /// The process names seen, by pid.
+    pub fn comms(&self) -> HashMap<u32, String> {
+        let map = &self.skel.maps.comms;
+        let mut out = HashMap::new();
+        for kb in map.keys() {
+            let Ok(Some(v)) = map.lookup(&kb, MapFlags::ANY) else {
+                continue;
+            };
+            let Ok(pid) = kb[..].try_into().map(u32::from_ne_bytes) else {
+                continue;
+            };
+            let end = v.iter().position(|&c| c == 0).unwrap_or(v.len());
+            out.insert(pid, String::from_utf8_lossy(&v[..end]).into_owned());
+        }
+        out
+    }
+
+    /// Events not counted because a map was full.
+    pub fn lost(&self) -> u64 {
+        let map = &self.skel.maps.lost;
+        (0u32..2)
+            .filter_map(|k| map.lookup_percpu(&k.to_ne_bytes(), MapFlags::ANY).ok()?)
+            .flatten()
+            .map(|v| {
+                v.get(..8)
+                    .map_or(0, |b| u64::from_ne_bytes(b.try_into().unwrap()))
+            })
+            .sum()
+    }
+}

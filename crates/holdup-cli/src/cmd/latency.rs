@@ -1,0 +1,484 @@
+//! `holdup latency`: log2 latency histograms of system calls, kernel and
+//! user functions and block requests, aggregated in the kernel (OSprof);
+//! `report` draws them with their peaks, `diff` compares two recordings.
+
+use super::record::{catch_signals, SIGNALS};
+use holdup_bpf::monotonic_ns;
+use crate::record::launch::{self, ExitStatus, Launched};
+use anyhow::{bail, Context};
+use holdup_analysis::latency::{self as analysis, syscalls::syscall_name};
+use holdup_bpf::latency::{
+    HistRow, LatencyOptions, LatencyProbe, UserFunc, KIND_BLOCK, KIND_KFUNC, KIND_SYSCALL,
+    KIND_UFUNC,
+};
+use holdup_bpf::Target;
+use holdup_trace::latency::{read_latency, write_latency, IntervalHistogram, LatencyData};
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+const DEFAULT_FILE: &str = "holdup-latency.data";
+
+#[derive(clap::Args, Debug)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct Args {
+    #[command(subcommand)]
+    pub sub: Option<Sub>,
+    #[command(flatten)]
+    pub record: RecordArgs,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum Sub {
+    /// Histograms with their peaks, as text or JSON (holdup.latency/1).
+    Report(ReportArgs),
+    /// What changed between two recordings, operation by operation.
+    Diff(DiffArgs),
+    /// Where the time of a peak went: on a CPU, or waiting for I/O, a lock,
+    /// a CPU (preempted) or something else (first level of DARC).
+    Explain(ExplainArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ExplainArgs {
+    /// The operation, as the report names it (e.g. syscall:read, func:lookup).
+    pub op: String,
+    /// The peak (1 = fastest); all peaks if not given.
+    #[arg(long)]
+    pub peak: Option<usize>,
+    /// The process, when several ran the operation (default: the one that
+    /// spent most time in it).
+    #[arg(long)]
+    pub pid: Option<u32>,
+    #[arg(short, long, default_value = DEFAULT_FILE)]
+    pub input: PathBuf,
+    /// One JSON object, schema holdup.latency/1 with "paths".
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct RecordArgs {
+    /// Time every system call (the default when nothing else is chosen).
+    #[arg(long)]
+    pub syscalls: bool,
+    /// Time a kernel function (fentry/fexit); repeatable.
+    #[arg(long = "kfunc", value_name = "FUNCTION")]
+    pub kfuncs: Vec<String>,
+    /// Time a user function (uprobe): SYMBOL in the command's (or -p
+    /// process's) executable, or BINARY:SYMBOL; repeatable.
+    #[arg(long = "func", value_name = "[BINARY:]SYMBOL")]
+    pub funcs: Vec<String>,
+    /// Time block-device requests from issue to completion.
+    #[arg(long)]
+    pub block: bool,
+    /// Existing processes (comma-separated pids) instead of a command.
+    #[arg(short, long, value_delimiter = ',', conflicts_with = "all")]
+    pub pid: Vec<u32>,
+    /// Every process on the system.
+    #[arg(short, long)]
+    pub all: bool,
+    /// Stop after this many seconds.
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Time-lapse resolution kept in the file (e.g. 1s, 250ms).
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub interval: Duration,
+    /// File to write.
+    #[arg(short, long, default_value = DEFAULT_FILE)]
+    pub output: PathBuf,
+    /// The command to run: after `--`, or from the first word that is not
+    /// an option.
+    #[arg(trailing_var_arg = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ReportArgs {
+    #[arg(short, long, default_value = DEFAULT_FILE)]
+    pub input: PathBuf,
+    /// One JSON object, schema holdup.latency/1.
+    #[arg(long)]
+    pub json: bool,
+    /// Also one histogram per step of this length (a multiple of the
+    /// recorded interval, e.g. 1s).
+    #[arg(long, value_parser = parse_duration)]
+    pub time_lapse: Option<Duration>,
+    /// Only operations whose name contains this (e.g. syscall:read).
+    #[arg(long)]
+    pub op: Option<String>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct DiffArgs {
+    /// The recording before.
+    pub a: PathBuf,
+    /// The recording after.
+    pub b: PathBuf,
+    /// One JSON object, schema holdup.latency-diff/1.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `1s`, `250ms`, `500us`, `2` (seconds).
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a duration (like 1s or 250ms)"))?;
+    let scale = match unit {
+        "" | "s" => 1.0,
+        "ms" => 1e-3,
+        "us" | "µs" => 1e-6,
+        "m" | "min" => 60.0,
+        _ => return Err(format!("unknown unit '{unit}' (s, ms, us or min)")),
+    };
+    let secs = v * scale;
+    if !(secs > 0.0 && secs.is_finite() && secs < 1e9) {
+        return Err(format!("'{s}' must be positive"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+    match a.sub {
+        Some(Sub::Report(r)) => report(r),
+        Some(Sub::Diff(d)) => diff(d),
+        Some(Sub::Explain(e)) => explain(e),
+        None => record(a.record),
+    }
+}
+
+fn load(path: &Path) -> anyhow::Result<LatencyData> {
+    let data = read_latency(path)?;
+    if data.lost_events > 0 {
+        eprintln!(
+            "holdup: warning: {}: {} events were not counted (a kernel map was full); counts are lower bounds",
+            path.display(),
+            data.lost_events
+        );
+    }
+    Ok(data)
+}
+
+fn report(r: ReportArgs) -> anyhow::Result<ExitCode> {
+    let data = load(&r.input)?;
+    let lapse = match r.time_lapse {
+        None => None,
+        Some(d) => {
+            let interval = Duration::from_nanos(data.interval_ns.max(1));
+            if d < interval {
+                bail!(
+                    "--time-lapse must be at least the recorded interval ({} ms)",
+                    interval.as_millis()
+                );
+            }
+            Some((d.as_nanos() / interval.as_nanos()) as u64)
+        }
+    };
+    let mut ops = analysis::operations(&data, lapse);
+    if let Some(f) = &r.op {
+        ops.retain(|o| o.op.contains(f.as_str()));
+        if ops.is_empty() {
+            bail!("no operation matching '{f}' in {}", r.input.display());
+        }
+    }
+    let mut out = std::io::stdout().lock();
+    if r.json {
+        serde_json::to_writer(&mut out, &holdup_render::latency::to_json(&data, &ops))?;
+        writeln!(out)?;
+    } else {
+        out.write_all(holdup_render::latency::render(&data, &ops).as_bytes())?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn diff(d: DiffArgs) -> anyhow::Result<ExitCode> {
+    let (a, b) = (load(&d.a)?, load(&d.b)?);
+    let diffs = analysis::diff(&a, &b);
+    let mut out = std::io::stdout().lock();
+    if d.json {
+        serde_json::to_writer(&mut out, &holdup_render::latency::diff_to_json(&diffs))?;
+        writeln!(out)?;
+    } else {
+        let name = |p: &Path| p.display().to_string();
+        out.write_all(
+            holdup_render::latency::render_diff(&name(&d.a), &name(&d.b), &diffs).as_bytes(),
+        )?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn explain(e: ExplainArgs) -> anyhow::Result<ExitCode> {
+    let data = load(&e.input)?;
+    let ops = analysis::operations(&data, None);
+    let Some(op) = ops
+        .iter()
+        .find(|o| o.op == e.op && e.pid.is_none_or(|p| p == o.pid))
+    else {
+        bail!(
+            "no operation {}{} in {} (holdup latency report lists them)",
+            e.op,
+            e.pid.map_or(String::new(), |p| format!(" of pid {p}")),
+            e.input.display()
+        );
+    };
+    let Some(mut peaks) = analysis::explain(op) else {
+        bail!(
+            "{} was recorded without off-CPU causes (by an older holdup); record it again",
+            e.input.display()
+        );
+    };
+    if let Some(n) = e.peak {
+        if n == 0 || n > peaks.len() {
+            bail!(
+                "{} has {} peak(s); --peak {n} does not exist",
+                op.op,
+                peaks.len()
+            );
+        }
+        peaks = vec![peaks.swap_remove(n - 1)];
+    }
+    let mut out = std::io::stdout().lock();
+    if e.json {
+        let v = holdup_render::latency::explain_to_json(&data, op, &peaks);
+        serde_json::to_writer(&mut out, &v)?;
+        writeln!(out)?;
+    } else {
+        out.write_all(holdup_render::latency::render_explain(op, &peaks).as_bytes())?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The executable `argv0` runs (PATH searched as execvp does).
+fn resolve_program(argv0: &str) -> Option<PathBuf> {
+    if argv0.contains('/') {
+        return Some(PathBuf::from(argv0));
+    }
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| Path::new(d).join(argv0))
+        .find(|p| p.is_file())
+}
+
+/// `--func` arguments as (binary, symbol).
+fn user_funcs(a: &RecordArgs) -> anyhow::Result<Vec<UserFunc>> {
+    let default_binary = || -> anyhow::Result<PathBuf> {
+        if let Some(argv0) = a.command.first() {
+            return resolve_program(argv0)
+                .with_context(|| format!("cannot find program '{argv0}'"));
+        }
+        if let Some(pid) = a.pid.first() {
+            return std::fs::read_link(format!("/proc/{pid}/exe"))
+                .with_context(|| format!("cannot read the executable of pid {pid}"));
+        }
+        bail!("--func SYMBOL needs a command or -p PID to find it in; with -a give BINARY:SYMBOL")
+    };
+    a.funcs
+        .iter()
+        .map(|f| {
+            let (binary, symbol) = match f.rsplit_once(':') {
+                Some((bin, sym)) if !bin.is_empty() => (PathBuf::from(bin), sym),
+                _ => (default_binary()?, f.as_str()),
+            };
+            if symbol.is_empty() {
+                bail!("--func '{f}': no symbol given");
+            }
+            if !binary.is_file() {
+                bail!("--func '{f}': no such file {}", binary.display());
+            }
+            Ok(UserFunc {
+                binary,
+                symbol: symbol.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// `block:vda` for a device number as the BPF side packs it (major << 20 | minor).
+fn block_name(dev: u32) -> String {
+    let (major, minor) = (dev >> 20, dev & 0xfffff);
+    std::fs::read_to_string(format!("/sys/dev/block/{major}:{minor}/uevent"))
+        .ok()
+        .and_then(|u| {
+            u.lines()
+                .find_map(|l| l.strip_prefix("DEVNAME=").map(str::to_string))
+        })
+        .unwrap_or_else(|| format!("{major}:{minor}"))
+}
+
+fn op_name(row: &HistRow, opts: &LatencyOptions) -> String {
+    match row.kind {
+        KIND_SYSCALL => format!("syscall:{}", syscall_name(row.id)),
+        KIND_KFUNC => format!(
+            "kfunc:{}",
+            opts.kfuncs.get(row.id as usize).map_or("?", |s| s.as_str())
+        ),
+        KIND_UFUNC => format!(
+            "func:{}",
+            opts.ufuncs
+                .get(row.id as usize)
+                .map_or("?", |f| f.symbol.as_str())
+        ),
+        KIND_BLOCK => format!("block:{}", block_name(row.id)),
+        k => format!("kind{k}:{}", row.id),
+    }
+}
+
+fn record(a: RecordArgs) -> anyhow::Result<ExitCode> {
+    let target = match (a.all, a.pid.is_empty(), a.command.is_empty()) {
+        (true, _, true) => Target::All,
+        (false, false, true) => {
+            for &pid in &a.pid {
+                if !Path::new(&format!("/proc/{pid}")).exists() {
+                    bail!("no process with pid {pid}");
+                }
+            }
+            Target::Pids(a.pid.clone())
+        }
+        (false, true, false) => Target::Pids(Vec::new()),
+        (false, true, true) => {
+            bail!("nothing to time: give a command (holdup latency -- CMD), -p PID or -a")
+        }
+        _ => bail!("give either a command, -p PID or -a, not several"),
+    };
+    let duration = match a.duration {
+        Some(s) if !(s > 0.0 && s.is_finite()) => {
+            bail!("--duration must be a positive number of seconds")
+        }
+        Some(s) => Some(Duration::from_secs_f64(s)),
+        None => None,
+    };
+    let ufuncs = user_funcs(&a)?;
+    let syscalls = a.syscalls || (a.kfuncs.is_empty() && ufuncs.is_empty() && !a.block);
+    let mut opts = LatencyOptions {
+        target: target.clone(),
+        follow_children: true,
+        start_ns: 0,
+        interval_ns: a.interval.as_nanos() as u64,
+        syscalls,
+        block: a.block,
+        kfuncs: a.kfuncs.clone(),
+        ufuncs,
+    };
+    let mut launched: Option<Launched> = if a.command.is_empty() {
+        None
+    } else {
+        Some(launch::spawn_held(&a.command)?)
+    };
+    opts.start_ns = monotonic_ns();
+    let start_unix_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let probe = LatencyProbe::start(&opts)?;
+    if let Target::Pids(pids) = &target {
+        for &pid in pids {
+            probe.track(pid)?;
+        }
+    }
+    if let Some(l) = &launched {
+        probe.track(l.pid as u32)?;
+    }
+    catch_signals();
+    if let Some(l) = &mut launched {
+        l.release()?;
+    }
+    let began = Instant::now();
+    let mut exit = None;
+    loop {
+        if let Some(l) = &launched {
+            if let Some(st) = l.wait(false) {
+                exit = Some(st);
+                break;
+            }
+        }
+        let signals = SIGNALS.load(Ordering::SeqCst);
+        // With a command, Ctrl-C reaches it too: wait for it to exit,
+        // unless interrupted twice.
+        if (launched.is_none() && signals > 0) || signals > 1 {
+            break;
+        }
+        if duration.is_some_and(|d| began.elapsed() >= d) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let duration_ns = monotonic_ns() - opts.start_ns;
+    let rows = probe.read()?;
+    let comms = probe.comms();
+    let lost_events = probe.lost();
+    drop(probe);
+
+    let comm_of = |pid: u32| {
+        comms.get(&pid).cloned().unwrap_or_else(|| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .map(|s| s.trim_end().to_string())
+                .unwrap_or_else(|_| "?".into())
+        })
+    };
+    let mut histograms: Vec<IntervalHistogram> = rows
+        .iter()
+        .map(|r| IntervalHistogram {
+            op: op_name(r, &opts),
+            pid: r.tgid,
+            comm: comm_of(r.tgid),
+            interval: r.interval,
+            count: r.count.to_vec(),
+            ns: r.ns.to_vec(),
+            cause_ns: r.cause_ns.iter().map(|c| c.to_vec()).collect(),
+        })
+        .collect();
+    histograms.sort_by(|x, y| (x.pid, &x.op, x.interval).cmp(&(y.pid, &y.op, y.interval)));
+    let requested: Vec<String> = opts
+        .kfuncs
+        .iter()
+        .map(|k| format!("kfunc:{k}"))
+        .chain(opts.ufuncs.iter().map(|f| format!("func:{}", f.symbol)))
+        .collect();
+    let calls: u64 = histograms.iter().flat_map(|h| &h.count).sum();
+    let data = LatencyData {
+        holdup_version: env!("CARGO_PKG_VERSION").to_string(),
+        command: a.command.clone(),
+        start_unix_ns,
+        duration_ns,
+        interval_ns: opts.interval_ns,
+        lost_events,
+        requested: requested.clone(),
+        histograms,
+    };
+    let file = holdup_trace::create_private(&a.output)
+        .with_context(|| format!("cannot create {}", a.output.display()))?;
+    write_latency(std::io::BufWriter::new(file), &data)
+        .with_context(|| format!("writing {}", a.output.display()))?;
+    let mut ops: HashMap<(&str, u32), ()> = HashMap::new();
+    for h in &data.histograms {
+        ops.insert((&h.op, h.pid), ());
+    }
+    eprintln!(
+        "[ holdup latency: {} operations, {} calls, {} lost events; wrote {} ]",
+        ops.len(),
+        calls,
+        lost_events,
+        a.output.display()
+    );
+    if let Some(never) = requested
+        .iter()
+        .find(|r| !data.histograms.iter().any(|h| &h.op == *r))
+    {
+        bail!(
+            "{never} was never called during the recording (histograms of the rest are in {})",
+            a.output.display()
+        );
+    }
+    Ok(match exit {
+        Some(ExitStatus::Signal(sig)) => ExitCode::from((128 + sig) as u8),
+        Some(ExitStatus::Code(c)) => ExitCode::from(c as u8),
+        None => ExitCode::SUCCESS,
+    })
+}

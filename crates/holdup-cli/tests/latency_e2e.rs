@@ -1,0 +1,542 @@
+//! `holdup latency`: histograms recorded on the real kernel from workloads
+//! that know their own answer, the report's text and JSON, `diff`, and bad
+//! input.
+
+mod support;
+
+use holdup_trace::latency::{write_latency, IntervalHistogram, LatencyData};
+use std::path::{Path, PathBuf};
+use support::*;
+
+/// The value of `key=N` in a workload's output.
+fn measured(out: &str, key: &str) -> u64 {
+    out.split_whitespace()
+        .find_map(|w| w.strip_prefix(&format!("{key}=")))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {key}= in {out:?}"))
+}
+
+/// `holdup latency -o <dir>/<name> <extra> -- <cmd>`; the file and what
+/// the command printed.
+fn latency(dir: &Path, name: &str, extra: &[&str], cmd: &[&str]) -> (PathBuf, String) {
+    let data = dir.join(name);
+    let mut args = vec!["latency", "-o", data.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    args.push("--");
+    args.extend_from_slice(cmd);
+    let out = run_ok(&args);
+    (data, String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The operation `op` of `holdup latency report --json`.
+fn operation(data: &Path, op: &str) -> serde_json::Value {
+    let r = json(&["latency", "report", "--json", "-i", data.to_str().unwrap()]);
+    assert_eq!(r["schema"], "holdup.latency/1");
+    r["operations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["op"] == op)
+        .unwrap_or_else(|| panic!("no {op} in {r}"))
+        .clone()
+}
+
+/// `holdup latency explain OP --json`: per peak, the causes by name → share.
+fn explain(data: &Path, op: &str) -> Vec<std::collections::HashMap<String, f64>> {
+    let r = json(&[
+        "latency",
+        "explain",
+        op,
+        "--json",
+        "-i",
+        data.to_str().unwrap(),
+    ]);
+    r["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            p["causes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| {
+                    (
+                        c["cause"].as_str().unwrap().to_string(),
+                        c["share"].as_f64().unwrap(),
+                    )
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The last frame of each peak's path, and its share.
+fn path_ends(data: &Path, op: &str) -> Vec<(String, f64)> {
+    let r = json(&[
+        "latency",
+        "explain",
+        op,
+        "--json",
+        "-i",
+        data.to_str().unwrap(),
+    ]);
+    r["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let last = p["path"].as_array().unwrap().last().unwrap().clone();
+            (
+                last["frame"].as_str().unwrap().to_string(),
+                last["share"].as_f64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn peak_counts(op: &serde_json::Value) -> Vec<u64> {
+    op["peaks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["count"].as_u64().unwrap())
+        .collect()
+}
+
+/// One line on stderr, a non-zero exit, no panic.
+#[track_caller]
+fn assert_one_line_error(args: &[&str], says: &str) {
+    let out = holdup().args(args).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{args:?} succeeded");
+    assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("holdup: error"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{args:?}: {err}");
+    assert!(lines[0].contains(says), "{args:?}: {err}");
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn cached_and_evicted_reads_make_two_peaks() {
+    let _g = serial();
+    let dir = scratch("latency_cache");
+    let bin = workload("lat_cache_reader");
+    let file = dir.join("blocks.bin");
+    let (data, out) = latency(
+        &dir,
+        "lat.data",
+        &[],
+        &[bin.to_str().unwrap(), file.to_str().unwrap(), "512", "32"],
+    );
+    let (hits, misses) = (measured(&out, "hits"), measured(&out, "misses"));
+    assert!(
+        hits > 150 && misses > 150,
+        "the workload's own split: {out}"
+    );
+    let read = operation(&data, "syscall:read");
+    let peaks = read["peaks"].as_array().unwrap();
+    assert_eq!(peaks.len(), 2, "{read}");
+    // The dynamic loader's few reads of libraries join the fast peak.
+    let counts = peak_counts(&read);
+    assert_near("cached reads (peak 1)", counts[0] as f64, hits as f64, 8.0);
+    assert_near(
+        "evicted reads (peak 2)",
+        counts[1] as f64,
+        misses as f64,
+        8.0,
+    );
+    // The disk reads hold nearly all the time.
+    assert!(peaks[1]["share"].as_f64().unwrap() > 0.7, "{read}");
+    assert!(peaks[0]["hi_ns"].as_u64() <= peaks[1]["lo_ns"].as_u64());
+    // explain: the slow peak waited for the disk, the fast one copied.
+    let ends = path_ends(&data, "syscall:read");
+    assert_eq!(ends[0].0, "on-cpu", "{ends:?}");
+    assert_eq!(ends[1].0, "iowait", "{ends:?}");
+    assert!(ends[1].1 > 0.5, "{ends:?}");
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn contended_mutex_makes_two_peaks_and_the_fix_removes_one() {
+    let _g = serial();
+    let dir = scratch("latency_mutex");
+    let bin = workload("lat_mutex");
+    let bin = bin.to_str().unwrap();
+    let (before, out) = latency(
+        &dir,
+        "before.data",
+        &["--func", "take_lock"],
+        &[bin, "2000"],
+    );
+    let contended = measured(&out, "contended");
+    assert!(contended > 60, "too little contention to test: {out}");
+    let take = operation(&before, "func:take_lock");
+    assert_eq!(take["count"], 2000);
+    let counts = peak_counts(&take);
+    assert_eq!(counts.len(), 2, "{take}");
+    // A contended call that arrives just before the holder lets go waits
+    // only microseconds: it belongs to the fast peak.
+    assert_near(
+        "contended calls (peak 2)",
+        counts[1] as f64,
+        contended as f64,
+        0.03 * contended as f64 + 3.0,
+    );
+    assert!(
+        take["peaks"][1]["lo_ns"].as_u64().unwrap() >= 100_000,
+        "{take}"
+    );
+    // explain: the slow peak is the lock wait.
+    let causes = explain(&before, "func:take_lock");
+    assert!(causes[1]["futex_wait"] > 0.8, "{causes:?}");
+    assert!(
+        causes[0].get("futex_wait").copied().unwrap_or(0.0) < 0.5,
+        "{causes:?}"
+    );
+
+    let (after, out) = latency(
+        &dir,
+        "after.data",
+        &["--func", "take_lock"],
+        &[bin, "--no-contention", "2000"],
+    );
+    assert_eq!(measured(&out, "contended"), 0);
+    assert_eq!(peak_counts(&operation(&after, "func:take_lock")).len(), 1);
+
+    let d = json(&[
+        "latency",
+        "diff",
+        "--json",
+        before.to_str().unwrap(),
+        after.to_str().unwrap(),
+    ]);
+    assert_eq!(d["schema"], "holdup.latency-diff/1");
+    let first = &d["operations"][0];
+    assert_eq!(first["op"], "func:take_lock", "ranked first: {d}");
+    assert!(first["emd"].as_f64().unwrap() > 0.3, "{first}");
+    let changes = first["changes"].as_array().unwrap();
+    assert_eq!(changes.len(), 1, "{first}");
+    assert_eq!(changes[0]["change"], "vanished");
+    assert_near(
+        "vanished peak's calls",
+        changes[0]["from"]["count"].as_u64().unwrap() as f64,
+        contended as f64,
+        0.03 * contended as f64 + 3.0,
+    );
+    let text = run_ok(&[
+        "latency",
+        "diff",
+        before.to_str().unwrap(),
+        after.to_str().unwrap(),
+    ]);
+    assert!(String::from_utf8_lossy(&text.stdout).contains("peak 2 vanished"));
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn preempted_cpu_function_is_explained_by_preemption() {
+    let _g = serial();
+    let dir = scratch("latency_preempt");
+    let bin = workload("lat_cpu");
+    let (data, out) = latency(
+        &dir,
+        "lat.data",
+        &["--func", "burn"],
+        &[bin.to_str().unwrap(), "300"],
+    );
+    let offcpu = measured(&out, "offcpu_ns") as f64;
+    assert!(offcpu > 50e6, "the spinners did not compete: {out}");
+    let r = json(&[
+        "latency",
+        "explain",
+        "func:burn",
+        "--json",
+        "-i",
+        data.to_str().unwrap(),
+    ]);
+    let paths = r["paths"].as_array().unwrap();
+    // All the time the calls were preempted, against what the workload
+    // measured of itself (wall clock − thread CPU clock around each call).
+    let preempted: f64 = paths
+        .iter()
+        .flat_map(|p| p["causes"].as_array().unwrap())
+        .filter(|c| c["cause"] == "preempted")
+        .map(|c| c["total_ns"].as_f64().unwrap())
+        .sum();
+    assert_near(
+        "preempted ms",
+        preempted / 1e6,
+        offcpu / 1e6,
+        0.1 * offcpu / 1e6 + 5.0,
+    );
+    // Preemption is what slows the slowest peak down; when the calls form
+    // a separate tail peak (as they do unless the competition is steady),
+    // it is the peak's root cause.
+    let last = paths.last().unwrap();
+    let causes = last["causes"].as_array().unwrap();
+    let off_cpu: Vec<&serde_json::Value> =
+        causes.iter().filter(|c| c["cause"] != "on-cpu").collect();
+    assert_eq!(off_cpu[0]["cause"], "preempted", "{r}");
+    if paths.len() > 1 {
+        assert_eq!(last["path"][1]["frame"], "preempted", "{r}");
+    }
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn time_lapse_gives_one_histogram_per_step() {
+    let _g = serial();
+    let dir = scratch("latency_lapse");
+    // Sleeps of 100 ms for 1.2 s: each 250 ms step holds about two.
+    let (data, _) = latency(
+        &dir,
+        "lat.data",
+        &["--interval", "250ms"],
+        &[
+            "sh",
+            "-c",
+            "for i in 1 2 3 4 5 6 7 8 9 10 11 12; do sleep 0.1; done",
+        ],
+    );
+    let r = json(&[
+        "latency",
+        "report",
+        "--json",
+        "--time-lapse",
+        "500ms",
+        "-i",
+        data.to_str().unwrap(),
+    ]);
+    let wait = r["operations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["op"] == "syscall:wait4" && o["comm"] == "sh")
+        .unwrap_or_else(|| panic!("no wait4 of sh: {r}"))
+        .clone();
+    let steps = wait["intervals"].as_array().unwrap();
+    assert!(steps.len() >= 2, "{wait}");
+    let sum: u64 = steps.iter().map(|s| s["count"].as_u64().unwrap()).sum();
+    assert_eq!(sum, wait["count"].as_u64().unwrap());
+    assert!(steps
+        .windows(2)
+        .all(|w| w[1]["start_ns"].as_u64() > w[0]["start_ns"].as_u64()));
+    assert_one_line_error(
+        &[
+            "latency",
+            "report",
+            "--time-lapse",
+            "100ms",
+            "-i",
+            data.to_str().unwrap(),
+        ],
+        "at least the recorded interval",
+    );
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn bad_functions_are_one_clear_line() {
+    let _g = serial();
+    let dir = scratch("latency_bad");
+    let bin = workload("lat_mutex");
+    let out = dir.join("x.data");
+    let out = out.to_str().unwrap();
+    assert_one_line_error(
+        &[
+            "latency",
+            "-o",
+            out,
+            "--kfunc",
+            "no_such_kernel_function_xyz",
+            "--",
+            "true",
+        ],
+        "unknown kernel function 'no_such_kernel_function_xyz'",
+    );
+    assert_one_line_error(
+        &[
+            "latency",
+            "-o",
+            out,
+            "--func",
+            "no_such_function",
+            "--",
+            bin.to_str().unwrap(),
+            "10",
+        ],
+        "function 'no_such_function' not found",
+    );
+    assert_one_line_error(
+        &[
+            "latency",
+            "-o",
+            out,
+            "--func",
+            "never_called",
+            "--",
+            bin.to_str().unwrap(),
+            "10",
+        ],
+        "func:never_called was never called",
+    );
+    let stripped = dir.join("lat_mutex_stripped");
+    std::fs::copy(&bin, &stripped).unwrap();
+    assert!(std::process::Command::new("strip")
+        .arg(&stripped)
+        .status()
+        .unwrap()
+        .success());
+    assert_one_line_error(
+        &[
+            "latency",
+            "-o",
+            out,
+            "--func",
+            "take_lock",
+            "--",
+            stripped.to_str().unwrap(),
+            "10",
+        ],
+        "stripped",
+    );
+}
+
+/// A small recording made by hand: two processes, a bimodal operation.
+fn fixture(dir: &Path, name: &str, slow: u64) -> PathBuf {
+    let bucketed = |counts: &[(usize, u64)]| {
+        let mut count = vec![0u64; 40];
+        let mut ns = vec![0u64; 40];
+        for &(s, c) in counts {
+            count[s] = c;
+            ns[s] = c * (3u64 << s) / 2;
+        }
+        (count, ns)
+    };
+    let hist = |op: &str, pid, comm: &str, interval, counts: &[(usize, u64)]| {
+        let (count, ns) = bucketed(counts);
+        IntervalHistogram {
+            op: op.into(),
+            pid,
+            comm: comm.into(),
+            interval,
+            count,
+            ns,
+            cause_ns: Vec::new(),
+        }
+    };
+    let data = LatencyData {
+        holdup_version: "0.1.0".into(),
+        command: vec!["./reader".into()],
+        start_unix_ns: 0,
+        duration_ns: 2_000_000_000,
+        interval_ns: 1_000_000_000,
+        lost_events: 0,
+        requested: vec!["func:lookup".into()],
+        histograms: vec![
+            hist(
+                "syscall:read",
+                10,
+                "reader",
+                0,
+                &[(11, 200), (12, 300), (13, 40)],
+            ),
+            hist(
+                "syscall:read",
+                10,
+                "reader",
+                1,
+                &[(11, 100), (17, 5), (18, slow), (19, slow / 3)],
+            ),
+            hist("func:lookup", 10, "reader", 1, &[(9, 1000), (10, 20)]),
+            hist("syscall:write", 11, "logger", 0, &[(8, 50)]),
+        ],
+    };
+    let path = dir.join(name);
+    write_latency(std::fs::File::create(&path).unwrap(), &data).unwrap();
+    path
+}
+
+#[test]
+fn report_text_and_json_golden() {
+    let dir = scratch("latency_golden");
+    let data = fixture(&dir, "small.data", 120);
+    let golden = repo_root().join("crates/holdup-cli/tests/latency_golden");
+    let text = run_ok(&[
+        "latency",
+        "report",
+        "-i",
+        data.to_str().unwrap(),
+        "--time-lapse",
+        "1s",
+    ]);
+    assert_golden(&golden, "small.txt", &String::from_utf8_lossy(&text.stdout));
+    let j = run_ok(&["latency", "report", "--json", "-i", data.to_str().unwrap()]);
+    assert_golden(&golden, "small.json", &String::from_utf8_lossy(&j.stdout));
+    let fixed = fixture(&dir, "fixed.data", 0);
+    let d = run_ok(&[
+        "latency",
+        "diff",
+        data.to_str().unwrap(),
+        fixed.to_str().unwrap(),
+    ]);
+    let d = String::from_utf8_lossy(&d.stdout).replace(dir.to_str().unwrap(), "DIR");
+    assert_golden(&golden, "small.diff.txt", &d);
+}
+
+#[test]
+fn damaged_files_are_one_clear_line() {
+    let dir = scratch("latency_damaged");
+    let data = fixture(&dir, "good.data", 120);
+    let bytes = std::fs::read(&data).unwrap();
+    let cut = dir.join("cut.data");
+    std::fs::write(&cut, &bytes[..bytes.len() - 10]).unwrap();
+    assert_one_line_error(
+        &["latency", "report", "-i", cut.to_str().unwrap()],
+        "truncated",
+    );
+    let mut flipped = bytes.clone();
+    let last = flipped.len() - 5;
+    flipped[last] ^= 0x11;
+    let bad = dir.join("bad.data");
+    std::fs::write(&bad, &flipped).unwrap();
+    assert_one_line_error(
+        &["latency", "report", "-i", bad.to_str().unwrap()],
+        "corrupt",
+    );
+    let other = dir.join("other.data");
+    std::fs::write(&other, b"not a latency file at all").unwrap();
+    assert_one_line_error(
+        &[
+            "latency",
+            "diff",
+            data.to_str().unwrap(),
+            other.to_str().unwrap(),
+        ],
+        "not a holdup latency file",
+    );
+    assert_one_line_error(
+        &[
+            "latency",
+            "report",
+            "-i",
+            dir.join("missing.data").to_str().unwrap(),
+        ],
+        "missing.data",
+    );
+    assert_one_line_error(
+        &[
+            "latency",
+            "report",
+            "--op",
+            "syscall:nope",
+            "-i",
+            data.to_str().unwrap(),
+        ],
+        "no operation matching",
+    );
+}

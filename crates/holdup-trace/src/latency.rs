@@ -1,0 +1,221 @@
+//! The latency file written by `holdup latency`: log2 histograms per
+//! operation, process and time interval, as the kernel aggregated them.
+//!
+//! Layout: magic `HOLDUPLT`, format version (u16 major, u16 minor), body
+//! length (u64), CRC-32 of the body (u32), then the body: one JSON object
+//! ([`LatencyData`]). Integers are little-endian. The histograms are small
+//! and written once at the end, so a self-describing body is enough; the
+//! length and checksum turn a truncated or damaged file into a clear error.
+
+use serde::{Deserialize, Serialize};
+use std::io::{Read, Write};
+use std::path::Path;
+
+pub const MAGIC: &[u8; 8] = b"HOLDUPLT";
+pub const MAJOR: u16 = 1;
+pub const MINOR: u16 = 1;
+const HEADER_BYTES: usize = 8 + 2 + 2 + 8 + 4;
+/// Refuse bodies beyond this (a corrupt length must not allocate gigabytes).
+const MAX_BODY: u64 = 1 << 30;
+
+/// What one `holdup latency` run recorded.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LatencyData {
+    pub holdup_version: String,
+    pub command: Vec<String>,
+    /// Unix time of the start, ns.
+    pub start_unix_ns: u64,
+    pub duration_ns: u64,
+    /// Width of one time-lapse interval.
+    pub interval_ns: u64,
+    /// Events not counted because a kernel map was full.
+    pub lost_events: u64,
+    /// The operations asked for by name (kernel and user functions), so a
+    /// report can tell one that never ran from one never asked for.
+    pub requested: Vec<String>,
+    pub histograms: Vec<IntervalHistogram>,
+}
+
+/// One operation of one process in one interval.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IntervalHistogram {
+    /// `syscall:read`, `kfunc:vfs_read`, `func:do_lookup`, `block:vda`.
+    pub op: String,
+    pub pid: u32,
+    pub comm: String,
+    pub interval: u32,
+    /// Calls per bucket; bucket `s` holds latencies in `[2^s, 2^(s+1))` ns
+    /// (bucket 0 also holds 0 ns, the last is open-ended).
+    pub count: Vec<u64>,
+    /// Time spent in the calls of each bucket, ns.
+    pub ns: Vec<u64>,
+    /// Of `ns`, the time the calls spent off-CPU, by cause ([`CAUSES`]),
+    /// per bucket (format 1.1; empty when not recorded).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cause_ns: Vec<Vec<u64>>,
+}
+
+/// The off-CPU causes of `cause_ns`, in order: blocked with I/O wait,
+/// blocked in futex (lock), preempted (runnable, not running), other.
+pub const CAUSES: [&str; 4] = ["iowait", "futex_wait", "preempted", "blocked"];
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LatencyFileError {
+    #[error("{path}: not a holdup latency file (bad magic)")]
+    NotALatencyFile { path: String },
+    #[error("{path}: latency file version {major}.{minor} is newer than this holdup understands ({MAJOR}.x); upgrade holdup")]
+    Version {
+        path: String,
+        major: u16,
+        minor: u16,
+    },
+    #[error("{path}: truncated latency file ({have} of {want} bytes)")]
+    Truncated { path: String, have: u64, want: u64 },
+    #[error("{path}: corrupt latency file ({why})")]
+    Corrupt { path: String, why: String },
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+/// Write `data` to `w` in the latency file format.
+pub fn write_latency(mut w: impl Write, data: &LatencyData) -> std::io::Result<()> {
+    let body = serde_json::to_vec(data)?;
+    let mut head = Vec::with_capacity(HEADER_BYTES);
+    head.extend_from_slice(MAGIC);
+    head.extend_from_slice(&MAJOR.to_le_bytes());
+    head.extend_from_slice(&MINOR.to_le_bytes());
+    head.extend_from_slice(&(body.len() as u64).to_le_bytes());
+    head.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+    w.write_all(&head)?;
+    w.write_all(&body)?;
+    w.flush()
+}
+
+/// Parse a latency file's bytes; `path` only names it in errors.
+pub fn parse_latency(bytes: &[u8], path: &str) -> Result<LatencyData, LatencyFileError> {
+    let path = path.to_string();
+    if bytes.len() < MAGIC.len() || &bytes[..MAGIC.len()] != MAGIC {
+        return Err(LatencyFileError::NotALatencyFile { path });
+    }
+    if bytes.len() < HEADER_BYTES {
+        return Err(LatencyFileError::Truncated {
+            path,
+            have: bytes.len() as u64,
+            want: HEADER_BYTES as u64,
+        });
+    }
+    let u16_at = |o: usize| u16::from_le_bytes([bytes[o], bytes[o + 1]]);
+    let (major, minor) = (u16_at(8), u16_at(10));
+    if major != MAJOR {
+        return Err(LatencyFileError::Version { path, major, minor });
+    }
+    let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap());
+    let crc = u32::from_le_bytes(bytes[20..24].try_into().unwrap());
+    if len > MAX_BODY {
+        return Err(LatencyFileError::Corrupt {
+            path,
+            why: format!("body length {len}"),
+        });
+    }
+    let want = HEADER_BYTES as u64 + len;
+    if (bytes.len() as u64) < want {
+        return Err(LatencyFileError::Truncated {
+            path,
+            have: bytes.len() as u64,
+            want,
+        });
+    }
+    let body = &bytes[HEADER_BYTES..want as usize];
+    if crc32fast::hash(body) != crc {
+        return Err(LatencyFileError::Corrupt {
+            path,
+            why: "checksum mismatch".into(),
+        });
+    }
+    let data: LatencyData =
+        serde_json::from_slice(body).map_err(|e| LatencyFileError::Corrupt {
+            path: path.clone(),
+            why: e.to_string(),
+        })?;
+    if let Some(h) = data.histograms.iter().find(|h| {
+        h.count.len() != h.ns.len()
+            || h.count.len() > 64
+            || !(h.cause_ns.is_empty() || h.cause_ns.len() == CAUSES.len())
+            || h.cause_ns.iter().any(|c| c.len() != h.count.len())
+    }) {
+        return Err(LatencyFileError::Corrupt {
+            path,
+            why: format!("histogram of {} has inconsistent buckets", h.op),
+        });
+    }
+    Ok(data)
+}
+
+/// Read a latency file.
+pub fn read_latency(path: &Path) -> Result<LatencyData, LatencyFileError> {
+    let name = path.display().to_string();
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_to_end(&mut bytes))
+        .map_err(|source| LatencyFileError::Io {
+            path: name.clone(),
+            source,
+        })?;
+    parse_latency(&bytes, &name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> LatencyData {
+        LatencyData {
+            holdup_version: "0.1.0".into(),
+            command: vec!["./app".into()],
+            duration_ns: 2_000_000_000,
+            interval_ns: 1_000_000_000,
+            requested: vec!["func:f".into()],
+            histograms: vec![IntervalHistogram {
+                op: "syscall:read".into(),
+                pid: 7,
+                comm: "app".into(),
+                interval: 1,
+                count: vec![0, 3, 1],
+                ns: vec![0, 7, 5],
+                cause_ns: vec![vec![0, 1, 0], vec![0; 3], vec![0, 0, 2], vec![0; 3]],
+            }],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn round_trip() {
+        let mut buf = Vec::new();
+        write_latency(&mut buf, &sample()).unwrap();
+        assert_eq!(parse_latency(&buf, "x").unwrap(), sample());
+    }
+
+    #[test]
+    fn every_cut_and_flip_is_an_error_not_a_panic() {
+        let mut buf = Vec::new();
+        write_latency(&mut buf, &sample()).unwrap();
+        for cut in 0..buf.len() {
+            let e = parse_latency(&buf[..cut], "x").unwrap_err().to_string();
+            assert!(
+                e.contains("truncated") || e.contains("not a holdup latency file"),
+                "{cut}: {e}"
+            );
+        }
+        for at in HEADER_BYTES..buf.len() {
+            let mut bad = buf.clone();
+            bad[at] ^= 0x20;
+            assert!(parse_latency(&bad, "x").is_err(), "flip at {at}");
+        }
+        let e = parse_latency(b"HOLDUP\0\0xxxxxxxxxxxxxxxxxxxxxx", "x").unwrap_err();
+        assert!(e.to_string().contains("not a holdup latency file"));
+    }
+}
