@@ -478,10 +478,11 @@ fn record(a: RecordArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("cannot create {}", a.output.display()))?;
     write_latency(std::io::BufWriter::new(file), &data)
         .with_context(|| format!("writing {}", a.output.display()))?;
-    let mut ops: HashMap<(&str, u32), ()> = HashMap::new();
-    for h in &data.histograms {
-        ops.insert((&h.op, h.pid), ());
-    }
+    let ops: std::collections::HashSet<(&str, u32)> = data
+        .histograms
+        .iter()
+        .map(|h| (h.op.as_str(), h.pid))
+        .collect();
     eprintln!(
         "[ holdup latency: {} operations, {} calls, {} lost events; wrote {} ]",
         ops.len(),
