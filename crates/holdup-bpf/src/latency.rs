@@ -89,6 +89,19 @@ pub struct HistRow {
     pub cause_ns: [[u64; SLOTS]; CAUSES],
 }
 
+impl HistRow {
+    /// Add `other`'s counts (a row with the same key).
+    pub fn merge(&mut self, other: &HistRow) {
+        for s in 0..SLOTS {
+            self.count[s] += other.count[s];
+            self.ns[s] += other.ns[s];
+            for c in 0..CAUSES {
+                self.cause_ns[c][s] += other.cause_ns[c][s];
+            }
+        }
+    }
+}
+
 /// `struct lat_key` in latency.h.
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
@@ -323,10 +336,28 @@ impl LatencyProbe {
 
     /// Every histogram so far, summed over CPUs.
     pub fn read(&self) -> Result<Vec<HistRow>> {
+        self.take(u32::MAX, false)
+    }
+
+    /// Take the histograms of intervals before `interval` out of the kernel
+    /// map, so that a long recording does not fill it. A call that ended
+    /// just before an interval's end may still land in it after it was
+    /// taken: the caller merges rows with the same key.
+    pub fn take_before(&self, interval: u32) -> Result<Vec<HistRow>> {
+        self.take(interval, true)
+    }
+
+    fn take(&self, before: u32, delete: bool) -> Result<Vec<HistRow>> {
         let map = &self.skel.maps.hists;
         let mut rows = Vec::new();
-        for kb in map.keys() {
+        // The keys are listed first: deleting during a get-next-key walk
+        // would restart it.
+        let keys: Vec<Vec<u8>> = map.keys().collect();
+        for kb in keys {
             let Some(key) = Key::parse(&kb) else { continue };
+            if key.interval >= before {
+                continue;
+            }
             let Some(per_cpu) = map
                 .lookup_percpu(&kb, MapFlags::ANY)
                 .map_err(|e| Error::Read(e.to_string()))?
@@ -357,6 +388,9 @@ impl LatencyProbe {
                 }
             }
             rows.push(row);
+            if delete {
+                let _ = map.delete(&kb);
+            }
         }
         Ok(rows)
     }

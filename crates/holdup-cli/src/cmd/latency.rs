@@ -355,6 +355,9 @@ fn record(a: RecordArgs) -> anyhow::Result<ExitCode> {
         Some(s) => Some(Duration::from_secs_f64(s)),
         None => None,
     };
+    if a.interval < Duration::from_millis(10) {
+        bail!("--interval must be at least 10ms");
+    }
     let ufuncs = user_funcs(&a)?;
     let syscalls = a.syscalls || (a.kfuncs.is_empty() && ufuncs.is_empty() && !a.block);
     let mut opts = LatencyOptions {
@@ -391,6 +394,20 @@ fn record(a: RecordArgs) -> anyhow::Result<ExitCode> {
     }
     let began = Instant::now();
     let mut exit = None;
+    // Finished intervals are moved out of the kernel map as the recording
+    // goes, so that a long one does not fill it.
+    let mut taken: HashMap<(u32, u16, u32, u32), HistRow> = HashMap::new();
+    let mut take = |rows: Vec<HistRow>| {
+        for r in rows {
+            match taken.entry((r.tgid, r.kind, r.id, r.interval)) {
+                std::collections::hash_map::Entry::Occupied(mut e) => e.get_mut().merge(&r),
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert(r);
+                }
+            }
+        }
+    };
+    let mut last_take = Instant::now();
     loop {
         if let Some(l) = &launched {
             if let Some(st) = l.wait(false) {
@@ -407,10 +424,16 @@ fn record(a: RecordArgs) -> anyhow::Result<ExitCode> {
         if duration.is_some_and(|d| began.elapsed() >= d) {
             break;
         }
+        if last_take.elapsed() >= Duration::from_secs(1) {
+            let current = (monotonic_ns() - opts.start_ns) / opts.interval_ns;
+            take(probe.take_before(current.min(u32::MAX as u64) as u32)?);
+            last_take = Instant::now();
+        }
         std::thread::sleep(Duration::from_millis(5));
     }
     let duration_ns = monotonic_ns() - opts.start_ns;
-    let rows = probe.read()?;
+    take(probe.read()?);
+    let rows: Vec<HistRow> = taken.into_values().collect();
     let comms = probe.comms();
     let lost_events = probe.lost();
     drop(probe);
@@ -456,10 +479,11 @@ fn record(a: RecordArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("cannot create {}", a.output.display()))?;
     write_latency(std::io::BufWriter::new(file), &data)
         .with_context(|| format!("writing {}", a.output.display()))?;
-    let mut ops: HashMap<(&str, u32), ()> = HashMap::new();
-    for h in &data.histograms {
-        ops.insert((&h.op, h.pid), ());
-    }
+    let ops: std::collections::HashSet<(&str, u32)> = data
+        .histograms
+        .iter()
+        .map(|h| (h.op.as_str(), h.pid))
+        .collect();
     eprintln!(
         "[ holdup latency: {} operations, {} calls, {} lost events; wrote {} ]",
         ops.len(),
