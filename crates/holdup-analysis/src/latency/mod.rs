@@ -3,7 +3,6 @@
 
 pub mod explain;
 pub mod peaks;
-pub mod syscalls;
 
 pub use explain::{explain, PeakCauses};
 pub use peaks::{emd, find_peaks, Peak};

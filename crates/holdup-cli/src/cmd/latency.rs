@@ -6,7 +6,8 @@ use super::record::{catch_signals, SIGNALS};
 use holdup_bpf::monotonic_ns;
 use crate::record::launch::{self, ExitStatus, Launched};
 use anyhow::{bail, Context};
-use holdup_analysis::latency::{self as analysis, syscalls::syscall_name};
+use holdup_analysis::latency as analysis;
+use holdup_analysis::syscalls::name as syscall_name;
 use holdup_bpf::latency::{
     HistRow, LatencyOptions, LatencyProbe, UserFunc, KIND_BLOCK, KIND_KFUNC, KIND_SYSCALL,
     KIND_UFUNC,
