@@ -32,6 +32,8 @@ const TABLE_CALLS: usize = 6;
 /// Sites shown per call.
 const SITES: usize = 3;
 const BAR: usize = 40;
+/// Histograms shown per process (calls with the most time first).
+const HISTOGRAMS: usize = 8;
 
 pub fn render(out: &mut impl Write, r: &SyscallReport) -> io::Result<()> {
     writeln!(
@@ -118,8 +120,15 @@ fn process(out: &mut impl Write, p: &ProcessStats) -> io::Result<()> {
         }
     }
     writeln!(out, "  latency histograms (log2):")?;
-    for c in &p.calls {
+    for c in p.calls.iter().take(HISTOGRAMS) {
         histogram(out, c)?;
+    }
+    if p.calls.len() > HISTOGRAMS {
+        writeln!(
+            out,
+            "    ({} calls with less time not shown; --json has every histogram)",
+            p.calls.len() - HISTOGRAMS
+        )?;
     }
     Ok(())
 }

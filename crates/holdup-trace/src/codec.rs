@@ -270,7 +270,7 @@ impl Encoder {
             Record::Syscall(c) => {
                 self.buf.push(T_SYSCALL);
                 self.time(c.time);
-                self.u(c.end - c.time);
+                self.u(c.end.saturating_sub(c.time));
                 self.u(c.pid as u64);
                 self.u(c.tid as u64);
                 self.u(c.nr as u64);
