@@ -3,7 +3,6 @@
 //! `report` draws them with their peaks, `diff` compares two recordings.
 
 use super::record::{catch_signals, SIGNALS};
-use holdup_bpf::monotonic_ns;
 use crate::record::launch::{self, ExitStatus, Launched};
 use anyhow::{bail, Context};
 use holdup_analysis::latency as analysis;
@@ -12,6 +11,7 @@ use holdup_bpf::latency::{
     HistRow, LatencyOptions, LatencyProbe, UserFunc, KIND_BLOCK, KIND_KFUNC, KIND_SYSCALL,
     KIND_UFUNC,
 };
+use holdup_bpf::monotonic_ns;
 use holdup_bpf::Target;
 use holdup_trace::latency::{read_latency, write_latency, IntervalHistogram, LatencyData};
 use std::collections::HashMap;
