@@ -188,8 +188,11 @@ pub fn diff(a: &LatencyData, b: &LatencyData) -> Vec<OpDiff> {
 }
 
 /// Match peaks of A and B one to one by their highest bucket, nearest
-/// first, among pairs whose ranges overlap; a matched pair whose highest
-/// bucket differs has moved, the rest appeared or vanished.
+/// first, among pairs whose ranges overlap; a matched pair whose mean
+/// latency changed by a factor of two (a bucket's width) or more has moved,
+/// the rest appeared or vanished. (A highest bucket that flips to its
+/// neighbour is no move: a peak straddling a bucket edge does that from run
+/// to run.)
 pub fn peak_changes(a: &[Peak], b: &[Peak]) -> Vec<PeakChange> {
     let mut pairs: Vec<(usize, usize, usize)> = Vec::new();
     for (i, pa) in a.iter().enumerate() {
@@ -208,7 +211,9 @@ pub fn peak_changes(a: &[Peak], b: &[Peak]) -> Vec<PeakChange> {
         }
         used_a[i] = true;
         used_b[j] = true;
-        if dist > 0 {
+        let mean = |p: &Peak| p.ns as f64 / p.count.max(1) as f64;
+        let (ma, mb) = (mean(&a[i]), mean(&b[j]));
+        if dist > 0 && ma.max(mb) >= 2.0 * ma.min(mb) {
             changes.push(PeakChange::Moved {
                 from: a[i].clone(),
                 to: b[j].clone(),
@@ -299,5 +304,14 @@ mod tests {
             [PeakChange::Moved { from, to }] => assert_eq!((from.mode_slot, to.mode_slot), (3, 5)),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_peak_whose_top_bucket_flips_to_its_neighbour_stayed() {
+        // Calls of 3.9 vs 4.1 µs: the highest bucket changes, the peak does not.
+        let a = data("app", 1, &[0, 0, 10, 60, 50]);
+        let b = data("app", 1, &[0, 0, 10, 50, 60]);
+        let d = diff(&a, &b);
+        assert!(d[0].changes.is_empty(), "{:?}", d[0].changes);
     }
 }
