@@ -42,16 +42,20 @@ fn operation(data: &Path, op: &str) -> serde_json::Value {
 }
 
 /// `holdup latency explain OP --json`: per peak, the causes by name → share.
-fn explain(data: &Path, op: &str) -> Vec<std::collections::HashMap<String, f64>> {
-    let r = json(&[
+/// `holdup latency explain OP --json`.
+fn explain_json(data: &Path, op: &str) -> serde_json::Value {
+    json(&[
         "latency",
         "explain",
         op,
         "--json",
         "-i",
         data.to_str().unwrap(),
-    ]);
-    r["paths"]
+    ])
+}
+
+fn explain(data: &Path, op: &str) -> Vec<std::collections::HashMap<String, f64>> {
+    explain_json(data, op)["paths"]
         .as_array()
         .unwrap()
         .iter()
@@ -73,15 +77,7 @@ fn explain(data: &Path, op: &str) -> Vec<std::collections::HashMap<String, f64>>
 
 /// The last frame of each peak's path, and its share.
 fn path_ends(data: &Path, op: &str) -> Vec<(String, f64)> {
-    let r = json(&[
-        "latency",
-        "explain",
-        op,
-        "--json",
-        "-i",
-        data.to_str().unwrap(),
-    ]);
-    r["paths"]
+    explain_json(data, op)["paths"]
         .as_array()
         .unwrap()
         .iter()

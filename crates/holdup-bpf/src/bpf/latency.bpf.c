@@ -21,6 +21,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "latency.h"
+#include "block.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -332,14 +333,6 @@ int lat_ufunc_exit(struct pt_regs *ctx)
 	return 0;
 }
 
-static __always_inline u32 rq_dev(struct request *rq)
-{
-	struct gendisk *disk = BPF_CORE_READ(rq, q, disk);
-
-	if (!disk)
-		return 0;
-	return (BPF_CORE_READ(disk, major) << 20) | BPF_CORE_READ(disk, first_minor);
-}
 
 /* A request is charged to the process that issued it (with -a, whatever
  * task that was: often a kernel worker for writeback). */

@@ -39,6 +39,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "intf.h"
+#include "block.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -1353,14 +1354,6 @@ int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
 }
 
 /* Block requests, for the device vertices of the wait-for graph. */
-static __always_inline u32 rq_dev(struct request *rq)
-{
-	struct gendisk *disk = BPF_CORE_READ(rq, q, disk);
-
-	if (!disk)
-		return 0;
-	return (BPF_CORE_READ(disk, major) << 20) | BPF_CORE_READ(disk, first_minor);
-}
 
 static __always_inline u8 rq_op(struct request *rq)
 {

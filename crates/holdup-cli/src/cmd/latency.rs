@@ -333,22 +333,8 @@ fn op_name(row: &HistRow, opts: &LatencyOptions) -> String {
 }
 
 fn record(a: RecordArgs) -> anyhow::Result<ExitCode> {
-    let target = match (a.all, a.pid.is_empty(), a.command.is_empty()) {
-        (true, _, true) => Target::All,
-        (false, false, true) => {
-            for &pid in &a.pid {
-                if !Path::new(&format!("/proc/{pid}")).exists() {
-                    bail!("no process with pid {pid}");
-                }
-            }
-            Target::Pids(a.pid.clone())
-        }
-        (false, true, false) => Target::Pids(Vec::new()),
-        (false, true, true) => {
-            bail!("nothing to time: give a command (holdup latency -- CMD), -p PID or -a")
-        }
-        _ => bail!("give either a command, -p PID or -a, not several"),
-    };
+    let target =
+        super::record::choose_target(a.all, &a.pid, !a.command.is_empty(), ("time", "latency"))?;
     let duration = match a.duration {
         Some(s) if !(s > 0.0 && s.is_finite()) => {
             bail!("--duration must be a positive number of seconds")

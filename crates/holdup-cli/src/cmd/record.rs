@@ -86,22 +86,7 @@ impl TryFrom<Args> for Config {
     type Error = anyhow::Error;
 
     fn try_from(a: Args) -> anyhow::Result<Config> {
-        let target = match (a.all, a.pid.is_empty(), a.command.is_empty()) {
-            (true, _, true) => Target::All,
-            (false, false, true) => {
-                for &pid in &a.pid {
-                    if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-                        bail!("no process with pid {pid}");
-                    }
-                }
-                Target::Pids(a.pid.clone())
-            }
-            (false, true, false) => Target::Pids(Vec::new()),
-            (false, true, true) => {
-                bail!("nothing to record: give a command (holdup record -- CMD), -p PID or -a")
-            }
-            _ => bail!("give either a command, -p PID or -a, not several"),
-        };
+        let target = choose_target(a.all, &a.pid, !a.command.is_empty(), ("record", "record"))?;
         if !a.ring_mb.is_power_of_two() {
             bail!("--ring-mb must be a power of two");
         }
@@ -175,6 +160,33 @@ fn own_cpu() -> Duration {
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
     let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
     tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// What `-a`, `-p PID,…` and a command ask to record (a command starts
+/// with no pid: it is added once launched). For none of them the error
+/// says there is nothing to `verb` and shows `holdup SUBCOMMAND -- CMD`.
+pub fn choose_target(
+    all: bool,
+    pids: &[u32],
+    has_command: bool,
+    (verb, subcommand): (&str, &str),
+) -> anyhow::Result<Target> {
+    Ok(match (all, pids.is_empty(), has_command) {
+        (true, _, false) => Target::All,
+        (false, false, false) => {
+            for &pid in pids {
+                if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                    bail!("no process with pid {pid}");
+                }
+            }
+            Target::Pids(pids.to_vec())
+        }
+        (false, true, true) => Target::Pids(Vec::new()),
+        (false, true, false) => {
+            bail!("nothing to {verb}: give a command (holdup {subcommand} -- CMD), -p PID or -a")
+        }
+        _ => bail!("give either a command, -p PID or -a, not several"),
+    })
 }
 
 fn header(cfg: &Config, start_ns: u64) -> Header {
