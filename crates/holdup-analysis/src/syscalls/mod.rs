@@ -187,9 +187,8 @@ pub fn quantile(hist: &[u64], q: f64) -> u64 {
 
 /// `[lo, hi)` of log2 bucket `k`: `[2^k, 2^(k+1))`, bucket 0 also holding 0.
 pub fn bucket_range(k: usize) -> (u64, u64) {
-    let k = k.min(62) as u32;
-    let lo = if k == 0 { 0 } else { 1u64 << k };
-    (lo, 1u64 << (k + 1))
+    let k = k.min(62);
+    (crate::latency::bucket_lo(k), crate::latency::bucket_hi(k))
 }
 
 /// `innermost application function (file:line)`: the frame outside the C

@@ -22,6 +22,7 @@
 #include <bpf/bpf_core_read.h>
 #include "latency.h"
 #include "block.h"
+#include "log2.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -137,19 +138,6 @@ static __always_inline bool tgid_tracked(u32 tgid)
 	return bpf_map_lookup_elem(&tracked_tgids, &tgid) != NULL;
 }
 
-static __always_inline u32 log2_slot(u64 v)
-{
-	u32 r = 0;
-
-	if (v >> 32) { v >>= 32; r += 32; }
-	if (v >> 16) { v >>= 16; r += 16; }
-	if (v >> 8) { v >>= 8; r += 8; }
-	if (v >> 4) { v >>= 4; r += 4; }
-	if (v >> 2) { v >>= 2; r += 2; }
-	if (v >> 1) { r += 1; }
-	return r < LAT_SLOTS ? r : LAT_SLOTS - 1;
-}
-
 static __always_inline void add(u32 tgid, u16 kind, u32 id, u64 now, u64 delta,
 				struct causes *off, struct causes *snap)
 {
@@ -184,7 +172,7 @@ static __always_inline void add(u32 tgid, u16 kind, u32 id, u64 now, u64 delta,
 			bpf_map_update_elem(&comms, &tgid, &comm, BPF_ANY);
 		}
 	}
-	slot = log2_slot(delta);
+	slot = log2_slot(delta, LAT_SLOTS);
 	h->slots[slot].count++;
 	h->slots[slot].ns += delta;
 	if (off && snap) {

@@ -40,6 +40,7 @@
 #include <bpf/bpf_core_read.h>
 #include "intf.h"
 #include "block.h"
+#include "log2.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -657,19 +658,6 @@ int BPF_PROG(on_syscall_enter, struct pt_regs *regs, long id)
 	return 0;
 }
 
-static __always_inline u32 log2_bucket(u64 v)
-{
-	u32 r = 0;
-
-	if (v >> 32) { v >>= 32; r += 32; }
-	if (v >> 16) { v >>= 16; r += 16; }
-	if (v >> 8) { v >>= 8; r += 8; }
-	if (v >> 4) { v >>= 4; r += 4; }
-	if (v >> 2) { v >>= 2; r += 2; }
-	if (v >> 1) r += 1;
-	return r < SYS_HIST ? r : SYS_HIST - 1;
-}
-
 SEC("tp_btf/sys_exit")
 int BPF_PROG(on_syscall_exit, struct pt_regs *regs, long ret)
 {
@@ -711,7 +699,7 @@ int BPF_PROG(on_syscall_exit, struct pt_regs *regs, long ret)
 	tot->blocked[3] += ss->blocked[3];
 	tot->min_flt += minf;
 	tot->maj_flt += majf;
-	bucket = log2_bucket(wall);
+	bucket = log2_slot(wall, SYS_HIST);
 	if (bucket < SYS_HIST)
 		tot->hist[bucket]++;
 
