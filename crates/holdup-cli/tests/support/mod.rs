@@ -5,6 +5,8 @@
 //! `scripts/test` runs them with `--include-ignored` as root.
 #![allow(dead_code)]
 
+pub mod small_trace;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
