@@ -1,8 +1,9 @@
 //! The profile on a hand-made trace whose answer is known.
 
 use holdup_analysis::folded::{folded, FoldOptions};
-use holdup_analysis::profile::{profile, to_json, Filter, Tag};
+use holdup_analysis::profile::{profile, Filter, Tag};
 use holdup_analysis::symbols::LockKind;
+use holdup_render::report::to_json;
 use holdup_trace::*;
 
 const K: u32 = KERNEL_DSO;

@@ -39,7 +39,7 @@ fn trace(input: &[u8]) {
         return;
     };
     let p = profile::profile(&trace, &Filter::default());
-    let _ = profile::write_json(&p, sink());
+    let _ = holdup_render::report::write_json(&p, sink());
     for section in [
         Section::Thread,
         Section::Process,

@@ -85,7 +85,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     if a.json {
-        profile::write_json(&p, &mut out)?;
+        holdup_render::report::write_json(&p, &mut out)?;
         writeln!(out)?;
     } else {
         let (section, order) = parse_sort(&a.sort)?;

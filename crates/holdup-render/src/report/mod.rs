@@ -6,6 +6,9 @@ use holdup_analysis::symbols::LockKind;
 use holdup_trace::Class;
 use std::io::{self, Write};
 
+mod json;
+pub use json::{to_json, write_json};
+
 #[derive(Clone, Debug)]
 pub struct ReportOptions {
     /// Hide rows below this share of their thread (percent).
