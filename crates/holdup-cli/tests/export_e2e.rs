@@ -1059,7 +1059,144 @@ fn perfetto_listing(path: &Path) -> String {
             e.ms, e.tid, e.kind, e.name, e.args, e.flows, e.terminating, e.stack
         );
     }
+    for e in decode_ftrace(path) {
+        out += &format!("{e:?}\n");
+    }
     out
+}
+
+/// An ftrace event of a Perfetto trace, as ftrace_event.proto and
+/// sched.proto define them (ms since the trace start).
+#[derive(Debug, Clone, PartialEq)]
+enum Ftrace {
+    /// cpu, ms, (prev pid, prev comm, prev_state), (next pid, next comm).
+    Switch(u64, f64, (u64, String, u64), (u64, String)),
+    /// cpu, ms, waker pid, wakee pid, wakee comm, target cpu.
+    Waking(u64, f64, u64, u64, String, u64),
+}
+
+fn decode_ftrace(path: &Path) -> Vec<Ftrace> {
+    let raw = std::fs::read(path).unwrap();
+    let text = |fs: &[(u32, Val)], field: u32| match fs.iter().find(|(f, _)| *f == field) {
+        Some((_, Val::Bytes(b))) => String::from_utf8(b.clone()).unwrap(),
+        _ => String::new(),
+    };
+    let mut out = Vec::new();
+    for p in msgs(&fields(&raw), 1) {
+        for bundle in msgs(&p, 1) {
+            let cpu = int(&bundle, 1);
+            for e in msgs(&bundle, 2) {
+                let ms = (int(&e, 1) - T0) as f64 / MS as f64;
+                for s in msgs(&e, 4) {
+                    assert_eq!(int(&e, 2), int(&s, 2), "the switch runs in prev");
+                    out.push(Ftrace::Switch(
+                        cpu,
+                        ms,
+                        (int(&s, 2), text(&s, 1), int(&s, 4)),
+                        (int(&s, 6), text(&s, 5)),
+                    ));
+                }
+                for w in msgs(&e, 20) {
+                    out.push(Ftrace::Waking(
+                        cpu,
+                        ms,
+                        int(&e, 2),
+                        int(&w, 2),
+                        text(&w, 1),
+                        int(&w, 5),
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// What trace_processor's thread_state table holds, replayed from the
+/// scheduler events: per thread, (ms, state, waker) where the state is
+/// Running, R, S or D and the waker is the waking event's pid.
+fn replay_thread_states(events: &[Ftrace]) -> BTreeMap<u64, Vec<(f64, String, Option<u64>)>> {
+    let mut states: BTreeMap<u64, Vec<(f64, String, Option<u64>)>> = BTreeMap::new();
+    let letter = |state: u64| ["R", "S", "D"][state as usize].to_string();
+    for e in events {
+        match e {
+            Ftrace::Switch(_, ms, (prev, _, state), (next, _)) => {
+                states
+                    .entry(*prev)
+                    .or_default()
+                    .push((*ms, letter(*state), None));
+                states
+                    .entry(*next)
+                    .or_default()
+                    .push((*ms, "Running".into(), None));
+            }
+            Ftrace::Waking(_, ms, waker, wakee, _, _) => {
+                states
+                    .entry(*wakee)
+                    .or_default()
+                    .push((*ms, "R".into(), Some(*waker)));
+            }
+        }
+    }
+    states.remove(&0);
+    // Each CPU's bundle is in time order; trace_processor merges them.
+    for s in states.values_mut() {
+        s.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    states
+}
+
+#[test]
+fn perfetto_scheduler_events_give_thread_states_and_cpu_switches() {
+    let dir = setup("perfetto_sched");
+    let events = decode_ftrace(&export(&dir, "perfetto", "t.pftrace"));
+    let states = replay_thread_states(&events);
+    let st = |ms: f64, s: &str, waker: Option<u64>| (ms, s.to_string(), waker);
+    // a: lock wait [5, 8) woken by b, runnable until 8.5.
+    assert_eq!(
+        states[&10],
+        [
+            st(5.0, "S", None),
+            st(8.0, "R", Some(11)),
+            st(8.5, "Running", None)
+        ]
+    );
+    // b: preempted over [3.5, 4), then io wait [4, 7) woken by a softirq
+    // (pid 0), running again at 7.
+    assert_eq!(
+        states[&11],
+        [
+            st(3.5, "R", None),
+            st(4.0, "Running", None),
+            st(4.0, "D", None),
+            st(7.0, "R", Some(0)),
+            st(7.0, "Running", None)
+        ]
+    );
+    // CPU 0's switches: each from the thread on it before to the next one.
+    let switches: Vec<(f64, u64, u64)> = events
+        .iter()
+        .filter_map(|e| match e {
+            Ftrace::Switch(0, ms, (prev, ..), (next, _)) => Some((*ms, *prev, *next)),
+            Ftrace::Switch(..) => panic!("a switch off CPU 0: {e:?}"),
+            Ftrace::Waking(..) => None,
+        })
+        .collect();
+    assert_eq!(
+        switches,
+        [
+            (3.5, 11, 0),
+            (4.0, 0, 11),
+            (4.0, 11, 0),
+            (5.0, 10, 0),
+            (7.0, 0, 11),
+            (8.5, 0, 10)
+        ]
+    );
+    assert!(events.iter().any(|e| matches!(
+        e,
+        Ftrace::Switch(_, _, (0, prev, _), (10, next)) if prev == "swapper/0" && next == "a"
+    )));
 }
 
 /// Every format on the small trace, compared with golden files (pprof as
@@ -1317,6 +1454,21 @@ fn a_recorded_trace_reads_the_same_in_every_format() {
     let (running, _) = state_seconds(&events, tid, "Running");
     assert_near("perfetto running s", running, 0.600, 0.08);
     eprintln!("perfetto: sleeping {sleeping:.3} s in {n} slices, running {running:.3} s");
+    // Its scheduler events tell the same: seconds in each state between
+    // the thread's first and last switch.
+    let states = replay_thread_states(&decode_ftrace(&dir.join("t.pftrace")));
+    let mut in_state: BTreeMap<&str, (f64, usize)> = BTreeMap::new();
+    for w in states[&tid].windows(2) {
+        let e = in_state.entry(w[0].1.as_str()).or_default();
+        e.0 += (w[1].0 - w[0].0) / 1e3;
+        e.1 += 1;
+    }
+    let s = in_state.get("S").copied().unwrap_or_default();
+    assert_near("sched_switch sleeping s", s.0, 0.620, 0.07);
+    assert_eq!(s.1, sleeps_in_trace, "switches out to sleep");
+    let r = in_state.get("Running").copied().unwrap_or_default();
+    assert_near("sched_switch running s", r.0, 0.600, 0.08);
+    eprintln!("perfetto sched: {in_state:?}");
 
     // Firefox: CPU deltas add up to the thread's CPU time, blocked samples
     // are Blocked, one wait marker per sleep.
