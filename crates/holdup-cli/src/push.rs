@@ -117,8 +117,10 @@ fn series_labels(trace: &Trace, args: &PushArgs) -> anyhow::Result<Vec<(String, 
         labels.push(("host".into(), host.clone()));
     }
     for (k, v) in &args.labels {
-        labels.retain(|(name, _)| name != k);
-        labels.push((k.clone(), v.clone()));
+        match labels.iter_mut().find(|(name, _)| name == k) {
+            Some(l) => l.1 = v.clone(),
+            None => labels.push((k.clone(), v.clone())),
+        }
     }
     Ok(labels)
 }

@@ -1812,7 +1812,13 @@ fn decode_write_raw(body: &[u8]) -> Vec<ParcaSeries> {
 fn push_to_parca_sends_write_raw_over_grpc_web() {
     let dir = setup("push_parca");
     let (url, rx) = serve(vec![grpc_web_answer(0, "")]);
-    let out = push(&dir, &url, &["--api", "parca", "--label", "env=test"]);
+    let out = push(
+        &dir,
+        &url,
+        &[
+            "--api", "parca", "--label", "env=test", "--label", "host=h1",
+        ],
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     let got = rx.recv_timeout(std::time::Duration::from_secs(5)).unwrap();
@@ -1831,7 +1837,7 @@ fn push_to_parca_sends_write_raw_over_grpc_web() {
         [
             "__name__=holdup",
             "service_name=holdup",
-            "host=test-host",
+            "host=h1",
             "env=test"
         ]
     );
