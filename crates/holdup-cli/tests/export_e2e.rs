@@ -1969,6 +1969,21 @@ fn push_bad_input_gives_one_clear_line() {
         &["push", "-i", "missing.data", "--url", &url],
         "missing.data",
     );
+    // record checks the URL before it runs anything.
+    fails_with(
+        &dir,
+        &[
+            "record",
+            "-o",
+            "r.data",
+            "--push",
+            "pyroscope:4040",
+            "--",
+            "true",
+        ],
+        "not an http:// URL",
+    );
+    assert!(!dir.join("r.data").exists());
 }
 
 #[test]
