@@ -28,6 +28,8 @@ pub enum Command {
     Export(crate::cmd::export::Args),
     /// One self-contained HTML page: report, flame graph, wait-for graph.
     Html(crate::cmd::html::Args),
+    /// Send a trace's profile, as pprof, to Pyroscope or Parca.
+    Push(crate::cmd::push::Args),
     /// The wait-for graph: which waits limit throughput (knots).
     Waitgraph(crate::cmd::waitgraph::Args),
     /// Causal profiling: what would a faster line, disk or more cores buy.

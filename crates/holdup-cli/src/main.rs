@@ -2,6 +2,7 @@
 
 mod cli;
 mod cmd;
+mod push;
 mod record;
 
 use clap::Parser;

@@ -137,8 +137,12 @@ struct PprofMapping {
 }
 
 fn decode(path: &Path) -> Pprof {
+    decode_gz(&std::fs::read(path).unwrap())
+}
+
+fn decode_gz(gz: &[u8]) -> Pprof {
     let mut raw = Vec::new();
-    flate2::read::GzDecoder::new(std::fs::File::open(path).unwrap())
+    flate2::read::GzDecoder::new(gz)
         .read_to_end(&mut raw)
         .expect("gzipped");
     let p = fields(&raw);
@@ -866,7 +870,144 @@ fn perfetto_listing(path: &Path) -> String {
             e.ms, e.tid, e.kind, e.name, e.args, e.flows, e.terminating, e.stack
         );
     }
+    for e in decode_ftrace(path) {
+        out += &format!("{e:?}\n");
+    }
     out
+}
+
+/// An ftrace event of a Perfetto trace, as ftrace_event.proto and
+/// sched.proto define them (ms since the trace start).
+#[derive(Debug, Clone, PartialEq)]
+enum Ftrace {
+    /// cpu, ms, (prev pid, prev comm, prev_state), (next pid, next comm).
+    Switch(u64, f64, (u64, String, u64), (u64, String)),
+    /// cpu, ms, waker pid, wakee pid, wakee comm, target cpu.
+    Waking(u64, f64, u64, u64, String, u64),
+}
+
+fn decode_ftrace(path: &Path) -> Vec<Ftrace> {
+    let raw = std::fs::read(path).unwrap();
+    let text = |fs: &[(u32, Val)], field: u32| match fs.iter().find(|(f, _)| *f == field) {
+        Some((_, Val::Bytes(b))) => String::from_utf8(b.clone()).unwrap(),
+        _ => String::new(),
+    };
+    let mut out = Vec::new();
+    for p in msgs(&fields(&raw), 1) {
+        for bundle in msgs(&p, 1) {
+            let cpu = int(&bundle, 1);
+            for e in msgs(&bundle, 2) {
+                let ms = (int(&e, 1) - T0) as f64 / MS as f64;
+                for s in msgs(&e, 4) {
+                    assert_eq!(int(&e, 2), int(&s, 2), "the switch runs in prev");
+                    out.push(Ftrace::Switch(
+                        cpu,
+                        ms,
+                        (int(&s, 2), text(&s, 1), int(&s, 4)),
+                        (int(&s, 6), text(&s, 5)),
+                    ));
+                }
+                for w in msgs(&e, 20) {
+                    out.push(Ftrace::Waking(
+                        cpu,
+                        ms,
+                        int(&e, 2),
+                        int(&w, 2),
+                        text(&w, 1),
+                        int(&w, 5),
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// What trace_processor's thread_state table holds, replayed from the
+/// scheduler events: per thread, (ms, state, waker) where the state is
+/// Running, R, S or D and the waker is the waking event's pid.
+fn replay_thread_states(events: &[Ftrace]) -> BTreeMap<u64, Vec<(f64, String, Option<u64>)>> {
+    let mut states: BTreeMap<u64, Vec<(f64, String, Option<u64>)>> = BTreeMap::new();
+    let letter = |state: u64| ["R", "S", "D"][state as usize].to_string();
+    for e in events {
+        match e {
+            Ftrace::Switch(_, ms, (prev, _, state), (next, _)) => {
+                states
+                    .entry(*prev)
+                    .or_default()
+                    .push((*ms, letter(*state), None));
+                states
+                    .entry(*next)
+                    .or_default()
+                    .push((*ms, "Running".into(), None));
+            }
+            Ftrace::Waking(_, ms, waker, wakee, _, _) => {
+                states
+                    .entry(*wakee)
+                    .or_default()
+                    .push((*ms, "R".into(), Some(*waker)));
+            }
+        }
+    }
+    states.remove(&0);
+    // Each CPU's bundle is in time order; trace_processor merges them.
+    for s in states.values_mut() {
+        s.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    states
+}
+
+#[test]
+fn perfetto_scheduler_events_give_thread_states_and_cpu_switches() {
+    let dir = setup("perfetto_sched");
+    let events = decode_ftrace(&export(&dir, "perfetto", "t.pftrace"));
+    let states = replay_thread_states(&events);
+    let st = |ms: f64, s: &str, waker: Option<u64>| (ms, s.to_string(), waker);
+    // a: lock wait [5, 8) woken by b, runnable until 8.5.
+    assert_eq!(
+        states[&10],
+        [
+            st(5.0, "S", None),
+            st(8.0, "R", Some(11)),
+            st(8.5, "Running", None)
+        ]
+    );
+    // b: preempted over [3.5, 4), then io wait [4, 7) woken by a softirq
+    // (pid 0), running again at 7.
+    assert_eq!(
+        states[&11],
+        [
+            st(3.5, "R", None),
+            st(4.0, "Running", None),
+            st(4.0, "D", None),
+            st(7.0, "R", Some(0)),
+            st(7.0, "Running", None)
+        ]
+    );
+    // CPU 0's switches: each from the thread on it before to the next one.
+    let switches: Vec<(f64, u64, u64)> = events
+        .iter()
+        .filter_map(|e| match e {
+            Ftrace::Switch(0, ms, (prev, ..), (next, _)) => Some((*ms, *prev, *next)),
+            Ftrace::Switch(..) => panic!("a switch off CPU 0: {e:?}"),
+            Ftrace::Waking(..) => None,
+        })
+        .collect();
+    assert_eq!(
+        switches,
+        [
+            (3.5, 11, 0),
+            (4.0, 0, 11),
+            (4.0, 11, 0),
+            (5.0, 10, 0),
+            (7.0, 0, 11),
+            (8.5, 0, 10)
+        ]
+    );
+    assert!(events.iter().any(|e| matches!(
+        e,
+        Ftrace::Switch(_, _, (0, prev, _), (10, next)) if prev == "swapper/0" && next == "a"
+    )));
 }
 
 /// Every format on the small trace, compared with golden files (pprof as
@@ -1124,6 +1265,21 @@ fn a_recorded_trace_reads_the_same_in_every_format() {
     let (running, _) = state_seconds(&events, tid, "Running");
     assert_near("perfetto running s", running, 0.600, 0.08);
     eprintln!("perfetto: sleeping {sleeping:.3} s in {n} slices, running {running:.3} s");
+    // Its scheduler events tell the same: seconds in each state between
+    // the thread's first and last switch.
+    let states = replay_thread_states(&decode_ftrace(&dir.join("t.pftrace")));
+    let mut in_state: BTreeMap<&str, (f64, usize)> = BTreeMap::new();
+    for w in states[&tid].windows(2) {
+        let e = in_state.entry(w[0].1.as_str()).or_default();
+        e.0 += (w[1].0 - w[0].0) / 1e3;
+        e.1 += 1;
+    }
+    let s = in_state.get("S").copied().unwrap_or_default();
+    assert_near("sched_switch sleeping s", s.0, 0.620, 0.07);
+    assert_eq!(s.1, sleeps_in_trace, "switches out to sleep");
+    let r = in_state.get("Running").copied().unwrap_or_default();
+    assert_near("sched_switch running s", r.0, 0.600, 0.08);
+    eprintln!("perfetto sched: {in_state:?}");
 
     // Firefox: CPU deltas add up to the thread's CPU time, blocked samples
     // are Blocked, one wait marker per sleep.
@@ -1290,4 +1446,439 @@ fn bad_input_gives_one_clear_line() {
         !dir.join("holdup.pb.gz").exists(),
         "nothing written on error"
     );
+}
+
+// ---- holdup push, against a server in the test -----------------------------
+
+/// One request as a server received it.
+struct Received {
+    /// `/path?query`, percent-decoded.
+    target: String,
+    /// Lower-case names.
+    headers: BTreeMap<String, String>,
+    body: Vec<u8>,
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            out.push(u8::from_str_radix(&s[i + 1..i + 3], 16).unwrap());
+            i += 3;
+        } else {
+            out.push(if b[i] == b'+' { b' ' } else { b[i] });
+            i += 1;
+        }
+    }
+    String::from_utf8(out).unwrap()
+}
+
+/// An HTTP/1.1 server on 127.0.0.1 that answers the n-th request with
+/// `answers[n]` (the last one repeats) and passes on what it received.
+fn serve(answers: Vec<Vec<u8>>) -> (String, std::sync::mpsc::Receiver<Received>) {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for (n, conn) in listener.incoming().enumerate() {
+            let mut conn = BufReader::new(conn.unwrap());
+            let mut line = String::new();
+            conn.read_line(&mut line).unwrap();
+            let target = line.split(' ').nth(1).unwrap_or("").to_string();
+            assert!(line.starts_with("POST "), "{line}");
+            let mut headers = BTreeMap::new();
+            loop {
+                let mut h = String::new();
+                conn.read_line(&mut h).unwrap();
+                if h.trim().is_empty() {
+                    break;
+                }
+                let (k, v) = h.split_once(':').unwrap();
+                headers.insert(k.trim().to_lowercase(), v.trim().to_string());
+            }
+            let len: usize = headers["content-length"].parse().unwrap();
+            let mut body = vec![0; len];
+            conn.read_exact(&mut body).unwrap();
+            let answer = &answers[n.min(answers.len() - 1)];
+            conn.get_mut().write_all(answer).unwrap();
+            let _ = tx.send(Received {
+                target: percent_decode(&target),
+                headers,
+                body,
+            });
+        }
+    });
+    (url, rx)
+}
+
+fn http_answer(status: &str, content_type: &str, body: &[u8]) -> Vec<u8> {
+    let mut a = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    a.extend_from_slice(body);
+    a
+}
+
+/// A gRPC-web answer: an empty message, then the trailers with `status`.
+fn grpc_web_answer(status: u32, message: &str) -> Vec<u8> {
+    let trailers = format!("grpc-status:{status}\r\ngrpc-message:{message}\r\n");
+    let mut body = vec![0, 0, 0, 0, 0, 0x80];
+    body.extend_from_slice(&(trailers.len() as u32).to_be_bytes());
+    body.extend_from_slice(trailers.as_bytes());
+    http_answer("200 OK", "application/grpc-web+proto", &body)
+}
+
+/// A port on which nothing listens.
+fn closed_port_url() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    format!("http://{}", l.local_addr().unwrap())
+}
+
+fn push(dir: &Path, url: &str, extra: &[&str]) -> std::process::Output {
+    holdup()
+        .current_dir(dir)
+        .args(["push", "-i", "small.data", "--url", url])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn push_to_pyroscope_sends_the_pprof_export_with_its_labels() {
+    let dir = setup("push_pyroscope");
+    let (url, rx) = serve(vec![http_answer("200 OK", "text/plain", b"")]);
+    let out = push(&dir, &url, &["--service", "shop", "--label", "env=test"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("holdup: pushed small.data"), "{err}");
+    let got = rx.recv_timeout(std::time::Duration::from_secs(5)).unwrap();
+    let (path, query) = got.target.split_once('?').unwrap();
+    assert_eq!(path, "/ingest");
+    let query: BTreeMap<&str, &str> = query
+        .split('&')
+        .map(|kv| kv.split_once('=').unwrap())
+        .collect();
+    assert_eq!(query["name"], "shop{host=test-host,env=test}");
+    assert_eq!(query["format"], "pprof");
+    assert_eq!(query["from"], "1700000000");
+    // The small trace ends 10 ms after it starts.
+    assert_eq!(query["until"], "1700000001");
+    assert_eq!(query["sampleRate"], "1000");
+    assert_eq!(got.headers["content-type"], "application/octet-stream");
+    let pushed = decode_gz(&got.body);
+    let exported = decode(&export(&dir, "pprof", "p.pb.gz"));
+    assert_eq!(pushed.listing(), exported.listing());
+    assert_eq!(pushed.total("wall"), 17 * MS);
+    let subclasses: std::collections::BTreeSet<&str> = pushed
+        .samples
+        .iter()
+        .map(|s| s.2["subclass"].as_str())
+        .collect();
+    assert_eq!(
+        subclasses.into_iter().collect::<Vec<_>>(),
+        ["cpu", "io", "lock", "runqueue"]
+    );
+}
+
+/// One series of Parca's `WriteRawRequest`: its labels and raw profiles.
+type ParcaSeries = (Vec<(String, String)>, Vec<Vec<u8>>);
+
+fn decode_write_raw(body: &[u8]) -> Vec<ParcaSeries> {
+    assert_eq!(body[0], 0, "an uncompressed gRPC-web data frame");
+    let len = u32::from_be_bytes(body[1..5].try_into().unwrap()) as usize;
+    assert_eq!(body.len(), 5 + len, "one frame");
+    let req = fields(&body[5..]);
+    let text = |fs: &[(u32, Val)], f: u32| match &fs.iter().find(|(n, _)| *n == f).unwrap().1 {
+        Val::Bytes(b) => String::from_utf8(b.clone()).unwrap(),
+        Val::Int(_) => panic!("field {f} is not a string"),
+    };
+    msgs(&req, 2)
+        .iter()
+        .map(|series| {
+            let labels = msgs(&series[..], 1)
+                .iter()
+                .flat_map(|set| msgs(set, 1))
+                .map(|l| (text(&l, 1), text(&l, 2)))
+                .collect();
+            let raws = msgs(&series[..], 2)
+                .iter()
+                .map(
+                    |sample| match &sample.iter().find(|(n, _)| *n == 1).unwrap().1 {
+                        Val::Bytes(b) => b.clone(),
+                        Val::Int(_) => panic!("raw_profile"),
+                    },
+                )
+                .collect();
+            (labels, raws)
+        })
+        .collect()
+}
+
+#[test]
+fn push_to_parca_sends_write_raw_over_grpc_web() {
+    let dir = setup("push_parca");
+    let (url, rx) = serve(vec![grpc_web_answer(0, "")]);
+    let out = push(
+        &dir,
+        &url,
+        &[
+            "--api", "parca", "--label", "env=test", "--label", "host=h1",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let got = rx.recv_timeout(std::time::Duration::from_secs(5)).unwrap();
+    assert_eq!(
+        got.target,
+        "/parca.profilestore.v1alpha1.ProfileStoreService/WriteRaw"
+    );
+    assert_eq!(got.headers["content-type"], "application/grpc-web+proto");
+    let series = decode_write_raw(&got.body);
+    assert_eq!(series.len(), 1);
+    let (labels, raws) = &series[0];
+    let labels: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    // The small trace has no command: the service is named after holdup.
+    assert_eq!(
+        labels,
+        [
+            "__name__=holdup",
+            "service_name=holdup",
+            "host=h1",
+            "env=test"
+        ]
+    );
+    assert_eq!(raws.len(), 1);
+    let exported = decode(&export(&dir, "pprof", "p.pb.gz"));
+    assert_eq!(decode_gz(&raws[0]).listing(), exported.listing());
+}
+
+#[test]
+fn push_retries_a_busy_server_and_gives_up_on_a_refusal() {
+    let dir = setup("push_retry");
+    // Pyroscope busy twice, then taking the profile.
+    let busy = http_answer(
+        "503 Service Unavailable",
+        "text/plain",
+        b"ingester not ready\n",
+    );
+    let (url, rx) = serve(vec![
+        busy.clone(),
+        busy,
+        http_answer("200 OK", "text/plain", b""),
+    ]);
+    let out = push(&dir, &url, &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("after 3 attempts"), "{err}");
+    assert_eq!(rx.try_iter().count(), 3);
+
+    // Parca unavailable, then taking it.
+    let (url, rx) = serve(vec![
+        grpc_web_answer(14, "starting"),
+        grpc_web_answer(0, ""),
+    ]);
+    let out = push(&dir, &url, &["--api", "parca"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(rx.try_iter().count(), 2);
+
+    // A refusal is not retried, and says why in one line.
+    let (url, rx) = serve(vec![http_answer(
+        "400 Bad Request",
+        "text/plain",
+        b"invalid profile\n",
+    )]);
+    fails_with(
+        &dir,
+        &["push", "-i", "small.data", "--url", &url],
+        "HTTP 400 invalid profile",
+    );
+    assert_eq!(rx.try_iter().count(), 1);
+    let (url, rx) = serve(vec![grpc_web_answer(3, "bad labels")]);
+    fails_with(
+        &dir,
+        &["push", "-i", "small.data", "--url", &url, "--api", "parca"],
+        "gRPC status 3 bad labels",
+    );
+    assert_eq!(rx.try_iter().count(), 1);
+}
+
+#[test]
+fn push_to_a_server_that_is_down_fails_in_bounded_time_and_keeps_the_trace() {
+    let dir = setup("push_down");
+    let before = std::fs::read(dir.join("small.data")).unwrap();
+    let url = closed_port_url();
+    let start = std::time::Instant::now();
+    fails_with(
+        &dir,
+        &[
+            "push",
+            "-i",
+            "small.data",
+            "--url",
+            &url,
+            "--push-timeout",
+            "2",
+        ],
+        "gave up after",
+    );
+    let took = start.elapsed().as_secs_f64();
+    assert!(
+        (1.5..4.0).contains(&took),
+        "took {took:.2} s for a 2 s budget"
+    );
+    assert_eq!(std::fs::read(dir.join("small.data")).unwrap(), before);
+}
+
+#[test]
+fn push_bad_input_gives_one_clear_line() {
+    let dir = setup("push_bad");
+    let url = closed_port_url();
+    fails_with(
+        &dir,
+        &["push", "-i", "small.data", "--url", &url, "--label", "1x=y"],
+        "not a label name",
+    );
+    fails_with(
+        &dir,
+        &["push", "-i", "small.data", "--url", &url, "--label", "env"],
+        "not NAME=VALUE",
+    );
+    fails_with(
+        &dir,
+        &[
+            "push",
+            "-i",
+            "small.data",
+            "--url",
+            &url,
+            "--service",
+            "a,b",
+        ],
+        "cannot be a service name",
+    );
+    fails_with(
+        &dir,
+        &["push", "-i", "small.data", "--url", "https://example.com"],
+        "https is not supported",
+    );
+    fails_with(
+        &dir,
+        &["push", "-i", "small.data", "--url", "pyroscope:4040"],
+        "not an http:// URL",
+    );
+    fails_with(
+        &dir,
+        &["push", "-i", "missing.data", "--url", &url],
+        "missing.data",
+    );
+    // record checks the URL before it runs anything.
+    fails_with(
+        &dir,
+        &[
+            "record",
+            "-o",
+            "r.data",
+            "--push",
+            "pyroscope:4040",
+            "--",
+            "true",
+        ],
+        "not an http:// URL",
+    );
+    assert!(!dir.join("r.data").exists());
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn record_push_sends_the_profile_and_survives_a_server_that_is_down() {
+    let _serial = serial();
+    let dir = scratch("push_record");
+    let bin = workload("half_sleeper");
+    let bin = bin.to_str().unwrap();
+    let data = dir.join("holdup.data");
+    let data = data.to_str().unwrap();
+    let record = |url: &str, code: &str| {
+        // A shell that runs the workload and exits with `code`.
+        let script = format!("{bin} 30; exit {code}");
+        holdup()
+            .args(["record", "-o", data, "--push", url, "--push-timeout", "2"])
+            .args(["--service", "half", "--", "sh", "-c", &script])
+            .output()
+            .unwrap()
+    };
+
+    // Server up: the pushed profile is the trace's pprof export.
+    let (url, rx) = serve(vec![http_answer("200 OK", "text/plain", b"")]);
+    let out = record(&url, "3");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "the command's exit code: {err}");
+    assert!(err.contains("holdup: pushed"), "{err}");
+    let got = rx.recv_timeout(std::time::Duration::from_secs(5)).unwrap();
+    assert!(got.target.contains("name=half{host="), "{}", got.target);
+    let exported = dir.join("p.pb.gz");
+    run_ok(&[
+        "export",
+        "-f",
+        "pprof",
+        "-i",
+        data,
+        "-o",
+        exported.to_str().unwrap(),
+    ]);
+    let pushed = decode_gz(&got.body);
+    assert_eq!(pushed.listing(), decode(&exported).listing());
+    // 30 rounds of 10 ms on the CPU and 10 ms asleep in half_sleeper().
+    let in_worker_ms = |ty: &str| {
+        let i = pushed.types.iter().position(|(t, _)| t == ty).unwrap();
+        let ns: u64 = pushed
+            .samples
+            .iter()
+            .filter(|s| s.1.iter().any(|f| f.contains("half_sleeper@")))
+            .map(|s| s.0[i])
+            .sum();
+        ns as f64 / 1e6
+    };
+    assert_near(
+        "pushed on-CPU ms in half_sleeper()",
+        in_worker_ms("cpu"),
+        300.0,
+        45.0,
+    );
+    assert_near(
+        "pushed asleep ms in half_sleeper()",
+        in_worker_ms("blocked"),
+        300.0,
+        60.0,
+    );
+
+    // Server down: one warning, the trace is kept whole, exit code 0.
+    let url = closed_port_url();
+    let start = std::time::Instant::now();
+    let out = record(&url, "0");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let warnings: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("could not push"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{err}");
+    assert!(warnings[0].contains("the trace is kept in"), "{err}");
+    assert!(start.elapsed().as_secs_f64() < 10.0, "{err}");
+    let r = report(Path::new(data));
+    let period_ms = r["period_ns"].as_f64().unwrap() / 1e6;
+    let cpu: f64 = threads(&r)
+        .iter()
+        .filter(|t| t["comm"] == "half_sleeper")
+        .map(|t| t["samples"]["cpu"].as_f64().unwrap_or(0.0) * period_ms)
+        .sum();
+    assert!(cpu > 150.0, "the trace holds the run: {cpu} ms on the CPU");
 }

@@ -6,6 +6,7 @@ pub mod flame;
 pub mod html;
 pub mod input;
 pub mod latency;
+pub mod push;
 pub mod record;
 pub mod report;
 pub mod script;
@@ -23,6 +24,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Script(a) => script::run(a),
         Command::Export(a) => export::run(a),
         Command::Html(a) => html::run(a),
+        Command::Push(a) => push::run(a),
         Command::Waitgraph(a) => waitgraph::run(a),
         Command::Causal(a) => causal::run(a),
         Command::Syscalls(a) => syscalls::run(a),

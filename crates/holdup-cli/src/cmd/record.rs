@@ -64,6 +64,12 @@ pub struct Args {
     /// Print what the trace holds, by record kind, at the end.
     #[arg(short, long)]
     pub verbose: bool,
+    /// When the trace is written, push its profile to this Pyroscope or
+    /// Parca server (http://HOST:PORT); a failure is a warning.
+    #[arg(long, value_name = "URL")]
+    pub push: Option<String>,
+    #[command(flatten)]
+    pub push_to: crate::push::PushArgs,
     /// The command to run and record: after `--`, or from the first word
     /// that is not an option (an unknown option is an error, as in perf).
     #[arg(trailing_var_arg = true, value_name = "COMMAND")]
@@ -246,8 +252,16 @@ fn drain(rec: &mut Recorder, d: &mut Drainer<Out>, unparsable: &mut u64) -> anyh
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let push = args.push.clone().map(|url| (url, args.push_to.clone()));
+    if let Some((url, _)) = &push {
+        crate::push::check_url(url)?;
+    }
     let cfg = Config::try_from(args)?;
-    record(&cfg)
+    let code = record(&cfg)?;
+    if let Some((url, to)) = push {
+        crate::push::after_record(&cfg.output, &url, &to);
+    }
+    Ok(code)
 }
 
 pub fn record(cfg: &Config) -> anyhow::Result<ExitCode> {

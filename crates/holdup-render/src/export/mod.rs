@@ -8,7 +8,7 @@
 pub mod firefox;
 pub mod perfetto;
 pub mod pprof;
-mod protobuf;
+pub mod protobuf;
 pub mod speedscope;
 
 use holdup_analysis::profile::{sample_parts, Filter};

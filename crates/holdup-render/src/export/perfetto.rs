@@ -77,6 +77,29 @@ mod field {
     pub const FR_FUNCTION_NAME_ID: u32 = 2;
     pub const FR_LINE_NUMBER: u32 = 6;
     pub const CS_FRAME_IDS: u32 = 2;
+    /// TracePacket.ftrace_events: FtraceEventBundle (ftrace_event_bundle.proto).
+    pub const FTRACE_EVENTS: u32 = 1;
+    pub const FB_CPU: u32 = 1;
+    pub const FB_EVENT: u32 = 2;
+    /// FtraceEvent (ftrace_event.proto).
+    pub const FE_TIMESTAMP: u32 = 1;
+    pub const FE_PID: u32 = 2;
+    pub const FE_SCHED_SWITCH: u32 = 4;
+    pub const FE_SCHED_WAKING: u32 = 20;
+    /// SchedSwitchFtraceEvent (sched.proto).
+    pub const SS_PREV_COMM: u32 = 1;
+    pub const SS_PREV_PID: u32 = 2;
+    pub const SS_PREV_PRIO: u32 = 3;
+    pub const SS_PREV_STATE: u32 = 4;
+    pub const SS_NEXT_COMM: u32 = 5;
+    pub const SS_NEXT_PID: u32 = 6;
+    pub const SS_NEXT_PRIO: u32 = 7;
+    /// SchedWakingFtraceEvent (sched.proto).
+    pub const SW_COMM: u32 = 1;
+    pub const SW_PID: u32 = 2;
+    pub const SW_PRIO: u32 = 3;
+    pub const SW_SUCCESS: u32 = 4;
+    pub const SW_TARGET_CPU: u32 = 5;
 }
 
 /// The name of the state a thread is in while it waits in a subclass.
@@ -275,6 +298,164 @@ fn thread_states(
     slice(out, cursor, end.max(cursor), RUNNING);
 }
 
+/// The kernel's `prev_state` of a thread switched out to wait in a subclass
+/// (TASK_REPORT bits: 0 running, 1 interruptible, 2 uninterruptible).
+fn prev_state(class: Class) -> u64 {
+    match class {
+        Class::Sched => 0,
+        Class::Io => 2,
+        Class::Cpu | Class::Lock | Class::Other => 1,
+    }
+}
+
+/// A scheduler event on one CPU, before pairing into `sched_switch`es.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum SchedEvent {
+    /// The wakee, its waker's tid (0 for interrupts and untraced threads),
+    /// and the CPU it will run on.
+    Waking { tid: u32, waker: u32, target: u16 },
+    /// Switched in.
+    In { tid: u32 },
+    /// Switched out, with its `prev_state`.
+    Out { tid: u32, state: u64 },
+}
+
+/// Per CPU, by time: when each thread of `segments` was switched out (on
+/// the CPU it last ran on: that of its previous segment or latest on-CPU
+/// sample; unknown ones are left out), woken and switched in.
+fn sched_events(
+    trace: &Trace,
+    segments: &BTreeMap<u32, Vec<&Segment>>,
+) -> BTreeMap<u16, Vec<(u64, SchedEvent)>> {
+    let mut on_cpu: HashMap<u32, Vec<(u64, u16)>> = HashMap::new();
+    for s in trace.samples.iter().filter(|s| s.class == Class::Cpu) {
+        if segments.contains_key(&s.tid) {
+            on_cpu.entry(s.tid).or_default().push((s.time, s.cpu));
+        }
+    }
+    let mut per_cpu: BTreeMap<u16, Vec<(u64, SchedEvent)>> = BTreeMap::new();
+    for (&tid, segs) in segments {
+        let mut samples = on_cpu.remove(&tid).unwrap_or_default();
+        samples.sort_unstable();
+        // (time, CPU) of the latest switch in.
+        let mut switched_in: Option<(u64, u16)> = None;
+        for seg in segs {
+            let sampled = samples.partition_point(|&(t, _)| t <= seg.start);
+            let sampled = sampled.checked_sub(1).map(|i| samples[i]);
+            if let Some((_, cpu)) = switched_in.max(sampled) {
+                let state = prev_state(seg.class);
+                per_cpu
+                    .entry(cpu)
+                    .or_default()
+                    .push((seg.start, SchedEvent::Out { tid, state }));
+            }
+            let Some(cpu) = seg.cpu else { continue };
+            if seg.class != Class::Sched && seg.wake != 0 {
+                let waker = match seg.waker {
+                    Waker::Thread(w) if segments.contains_key(&w) => w,
+                    _ => 0,
+                };
+                let waking = SchedEvent::Waking {
+                    tid,
+                    waker,
+                    target: cpu,
+                };
+                let at = seg.wake.clamp(seg.start, seg.end);
+                per_cpu.entry(cpu).or_default().push((at, waking));
+            }
+            per_cpu
+                .entry(cpu)
+                .or_default()
+                .push((seg.end, SchedEvent::In { tid }));
+            switched_in = Some((seg.end, cpu));
+        }
+    }
+    for events in per_cpu.values_mut() {
+        events.sort_unstable();
+    }
+    per_cpu
+}
+
+/// The wait segments as ftrace's `sched_switch` and `sched_waking` events,
+/// one bundle per CPU: what Perfetto's trace processor turns into its
+/// `thread_state` and `sched` tables (the UI's thread-state and CPU
+/// tracks). At one instant on one CPU a thread switched out and another
+/// switched in make one switch; the others switch from or to the idle
+/// task (pid 0), as do threads that the trace does not show.
+fn sched_bundles(
+    trace: &Trace,
+    segments: &BTreeMap<u32, Vec<&Segment>>,
+    comm: &dyn Fn(u32) -> String,
+) -> Vec<Msg> {
+    const PRIO: u64 = 120;
+    let name = |tid: u32, cpu: u16| match tid {
+        0 => format!("swapper/{cpu}"),
+        t => comm(t),
+    };
+    let mut bundles = Vec::new();
+    for (cpu, events) in sched_events(trace, segments) {
+        let mut bundle = Msg::default();
+        bundle.int(field::FB_CPU, u64::from(cpu));
+        let mut emit = |time: u64, pid: u32, kind: u32, body: Msg| {
+            let mut e = Msg::default();
+            e.int(field::FE_TIMESTAMP, time);
+            e.int(field::FE_PID, u64::from(pid));
+            e.msg(kind, body);
+            bundle.msg(field::FB_EVENT, e);
+        };
+        let switch = |(prev, state): (u32, u64), next: u32| {
+            let mut s = Msg::default();
+            s.bytes(field::SS_PREV_COMM, name(prev, cpu).as_bytes());
+            s.int(field::SS_PREV_PID, u64::from(prev));
+            s.int(field::SS_PREV_PRIO, PRIO);
+            s.int(field::SS_PREV_STATE, state);
+            s.bytes(field::SS_NEXT_COMM, name(next, cpu).as_bytes());
+            s.int(field::SS_NEXT_PID, u64::from(next));
+            s.int(field::SS_NEXT_PRIO, PRIO);
+            s
+        };
+        let mut i = 0;
+        while i < events.len() {
+            let time = events[i].0;
+            let j = i + events[i..].partition_point(|e| e.0 == time);
+            let mut ins = Vec::new();
+            let mut outs = Vec::new();
+            for &(_, e) in &events[i..j] {
+                match e {
+                    SchedEvent::Waking { tid, waker, target } => {
+                        let mut w = Msg::default();
+                        w.bytes(field::SW_COMM, comm(tid).as_bytes());
+                        w.int(field::SW_PID, u64::from(tid));
+                        w.int(field::SW_PRIO, PRIO);
+                        w.int(field::SW_SUCCESS, 1);
+                        w.int(field::SW_TARGET_CPU, u64::from(target));
+                        emit(time, waker, field::FE_SCHED_WAKING, w);
+                    }
+                    SchedEvent::In { tid } => ins.push(tid),
+                    SchedEvent::Out { tid, state } => outs.push((tid, state)),
+                }
+            }
+            // A thread both in and out now ran for no time: in first.
+            let mut switches = Vec::new();
+            for (tid, state) in outs {
+                match ins.iter().position(|&t| t != tid) {
+                    Some(k) => switches.push(((tid, state), ins.remove(k))),
+                    None => switches.push(((tid, state), 0)),
+                }
+            }
+            for tid in ins {
+                switches.insert(0, ((0, 0), tid));
+            }
+            for (prev, next) in switches {
+                emit(time, prev.0, field::FE_SCHED_SWITCH, switch(prev, next));
+            }
+            i = j;
+        }
+        bundles.push(bundle);
+    }
+    bundles
+}
+
 /// The trace, encoded.
 pub fn encode(trace: &Trace, samples: &[StackSample], filter: &Filter) -> Vec<u8> {
     let comm = |tid: u32| match trace.threads.get(&tid) {
@@ -349,6 +530,12 @@ pub fn encode(trace: &Trace, samples: &[StackSample], filter: &Filter) -> Vec<u8
         let mut p = Msg::default();
         p.int(field::SEQUENCE_ID, 1);
         p.msg(field::TRACK_DESCRIPTOR, td);
+        packet(p);
+    }
+    for bundle in sched_bundles(trace, &segments, &comm) {
+        let mut p = Msg::default();
+        p.int(field::SEQUENCE_ID, 1);
+        p.msg(field::FTRACE_EVENTS, bundle);
         packet(p);
     }
     let mut interned = Interned::default();
