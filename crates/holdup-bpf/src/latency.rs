@@ -24,11 +24,55 @@ pub const KIND_KFUNC: u16 = 2;
 pub const KIND_UFUNC: u16 = 3;
 pub const KIND_BLOCK: u16 = 4;
 
+/// User functions that can be timed at once (operations and callees).
+pub const MAX_UFUNCS: usize = 64;
+
+/// What a user function is timed for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UfuncRole {
+    /// An operation with its own histogram.
+    Operation,
+    /// An operation whose calls also collect the time of its callees.
+    Root,
+    /// Timed only inside a root's calls, for the root's peaks; no
+    /// histogram of its own.
+    Callee,
+}
+
 /// A user function to time: `symbol` in the ELF file `binary`.
 #[derive(Clone, Debug)]
 pub struct UserFunc {
     pub binary: PathBuf,
     pub symbol: String,
+    pub role: UfuncRole,
+}
+
+/// Call paths below the roots that can be timed at once (DARC's fnodes).
+pub const MAX_FNODES: usize = 128;
+
+/// A node of DARC's ftree: a call path below a root. A root's node has no
+/// parent; the child of `parent` that calls user function `func` (an
+/// index into `ufuncs`) is node `id`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FNode {
+    pub id: u32,
+    pub parent: Option<u32>,
+    pub func: u32,
+}
+
+/// The time call path `fnode` took inside the calls of root `root` (a
+/// user-function index) whose latency fell in bucket `slot`, summed over
+/// CPUs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CalleeRow {
+    pub tgid: u32,
+    pub root: u32,
+    pub fnode: u32,
+    pub slot: u32,
+    pub calls: u64,
+    pub ns: u64,
+    /// Of `ns`, the time the callee spent off-CPU, by cause.
+    pub cause_ns: [u64; CAUSES],
 }
 
 #[derive(Clone, Debug)]
@@ -45,6 +89,8 @@ pub struct LatencyOptions {
     pub kfuncs: Vec<String>,
     /// User functions; operation id = index.
     pub ufuncs: Vec<UserFunc>,
+    /// The call paths below the roots whose time is collected.
+    pub ftree: Vec<FNode>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +100,8 @@ pub enum Error {
     Permission,
     #[error("at most {MAX_KFUNCS} kernel functions can be timed at once")]
     TooManyKfuncs,
+    #[error("at most {MAX_UFUNCS} user functions and {MAX_FNODES} call paths below them can be timed at once (try a smaller --callees)")]
+    TooManyUfuncs,
     #[error("unknown kernel function '{0}' (not in /proc/kallsyms)")]
     UnknownKfunc(String),
     #[error("cannot time kernel function '{name}' with fentry/fexit: {msg}")]
@@ -101,6 +149,10 @@ impl HistRow {
         }
     }
 }
+
+/// Role bits of a uprobe cookie, as in `latency.h`.
+const UFUNC_ROOT: u64 = 1 << 16;
+const UFUNC_CALLEE: u64 = 1 << 17;
 
 /// `struct lat_key` in latency.h.
 #[repr(C)]
@@ -164,6 +216,9 @@ impl LatencyProbe {
         }
         if options.kfuncs.len() > MAX_KFUNCS {
             return Err(Error::TooManyKfuncs);
+        }
+        if options.ufuncs.len() > MAX_UFUNCS || options.ftree.len() > MAX_FNODES {
+            return Err(Error::TooManyUfuncs);
         }
         for name in &options.kfuncs {
             if !kernel_has_function(name) {
@@ -244,6 +299,17 @@ impl LatencyProbe {
             }
             _ => Error::Load(e.to_string()),
         })?;
+        for n in &options.ftree {
+            let (map, key) = match n.parent {
+                None => (&skel.maps.root_fnodes, n.func.to_ne_bytes().to_vec()),
+                Some(p) => (
+                    &skel.maps.fnode_children,
+                    [p.to_ne_bytes(), n.func.to_ne_bytes()].concat(),
+                ),
+            };
+            map.update(&key, &n.id.to_ne_bytes(), MapFlags::ANY)
+                .map_err(|e| Error::Load(format!("the call-path tree: {e}")))?;
+        }
         let mut links = Vec::new();
         macro_rules! attach {
             ($($prog:ident: $what:expr),*) => {$(
@@ -293,8 +359,13 @@ impl LatencyProbe {
                 (&skel.progs.lat_ufunc_enter, false),
                 (&skel.progs.lat_ufunc_exit, true),
             ] {
+                let role = match f.role {
+                    UfuncRole::Operation => 0,
+                    UfuncRole::Root => UFUNC_ROOT,
+                    UfuncRole::Callee => UFUNC_CALLEE,
+                };
                 let opts = UprobeOpts {
-                    cookie: op as u64,
+                    cookie: op as u64 | role,
                     retprobe,
                     func_name: Some(f.symbol.clone()),
                     ..Default::default()
@@ -391,6 +462,40 @@ impl LatencyProbe {
             if delete {
                 let _ = map.delete(&kb);
             }
+        }
+        Ok(rows)
+    }
+
+    /// The callee times collected inside root calls (DARC's next level).
+    pub fn callees(&self) -> Result<Vec<CalleeRow>> {
+        let map = &self.skel.maps.callee_times;
+        let mut rows = Vec::new();
+        for kb in map.keys() {
+            let Some(v) = map
+                .lookup(&kb, MapFlags::ANY)
+                .map_err(|e| Error::Read(e.to_string()))?
+            else {
+                continue;
+            };
+            // struct lat_callee_key: tgid u32, root u16, fnode u16, slot u32;
+            // struct lat_callee_time: calls, ns, cause_ns[CAUSES].
+            if kb.len() < 12 || v.len() < 8 * (2 + CAUSES) {
+                continue;
+            }
+            let u64_at = |i: usize| u64::from_ne_bytes(v[i * 8..i * 8 + 8].try_into().unwrap());
+            let mut cause_ns = [0; CAUSES];
+            for (c, n) in cause_ns.iter_mut().enumerate() {
+                *n = u64_at(2 + c);
+            }
+            rows.push(CalleeRow {
+                tgid: u32::from_ne_bytes(kb[0..4].try_into().unwrap()),
+                root: u16::from_ne_bytes(kb[4..6].try_into().unwrap()) as u32,
+                fnode: u16::from_ne_bytes(kb[6..8].try_into().unwrap()) as u32,
+                slot: u32::from_ne_bytes(kb[8..12].try_into().unwrap()),
+                calls: u64_at(0),
+                ns: u64_at(1),
+                cause_ns,
+            });
         }
         Ok(rows)
     }

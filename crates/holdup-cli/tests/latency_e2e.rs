@@ -307,6 +307,109 @@ fn preempted_cpu_function_is_explained_by_preemption() {
     }
 }
 
+/// What lat_callees measured of itself, summed over the buckets from
+/// `lo_ns` (inclusive) to `hi_ns` (exclusive): key → ns (and "calls").
+fn callee_truth(out: &str, lo_ns: u64, hi_ns: u64) -> std::collections::HashMap<String, f64> {
+    let mut sums = std::collections::HashMap::new();
+    for line in out.lines().filter(|l| l.starts_with("bucket=")) {
+        let b = measured(line, "bucket");
+        if (1u64 << b) < lo_ns || (1u64 << b) >= hi_ns {
+            continue;
+        }
+        for key in [
+            "calls",
+            "handle_ns",
+            "parse_ns",
+            "store_ns",
+            "flush_ns",
+            "write_ns",
+        ] {
+            *sums.entry(key.to_string()).or_insert(0.0) += measured(line, key) as f64;
+        }
+    }
+    sums
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn explain_descends_to_the_callee_that_makes_the_slow_peak() {
+    let _g = serial();
+    let dir = scratch("latency_callees");
+    let bin = workload("lat_callees");
+    let (data, out) = latency(
+        &dir,
+        "callees.data",
+        &["--func", "handle", "--callees", "3"],
+        &[bin.to_str().unwrap(), "1600"],
+    );
+    let e = explain_json(&data, "func:handle");
+    let peaks = e["operations"][0]["peaks"].as_array().unwrap().clone();
+    assert!(peaks.len() >= 2, "{e}");
+    let paths = e["paths"].as_array().unwrap();
+    let path = |i: usize| -> Vec<(String, f64)> {
+        paths[i]["path"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| {
+                (
+                    f["frame"].as_str().unwrap().to_string(),
+                    f["share"].as_f64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let truth = |i: usize| {
+        let p = &peaks[i];
+        callee_truth(
+            &out,
+            p["lo_ns"].as_u64().unwrap(),
+            p["hi_ns"].as_u64().unwrap(),
+        )
+    };
+    // The fast peak: parse() makes it.
+    let (fast, t) = (path(0), truth(0));
+    assert!(
+        t["parse_ns"] > 2.0 * t["store_ns"],
+        "the workload's own split: {t:?}"
+    );
+    assert_eq!(fast[0].0, "func:handle");
+    assert_eq!(fast[1].0, "parse", "{fast:?}");
+    assert_near(
+        "parse in the fast peak",
+        fast[1].1,
+        t["parse_ns"] / t["handle_ns"],
+        0.05,
+    );
+    // The slow peak (the one holding most of the sleeps: fast calls that
+    // were preempted for long may make a peak of their own in between):
+    // store() → flush() → write_out(), which sleeps.
+    let slowest = (0..peaks.len())
+        .max_by(|&a, &b| truth(a)["write_ns"].total_cmp(&truth(b)["write_ns"]))
+        .unwrap();
+    assert!(slowest > 0, "{e}");
+    let (slow, t) = (path(slowest), truth(slowest));
+    assert!(
+        t["store_ns"] > t["parse_ns"],
+        "the workload's own split: {t:?}"
+    );
+    let frames: Vec<&str> = slow.iter().map(|f| f.0.as_str()).collect();
+    assert_eq!(
+        frames,
+        ["func:handle", "store", "flush", "write_out", "blocked"],
+        "{slow:?}"
+    );
+    for (level, key) in [(1, "store_ns"), (2, "flush_ns"), (3, "write_ns")] {
+        assert_near(
+            &format!("{} in the slow peak", frames[level]),
+            slow[level].1,
+            t[key] / t["handle_ns"],
+            0.05,
+        );
+    }
+    eprintln!("fast peak {fast:?}\nslow peak {slow:?}\nslow truth {t:?}");
+}
+
 #[test]
 #[ignore = "needs root and BPF"]
 fn time_lapse_gives_one_histogram_per_step() {
@@ -476,6 +579,7 @@ fn fixture(dir: &Path, name: &str, slow: u64) -> PathBuf {
             hist("func:lookup", 10, "reader", 1, &[(9, 1000), (10, 20)]),
             hist("syscall:write", 11, "logger", 0, &[(8, 50)]),
         ],
+        ..Default::default()
     };
     let path = dir.join(name);
     write_latency(std::fs::File::create(&path).unwrap(), &data).unwrap();

@@ -13,7 +13,7 @@ use std::path::Path;
 
 pub const MAGIC: &[u8; 8] = b"HOLDUPLT";
 pub const MAJOR: u16 = 1;
-pub const MINOR: u16 = 1;
+pub const MINOR: u16 = 2;
 const HEADER_BYTES: usize = 8 + 2 + 2 + 8 + 4;
 /// Refuse bodies beyond this (a corrupt length must not allocate gigabytes).
 const MAX_BODY: u64 = 1 << 30;
@@ -34,6 +34,39 @@ pub struct LatencyData {
     /// report can tell one that never ran from one never asked for.
     pub requested: Vec<String>,
     pub histograms: Vec<IntervalHistogram>,
+    /// The call paths timed below each root operation (DARC's ftree,
+    /// format 1.2).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fnodes: Vec<CallPath>,
+    /// Callee times inside root calls, per bucket of the root (format 1.2).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub callees: Vec<CalleeTime>,
+}
+
+/// A call path below root operation `op`: node `id`, where function
+/// `func` is called by the function of node `parent` (the root's node has
+/// none).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallPath {
+    pub op: String,
+    pub id: u32,
+    pub parent: Option<u32>,
+    pub func: String,
+}
+
+/// The time call path `fnode` took inside the calls of operation `op` of
+/// process `pid` whose latency fell in bucket `slot` of `op`'s histogram
+/// (DARC's next levels below a peak).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CalleeTime {
+    pub op: String,
+    pub pid: u32,
+    pub fnode: u32,
+    pub slot: u32,
+    pub calls: u64,
+    pub ns: u64,
+    /// Of `ns`, off-CPU time by cause ([`CAUSES`]).
+    pub cause_ns: Vec<u64>,
 }
 
 /// One operation of one process in one interval.
@@ -152,6 +185,19 @@ pub fn parse_latency(bytes: &[u8], path: &str) -> Result<LatencyData, LatencyFil
             why: format!("histogram of {} has inconsistent buckets", h.op),
         });
     }
+    if let Some(c) = data
+        .callees
+        .iter()
+        .find(|c| c.cause_ns.len() != CAUSES.len() || c.slot >= 64)
+    {
+        return Err(LatencyFileError::Corrupt {
+            path,
+            why: format!(
+                "callee time of node {} in {} is inconsistent",
+                c.fnode, c.op
+            ),
+        });
+    }
     Ok(data)
 }
 
@@ -187,6 +233,21 @@ mod tests {
                 count: vec![0, 3, 1],
                 ns: vec![0, 7, 5],
                 cause_ns: vec![vec![0, 1, 0], vec![0; 3], vec![0, 0, 2], vec![0; 3]],
+            }],
+            fnodes: vec![CallPath {
+                op: "func:f".into(),
+                id: 1,
+                parent: Some(0),
+                func: "g".into(),
+            }],
+            callees: vec![CalleeTime {
+                op: "func:f".into(),
+                pid: 7,
+                fnode: 1,
+                slot: 2,
+                calls: 1,
+                ns: 4,
+                cause_ns: vec![0, 0, 1, 0],
             }],
             ..Default::default()
         }

@@ -15,6 +15,13 @@
  * other), advanced at every context switch; a call's start snapshots them,
  * and its end adds the differences to its bucket, so each peak's time
  * splits into on-CPU time and the causes that made the call wait.
+ *
+ * Below that level, DARC's descent: the callees of a user function (a
+ * root) get uprobes too; while a root call is open in a thread, the time
+ * (and off-CPU causes) of each call path below it (an fnode of DARC's
+ * ftree, followed with a current-node pointer as DARC does) is summed per
+ * thread, and at the root's return the sums go to the root call's bucket,
+ * so a peak of the root splits into the call paths that made it.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -83,8 +90,52 @@ struct thread_starts {
 
 struct ufunc_start {
 	u64 time;
+	u32 depth;		/* recursive calls open inside this one */
+	u16 fnode;		/* a callee's call path */
+	u16 saved;		/* the caller's call path, restored at return */
 	struct causes snap;
 };
+
+/* The open root call of a thread: the current call path (DARC's
+ * current_fnode) and the time of each call path in this root call. */
+struct callee_acc {
+	u32 open;
+	u32 root;
+	u32 cur;
+	u32 pad;
+	struct lat_callee_time fnode[LAT_FNODES];
+};
+
+/* The ftree: (parent node, function) → child node. A callee called on
+ * any other path is not timed (DARC's call-path filtering). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, LAT_FNODES);
+	__type(key, struct lat_fnode_key);
+	__type(value, u32);
+} fnode_children SEC(".maps");
+
+/* Each root's node, by the root's operation id. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, LAT_UFUNCS);
+	__type(key, u32);
+	__type(value, u32);
+} root_fnodes SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct callee_acc);
+} callee_accs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct lat_callee_key);
+	__type(value, struct lat_callee_time);
+} callee_times SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
@@ -281,42 +332,145 @@ KFUNC_SLOT(5)
 KFUNC_SLOT(6)
 KFUNC_SLOT(7)
 
+/* Open user-function calls; a recursive call only counts its depth, so
+ * the outermost call keeps its start. */
 SEC("uprobe")
 int lat_ufunc_enter(struct pt_regs *ctx)
 {
 	u64 id = bpf_get_current_pid_tgid();
-	struct ufunc_start start = {};
+	u32 cookie = bpf_get_attach_cookie(ctx);
+	u32 op = cookie & LAT_UFUNC_ID_MASK;
+	struct ufunc_start start = {}, *open;
+	struct callee_acc *acc = NULL;
 	struct thread_starts *s;
+	u32 *child = NULL;
 	u64 key;
 
 	if (!tgid_tracked(id >> 32))
 		return 0;
+	key = (id << 32) | op;
+	open = bpf_map_lookup_elem(&ufunc_starts, &key);
+	if (open) {
+		open->depth++;
+		return 0;
+	}
+	if (cookie & LAT_UFUNC_CALLEE) {
+		/* Call-path filtering: only inside a call of a root, on a
+		 * path of the ftree. */
+		struct lat_fnode_key fk = { .func = op };
+
+		acc = bpf_task_storage_get(&callee_accs, bpf_get_current_task_btf(), 0, 0);
+		if (!acc || !acc->open)
+			return 0;
+		fk.parent = acc->cur;
+		child = bpf_map_lookup_elem(&fnode_children, &fk);
+		if (!child || *child >= LAT_FNODES)
+			return 0;
+		start.fnode = *child;
+		start.saved = acc->cur;
+	}
 	s = own_starts(true);
 	if (s)
 		start.snap = s->off;
-	key = (id << 32) | (u32)bpf_get_attach_cookie(ctx);
 	start.time = bpf_ktime_get_ns();
-	if (bpf_map_update_elem(&ufunc_starts, &key, &start, BPF_ANY))
+	if (bpf_map_update_elem(&ufunc_starts, &key, &start, BPF_ANY)) {
 		count_lost(LAT_LOST_START_FULL);
+		return 0;
+	}
+	if (acc && child) {
+		acc->cur = *child;
+	} else if (cookie & LAT_UFUNC_ROOT) {
+		u32 *root = bpf_map_lookup_elem(&root_fnodes, &op);
+
+		acc = bpf_task_storage_get(&callee_accs, bpf_get_current_task_btf(), 0,
+					   BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (root && acc && !acc->open) {
+			acc->open = 1;
+			acc->root = op;
+			acc->cur = *root;
+		}
+	}
 	return 0;
+}
+
+/* Move the callee times a root call collected into its bucket. */
+static __always_inline void flush_callees(struct callee_acc *acc, u32 tgid, u32 slot)
+{
+#pragma clang loop unroll(disable)
+	for (u32 i = 0; i < LAT_FNODES; i++) {
+		struct lat_callee_time *c = &acc->fnode[i], *t;
+		struct lat_callee_key key = {
+			.tgid = tgid,
+			.root = acc->root,
+			.fnode = i,
+			.slot = slot,
+		};
+
+		if (!c->calls)
+			continue;
+		t = bpf_map_lookup_elem(&callee_times, &key);
+		if (!t) {
+			struct lat_callee_time zero = {};
+
+			bpf_map_update_elem(&callee_times, &key, &zero, BPF_NOEXIST);
+			t = bpf_map_lookup_elem(&callee_times, &key);
+		}
+		if (t) {
+			__sync_fetch_and_add(&t->calls, c->calls);
+			__sync_fetch_and_add(&t->ns, c->ns);
+			for (int k = 0; k < LAT_CAUSES; k++)
+				__sync_fetch_and_add(&t->cause_ns[k], c->cause_ns[k]);
+		} else {
+			count_lost(LAT_LOST_HIST_FULL);
+		}
+		__builtin_memset(c, 0, sizeof(*c));
+	}
+	acc->open = 0;
 }
 
 SEC("uretprobe")
 int lat_ufunc_exit(struct pt_regs *ctx)
 {
 	u64 id = bpf_get_current_pid_tgid();
-	u32 op = bpf_get_attach_cookie(ctx);
+	u32 tgid = id >> 32;
+	u32 cookie = bpf_get_attach_cookie(ctx);
+	u32 op = cookie & LAT_UFUNC_ID_MASK;
 	u64 key = (id << 32) | op;
 	struct ufunc_start *t0;
 	struct thread_starts *s;
-	u64 now;
+	struct callee_acc *acc;
+	u64 now, delta;
 
 	t0 = bpf_map_lookup_elem(&ufunc_starts, &key);
 	if (!t0)
 		return 0;
+	if (t0->depth) {
+		t0->depth--;
+		return 0;
+	}
 	now = bpf_ktime_get_ns();
+	delta = now - t0->time;
 	s = own_starts(false);
-	add(id >> 32, LAT_UFUNC, op, now, now - t0->time, s ? &s->off : NULL, &t0->snap);
+	if (cookie & (LAT_UFUNC_ROOT | LAT_UFUNC_CALLEE))
+		acc = bpf_task_storage_get(&callee_accs, bpf_get_current_task_btf(), 0, 0);
+	else
+		acc = NULL;
+	if (cookie & LAT_UFUNC_CALLEE) {
+		if (acc && acc->open && t0->fnode < LAT_FNODES) {
+			struct lat_callee_time *c = &acc->fnode[t0->fnode];
+
+			acc->cur = t0->saved;
+			c->calls++;
+			c->ns += delta;
+			if (s)
+				for (int k = 0; k < LAT_CAUSES; k++)
+					c->cause_ns[k] += s->off.ns[k] - t0->snap.ns[k];
+		}
+	} else {
+		add(tgid, LAT_UFUNC, op, now, delta, s ? &s->off : NULL, &t0->snap);
+		if (acc && acc->open && acc->root == op)
+			flush_callees(acc, tgid, log2_slot(delta, LAT_SLOTS));
+	}
 	bpf_map_delete_elem(&ufunc_starts, &key);
 	return 0;
 }

@@ -15,6 +15,18 @@ typedef unsigned long long u64;
 enum latency_consts {
 	LAT_SLOTS = 40,		/* bucket s holds [2^s, 2^(s+1)) ns; the last is open */
 	LAT_KFUNC_SLOTS = 8,	/* fentry/fexit program pairs */
+	LAT_UFUNCS = 64,	/* user functions (operations and callees) */
+	LAT_FNODES = 128,	/* call-path nodes below the roots (DARC's ftree) */
+};
+
+/* A user function's uprobe cookie: its index, and its role in DARC's
+ * descent. A root's calls collect the time of the callees called inside
+ * them (call-path filtering: callees count only while a root is open in
+ * the thread); a callee has no histogram of its own. */
+enum latency_ufunc_role {
+	LAT_UFUNC_ID_MASK = 0xffff,
+	LAT_UFUNC_ROOT = 1 << 16,
+	LAT_UFUNC_CALLEE = 1 << 17,
 };
 
 enum latency_kind {
@@ -58,6 +70,29 @@ struct lat_slot {
 
 struct lat_hist {
 	struct lat_slot slots[LAT_SLOTS];
+};
+
+/* A call path below a root is a node of DARC's ftree: the child of
+ * node `parent` that calls user function `func` (roots are nodes without
+ * a parent, set by the loader per root). */
+struct lat_fnode_key {
+	u32 parent;
+	u32 func;
+};
+
+/* The time a call path took inside the calls of a root that landed in one
+ * bucket of the root's histogram: the next levels of a peak's path. */
+struct lat_callee_key {
+	u32 tgid;
+	u16 root;
+	u16 fnode;
+	u32 slot;		/* the root call's bucket */
+};
+
+struct lat_callee_time {
+	u64 calls;
+	u64 ns;
+	u64 cause_ns[LAT_CAUSES];	/* of which off-CPU, by cause */
 };
 
 #endif
