@@ -14,9 +14,10 @@ pub const SLOTS: usize = 40;
 /// Kernel functions that can be traced at once (fentry/fexit pairs).
 pub const MAX_KFUNCS: usize = 8;
 
-/// Off-CPU causes, as in `latency.h`: I/O wait, futex wait, preempted
-/// (runqueue), other blocking.
-pub const CAUSES: usize = 4;
+/// Causes, as in `latency.h`: off-CPU ones (I/O wait, futex wait,
+/// preempted, other blocking), then time taken by hard interrupts and by
+/// softirqs.
+pub const CAUSES: usize = 6;
 
 /// Operation kinds, as in `latency.h`.
 pub const KIND_SYSCALL: u16 = 1;
@@ -327,8 +328,21 @@ impl LatencyProbe {
             lat_sys_enter: "sys_enter".into(),
             lat_sys_exit: "sys_exit".into(),
             lat_rq_issue: "block_rq_issue".into(),
-            lat_rq_complete: "block_rq_complete".into()
+            lat_rq_complete: "block_rq_complete".into(),
+            lat_irq_entry: "irq_handler_entry".into(),
+            lat_irq_exit: "irq_handler_exit".into(),
+            lat_softirq_entry: "softirq_entry".into(),
+            lat_softirq_exit: "softirq_exit".into()
         );
+        // The local timer's tracepoints are x86's; without them the timer
+        // interrupt's time stays in the calls' own time.
+        if let (Ok(entry), Ok(exit)) = (
+            skel.progs.lat_timer_entry.attach(),
+            skel.progs.lat_timer_exit.attach(),
+        ) {
+            links.push(entry);
+            links.push(exit);
+        }
         let kname = |slot: usize| format!("kernel function {}", options.kfuncs[slot]);
         if !options.kfuncs.is_empty() {
             attach!(lat_kfunc_enter0: kname(0), lat_kfunc_exit0: kname(0));

@@ -412,6 +412,27 @@ fn explain_descends_to_the_callee_that_makes_the_slow_peak() {
 
 #[test]
 #[ignore = "needs root and BPF"]
+fn softirq_work_inside_a_call_is_its_own_cause() {
+    let _g = serial();
+    let dir = scratch("latency_softirq");
+    let bin = workload("lat_softirq");
+    let (data, out) = latency(&dir, "softirq.data", &[], &[bin.to_str().unwrap(), "20000"]);
+    assert_eq!(measured(&out, "sent"), 20000, "{out}");
+    // Each loopback datagram's delivery (NET_RX) runs inside its sendto().
+    // When the machine is busy, some of it is left to ksoftirqd instead,
+    // so only a lower bound is certain.
+    let causes = explain(&data, "syscall:sendto");
+    let softirq: f64 = causes.iter().filter_map(|c| c.get("softirq")).sum();
+    assert!(softirq > 0.1, "{causes:?}");
+    // A call without network work has none.
+    let causes = explain(&data, "syscall:getppid");
+    let softirq: f64 = causes.iter().filter_map(|c| c.get("softirq")).sum();
+    assert!(softirq < 0.02, "{causes:?}");
+    eprintln!("sendto causes {:?}", explain(&data, "syscall:sendto"));
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
 fn time_lapse_gives_one_histogram_per_step() {
     let _g = serial();
     let dir = scratch("latency_lapse");

@@ -13,7 +13,7 @@ use std::path::Path;
 
 pub const MAGIC: &[u8; 8] = b"HOLDUPLT";
 pub const MAJOR: u16 = 1;
-pub const MINOR: u16 = 2;
+pub const MINOR: u16 = 3;
 const HEADER_BYTES: usize = 8 + 2 + 2 + 8 + 4;
 /// Refuse bodies beyond this (a corrupt length must not allocate gigabytes).
 const MAX_BODY: u64 = 1 << 30;
@@ -88,9 +88,22 @@ pub struct IntervalHistogram {
     pub cause_ns: Vec<Vec<u64>>,
 }
 
-/// The off-CPU causes of `cause_ns`, in order: blocked with I/O wait,
-/// blocked in futex (lock), preempted (runnable, not running), other.
-pub const CAUSES: [&str; 4] = ["iowait", "futex_wait", "preempted", "blocked"];
+/// The causes of `cause_ns`, in order: blocked with I/O wait, blocked in
+/// futex (lock), preempted (runnable, not running), other blocking (format
+/// 1.1), then time taken by hard interrupts (the local timer included) and
+/// by softirqs while the thread was on a CPU (format 1.3; a 1.1 file has
+/// the first four only).
+pub const CAUSES: [&str; 6] = [
+    "iowait",
+    "futex_wait",
+    "preempted",
+    "blocked",
+    "irq",
+    "softirq",
+];
+
+/// The causes of a format 1.1 file.
+pub const CAUSES_1_1: usize = 4;
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -177,7 +190,7 @@ pub fn parse_latency(bytes: &[u8], path: &str) -> Result<LatencyData, LatencyFil
     if let Some(h) = data.histograms.iter().find(|h| {
         h.count.len() != h.ns.len()
             || h.count.len() > 64
-            || !(h.cause_ns.is_empty() || h.cause_ns.len() == CAUSES.len())
+            || ![0, CAUSES_1_1, CAUSES.len()].contains(&h.cause_ns.len())
             || h.cause_ns.iter().any(|c| c.len() != h.count.len())
     }) {
         return Err(LatencyFileError::Corrupt {
@@ -232,7 +245,14 @@ mod tests {
                 interval: 1,
                 count: vec![0, 3, 1],
                 ns: vec![0, 7, 5],
-                cause_ns: vec![vec![0, 1, 0], vec![0; 3], vec![0, 0, 2], vec![0; 3]],
+                cause_ns: vec![
+                    vec![0, 1, 0],
+                    vec![0; 3],
+                    vec![0, 0, 2],
+                    vec![0; 3],
+                    vec![0; 3],
+                    vec![1, 0, 0],
+                ],
             }],
             fnodes: vec![CallPath {
                 op: "func:f".into(),
@@ -247,7 +267,7 @@ mod tests {
                 slot: 2,
                 calls: 1,
                 ns: 4,
-                cause_ns: vec![0, 0, 1, 0],
+                cause_ns: vec![0, 0, 1, 0, 0, 0],
             }],
             ..Default::default()
         }
@@ -258,6 +278,21 @@ mod tests {
         let mut buf = Vec::new();
         write_latency(&mut buf, &sample()).unwrap();
         assert_eq!(parse_latency(&buf, "x").unwrap(), sample());
+    }
+
+    #[test]
+    fn a_file_with_the_four_off_cpu_causes_of_format_1_1_still_reads() {
+        let mut old = sample();
+        old.histograms[0].cause_ns.truncate(CAUSES_1_1);
+        old.fnodes.clear();
+        old.callees.clear();
+        let mut buf = Vec::new();
+        write_latency(&mut buf, &old).unwrap();
+        assert_eq!(parse_latency(&buf, "x").unwrap(), old);
+        old.histograms[0].cause_ns.truncate(3);
+        let mut buf = Vec::new();
+        write_latency(&mut buf, &old).unwrap();
+        assert!(parse_latency(&buf, "x").is_err());
     }
 
     #[test]

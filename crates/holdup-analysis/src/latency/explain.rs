@@ -1,6 +1,7 @@
 //! DARC's root-cause path of a peak. The first level is where the time of
 //! the calls in the peak went — on a CPU, or off it waiting for I/O, for a
-//! lock (futex), for a CPU (preempted) or for something else: the kernel
+//! lock (futex), for a CPU (preempted) or for something else, or taken by
+//! hard interrupts or softirqs while on the CPU (DARC §3.6): the kernel
 //! splits each call's time by these causes and adds it to the call's
 //! bucket, so a peak's split is the sum over its buckets.
 //!
@@ -37,7 +38,7 @@ pub struct PeakCauses {
 #[derive(Clone, Debug, Default)]
 struct Time {
     ns: u64,
-    cause_ns: [u64; 4],
+    cause_ns: [u64; CAUSES.len()],
 }
 
 impl Time {
@@ -70,7 +71,7 @@ pub fn explain(
     fnodes: &[CallPath],
 ) -> Option<Vec<PeakCauses>> {
     let h = &op.hist;
-    if h.cause_ns.len() != CAUSES.len() {
+    if h.cause_ns.is_empty() {
         return None;
     }
     Some(

@@ -22,6 +22,11 @@
  * ftree, followed with a current-node pointer as DARC does) is summed per
  * thread, and at the root's return the sums go to the root call's bucket,
  * so a peak of the root splits into the call paths that made it.
+ *
+ * Interrupts are causes too (DARC §3.6): time in hard interrupt handlers
+ * and softirqs while a traced thread was on the CPU advances that
+ * thread's irq and softirq clocks, so it is not counted as the call's own
+ * on-CPU work.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -548,6 +553,120 @@ int BPF_PROG(lat_switch, bool preempt, struct task_struct *prev, struct task_str
 			s->off.ns[s->out_cause] += now - s->out_at;
 		s->out_at = 0;
 	}
+	return 0;
+}
+
+/* Interrupts that run while a thread is on a CPU take time from its
+ * call: the current task in an interrupt is the interrupted thread. A
+ * hard interrupt during a softirq counts for the interrupt only. */
+struct irq_clock {
+	u64 irq_at;		/* outermost hard interrupt's entry */
+	u64 irq_total;		/* hard-interrupt time so far on this CPU */
+	u64 softirq_at;
+	u64 softirq_irq_snap;	/* irq_total at softirq entry */
+	u32 irq_depth;
+	u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct irq_clock);
+} irq_clocks SEC(".maps");
+
+static __always_inline struct irq_clock *irq_clock(void)
+{
+	u32 zero = 0;
+
+	return bpf_map_lookup_elem(&irq_clocks, &zero);
+}
+
+static __always_inline void charge_current(u32 cause, u64 ns)
+{
+	struct thread_starts *s;
+
+	s = bpf_task_storage_get(&starts, bpf_get_current_task_btf(), 0, 0);
+	if (s && cause < LAT_CAUSES)
+		s->off.ns[cause] += ns;
+}
+
+static __always_inline int irq_enter(void)
+{
+	struct irq_clock *c = irq_clock();
+
+	if (c && c->irq_depth++ == 0)
+		c->irq_at = bpf_ktime_get_ns();
+	return 0;
+}
+
+static __always_inline int irq_exit(void)
+{
+	struct irq_clock *c = irq_clock();
+	u64 d;
+
+	if (!c || c->irq_depth == 0)
+		return 0;
+	if (--c->irq_depth == 0 && c->irq_at) {
+		d = bpf_ktime_get_ns() - c->irq_at;
+		c->irq_total += d;
+		c->irq_at = 0;
+		charge_current(LAT_CAUSE_IRQ, d);
+	}
+	return 0;
+}
+
+SEC("tp_btf/irq_handler_entry")
+int BPF_PROG(lat_irq_entry, int irq, struct irqaction *action)
+{
+	return irq_enter();
+}
+
+SEC("tp_btf/irq_handler_exit")
+int BPF_PROG(lat_irq_exit, int irq, struct irqaction *action, int ret)
+{
+	return irq_exit();
+}
+
+SEC("tp_btf/local_timer_entry")
+int BPF_PROG(lat_timer_entry, int vector)
+{
+	return irq_enter();
+}
+
+SEC("tp_btf/local_timer_exit")
+int BPF_PROG(lat_timer_exit, int vector)
+{
+	return irq_exit();
+}
+
+SEC("tp_btf/softirq_entry")
+int BPF_PROG(lat_softirq_entry, unsigned int vec)
+{
+	struct irq_clock *c = irq_clock();
+
+	if (c) {
+		c->softirq_at = bpf_ktime_get_ns();
+		c->softirq_irq_snap = c->irq_total;
+	}
+	return 0;
+}
+
+SEC("tp_btf/softirq_exit")
+int BPF_PROG(lat_softirq_exit, unsigned int vec)
+{
+	struct irq_clock *c = irq_clock();
+	u64 d, irq;
+
+	if (!c || !c->softirq_at)
+		return 0;
+	d = bpf_ktime_get_ns() - c->softirq_at;
+	irq = c->irq_total - c->softirq_irq_snap;
+	c->softirq_at = 0;
+	/* In ksoftirqd the current task is no traced thread: nothing is
+	 * charged, its softirqs are not another thread's. */
+	if (d > irq)
+		charge_current(LAT_CAUSE_SOFTIRQ, d - irq);
 	return 0;
 }
 

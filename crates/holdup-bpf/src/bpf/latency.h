@@ -36,14 +36,17 @@ enum latency_kind {
 	LAT_BLOCK = 4,		/* id: device, major << 20 | minor */
 };
 
-/* Where a call's off-CPU time went (DARC's causes below a peak); the
- * rest of the call's time was on a CPU. */
+/* Where a call's time went besides its own work on a CPU (DARC's causes
+ * below a peak): off-CPU causes, and time interrupts took from it; the
+ * rest of the call's time was its own, on a CPU. */
 enum latency_cause {
 	LAT_CAUSE_IO = 0,	/* blocked with in_iowait set */
 	LAT_CAUSE_LOCK = 1,	/* blocked in futex() */
 	LAT_CAUSE_RUNQ = 2,	/* preempted: runnable, not running */
 	LAT_CAUSE_OTHER = 3,	/* blocked otherwise (sleep, poll, pipe…) */
-	LAT_CAUSES = 4,
+	LAT_CAUSE_IRQ = 4,	/* in hard interrupt handlers (and the local timer) */
+	LAT_CAUSE_SOFTIRQ = 5,	/* in softirqs run on the thread's CPU time */
+	LAT_CAUSES = 6,
 };
 
 /* Why an event was not counted. */
