@@ -24,6 +24,7 @@ pub const KIND_SYSCALL: u16 = 1;
 pub const KIND_KFUNC: u16 = 2;
 pub const KIND_UFUNC: u16 = 3;
 pub const KIND_BLOCK: u16 = 4;
+pub const KIND_LOCK: u16 = 5;
 
 /// User functions that can be timed at once (operations and callees).
 pub const MAX_UFUNCS: usize = 64;
@@ -86,6 +87,8 @@ pub struct LatencyOptions {
     pub interval_ns: u64,
     pub syscalls: bool,
     pub block: bool,
+    /// Time each futex wait of the traced threads (the `lock` operation).
+    pub lock: bool,
     /// Kernel functions; operation id = index.
     pub kfuncs: Vec<String>,
     /// User functions; operation id = index.
@@ -251,6 +254,7 @@ impl LatencyProbe {
             ro.self_tgid = std::process::id();
             ro.start_ns = options.start_ns;
             ro.interval_ns = options.interval_ns.max(1);
+            ro.lock_waits = options.lock;
         }
         let p = &mut open.progs;
         let mut kfunc_progs = [

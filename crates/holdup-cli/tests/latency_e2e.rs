@@ -433,6 +433,39 @@ fn softirq_work_inside_a_call_is_its_own_cause() {
 
 #[test]
 #[ignore = "needs root and BPF"]
+fn lock_waits_are_an_operation() {
+    let _g = serial();
+    let dir = scratch("latency_lock");
+    let bin = workload("lat_mutex");
+    let (data, out) = latency(
+        &dir,
+        "lock.data",
+        &["--lock", "--func", "take_lock"],
+        &[bin.to_str().unwrap(), "2000"],
+    );
+    let contended = measured(&out, "contended") as f64;
+    assert!(contended > 60.0, "too little contention to test: {out}");
+    // Each contended take waits once; main's pthread_join waits once more.
+    let lock = operation(&data, "lock");
+    assert_near(
+        "lock waits",
+        lock["count"].as_u64().unwrap() as f64,
+        contended + 1.0,
+        0.03 * contended + 3.0,
+    );
+    // Their time is the contended takes' time, less the take itself.
+    let take = operation(&data, "func:take_lock");
+    let slow_take = take["peaks"][1]["total_ns"].as_f64().unwrap();
+    let waited = lock["total_ns"].as_f64().unwrap();
+    assert!(
+        waited > 0.9 * slow_take && waited < 1.1 * slow_take,
+        "lock {waited} vs slow takes {slow_take}"
+    );
+    assert_eq!(path_ends(&data, "lock")[0].0, "futex_wait");
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
 fn time_lapse_gives_one_histogram_per_step() {
     let _g = serial();
     let dir = scratch("latency_lapse");

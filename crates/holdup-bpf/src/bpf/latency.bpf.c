@@ -43,6 +43,7 @@ const volatile bool follow_children = true;
 const volatile u32 self_tgid = 0;	/* the tool itself, never traced */
 const volatile u64 start_ns = 0;	/* CLOCK_MONOTONIC at the start */
 const volatile u64 interval_ns = 1000000000;
+const volatile bool lock_waits = false;	/* the lock operation */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
@@ -222,7 +223,7 @@ static __always_inline void add(u32 tgid, u16 kind, u32 id, u64 now, u64 delta,
 		}
 		/* The process's name, not the thread's; block completions run
 		 * in interrupt context, where the current task is unrelated. */
-		if (kind != LAT_BLOCK) {
+		if (kind != LAT_BLOCK && kind != LAT_LOCK) {
 			task = bpf_get_current_task_btf();
 			BPF_CORE_READ_STR_INTO(&comm, task, group_leader, comm);
 			bpf_map_update_elem(&comms, &tgid, &comm, BPF_ANY);
@@ -525,6 +526,21 @@ static __always_inline bool in_futex(struct task_struct *t)
 	return nr == 202 /* futex */ || nr == 449 /* futex_waitv */;
 }
 
+/* One wait of the lock operation: all of it waiting for the lock. */
+static __always_inline void lock_wait(struct task_struct *t, u64 now, u64 delta)
+{
+	struct causes waited = {}, none = {};
+	u32 tgid = BPF_CORE_READ(t, tgid);
+	char comm[16];
+
+	waited.ns[LAT_CAUSE_LOCK] = delta;
+	add(tgid, LAT_LOCK, 0, now, delta, &waited, &none);
+	/* add() names processes after the current task: here, the one
+	 * switching out. */
+	BPF_CORE_READ_STR_INTO(&comm, t, group_leader, comm);
+	bpf_map_update_elem(&comms, &tgid, &comm, BPF_NOEXIST);
+}
+
 /* Advance the off-CPU clocks of threads that have an operation open (only
  * those have storage). Time from wakeup to switch-in counts for the cause
  * of the sleep, preemption for the runqueue. */
@@ -536,6 +552,9 @@ int BPF_PROG(lat_switch, bool preempt, struct task_struct *prev, struct task_str
 	u64 now = bpf_ktime_get_ns();
 
 	s = bpf_task_storage_get(&starts, prev, 0, 0);
+	/* Lock waits are timed for every traced thread, open call or not. */
+	if (!s && lock_waits && prev_state != 0 && tgid_tracked(BPF_CORE_READ(prev, tgid)))
+		s = bpf_task_storage_get(&starts, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (s) {
 		s->out_at = now;
 		if (prev_state == 0 /* TASK_RUNNING */)
@@ -551,6 +570,8 @@ int BPF_PROG(lat_switch, bool preempt, struct task_struct *prev, struct task_str
 	if (s && s->out_at) {
 		if (s->out_cause < LAT_CAUSES)
 			s->off.ns[s->out_cause] += now - s->out_at;
+		if (lock_waits && s->out_cause == LAT_CAUSE_LOCK)
+			lock_wait(next, now, now - s->out_at);
 		s->out_at = 0;
 	}
 	return 0;

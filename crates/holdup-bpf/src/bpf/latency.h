@@ -34,6 +34,7 @@ enum latency_kind {
 	LAT_KFUNC = 2,		/* id: fentry slot */
 	LAT_UFUNC = 3,		/* id: the uprobe's cookie */
 	LAT_BLOCK = 4,		/* id: device, major << 20 | minor */
+	LAT_LOCK = 5,		/* a futex wait, switch-out to switch-in; id 0 */
 };
 
 /* Where a call's time went besides its own work on a CPU (DARC's causes

@@ -9,7 +9,7 @@ use holdup_analysis::latency as analysis;
 use holdup_analysis::syscalls::name as syscall_name;
 use holdup_bpf::latency::{
     FNode, HistRow, LatencyOptions, LatencyProbe, UfuncRole, UserFunc, KIND_BLOCK, KIND_KFUNC,
-    KIND_SYSCALL, KIND_UFUNC, MAX_FNODES,
+    KIND_LOCK, KIND_SYSCALL, KIND_UFUNC, MAX_FNODES,
 };
 use holdup_bpf::monotonic_ns;
 use holdup_bpf::Target;
@@ -83,6 +83,10 @@ pub struct RecordArgs {
     /// Time block-device requests from issue to completion.
     #[arg(long)]
     pub block: bool,
+    /// Time lock waits: each futex wait of the traced threads, from
+    /// switch-out to switch-in (the `lock` operation).
+    #[arg(long)]
+    pub lock: bool,
     /// Existing processes (comma-separated pids) instead of a command.
     #[arg(short, long, value_delimiter = ',', conflicts_with = "all")]
     pub pid: Vec<u32>,
@@ -403,6 +407,7 @@ fn op_name(row: &HistRow, opts: &LatencyOptions) -> String {
                 .map_or("?", |f| f.symbol.as_str())
         ),
         KIND_BLOCK => format!("block:{}", block_name(row.id)),
+        KIND_LOCK => "lock".to_string(),
         k => format!("kind{k}:{}", row.id),
     }
 }
@@ -429,7 +434,7 @@ fn record(a: RecordArgs) -> anyhow::Result<ExitCode> {
     } else {
         Default::default()
     };
-    let syscalls = a.syscalls || (a.kfuncs.is_empty() && ufuncs.is_empty() && !a.block);
+    let syscalls = a.syscalls || (a.kfuncs.is_empty() && ufuncs.is_empty() && !a.block && !a.lock);
     let mut opts = LatencyOptions {
         target: target.clone(),
         follow_children: true,
@@ -437,6 +442,7 @@ fn record(a: RecordArgs) -> anyhow::Result<ExitCode> {
         interval_ns: a.interval.as_nanos() as u64,
         syscalls,
         block: a.block,
+        lock: a.lock,
         kfuncs: a.kfuncs.clone(),
         ufuncs,
         ftree,
