@@ -582,6 +582,25 @@ fn bad_functions_are_one_clear_line() {
         ],
         "stripped",
     );
+    assert_one_line_error(
+        &[
+            "latency",
+            "-o",
+            out,
+            "--func",
+            "take_lock",
+            "--callees",
+            "2",
+            "--",
+            stripped.to_str().unwrap(),
+            "10",
+        ],
+        "--callees: function 'take_lock' not found",
+    );
+    assert_one_line_error(
+        &["latency", "-o", out, "--callees", "2", "--", "true"],
+        "--callees needs a user function",
+    );
 }
 
 /// A small recording made by hand: two processes, a bimodal operation.
