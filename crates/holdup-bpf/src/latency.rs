@@ -154,6 +154,19 @@ impl HistRow {
     }
 }
 
+/// The off-CPU time of system call `nr` in bucket `slot`, spent blocked
+/// with `cause` at kernel stack `stack` (addresses, leaf first).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SiteRow {
+    pub tgid: u32,
+    pub nr: u32,
+    pub slot: u32,
+    pub cause: u32,
+    pub stack: Vec<u64>,
+    pub count: u64,
+    pub ns: u64,
+}
+
 /// Role bits of a uprobe cookie, as in `latency.h`.
 const UFUNC_ROOT: u64 = 1 << 16;
 const UFUNC_CALLEE: u64 = 1 << 17;
@@ -513,6 +526,48 @@ impl LatencyProbe {
                 calls: u64_at(0),
                 ns: u64_at(1),
                 cause_ns,
+            });
+        }
+        Ok(rows)
+    }
+
+    /// The kernel wait sites of system calls, with their stacks.
+    pub fn wait_sites(&self) -> Result<Vec<SiteRow>> {
+        let (map, stacks) = (&self.skel.maps.wait_sites, &self.skel.maps.wait_stacks);
+        let mut rows = Vec::new();
+        for kb in map.keys() {
+            let Some(v) = map
+                .lookup(&kb, MapFlags::ANY)
+                .map_err(|e| Error::Read(e.to_string()))?
+            else {
+                continue;
+            };
+            // struct lat_site_key: tgid, nr, slot, stack (s32), cause;
+            // struct lat_site_time: count, ns.
+            if kb.len() < 20 || v.len() < 16 {
+                continue;
+            }
+            let u32_at = |o: usize| u32::from_ne_bytes(kb[o..o + 4].try_into().unwrap());
+            let u64_at = |o: usize| u64::from_ne_bytes(v[o..o + 8].try_into().unwrap());
+            let stack = stacks
+                .lookup(&kb[12..16], MapFlags::ANY)
+                .ok()
+                .flatten()
+                .map(|b| {
+                    b.chunks_exact(8)
+                        .map(|c| u64::from_ne_bytes(c.try_into().unwrap()))
+                        .take_while(|&ip| ip != 0)
+                        .collect()
+                })
+                .unwrap_or_default();
+            rows.push(SiteRow {
+                tgid: u32_at(0),
+                nr: u32_at(4),
+                slot: u32_at(8),
+                cause: u32_at(16),
+                stack,
+                count: u64_at(0),
+                ns: u64_at(8),
             });
         }
         Ok(rows)

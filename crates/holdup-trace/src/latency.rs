@@ -38,9 +38,26 @@ pub struct LatencyData {
     /// format 1.2).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fnodes: Vec<CallPath>,
+    /// Where system calls blocked, per bucket (format 1.3).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub wait_sites: Vec<WaitSite>,
     /// Callee times inside root calls, per bucket of the root (format 1.2).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub callees: Vec<CalleeTime>,
+}
+
+/// The off-CPU time the calls of `op` (a system call) of process `pid` in
+/// bucket `slot` spent blocked with `cause` (one of [`CAUSES`]) at one
+/// kernel stack: `frames`, leaf first, the scheduler's own left out.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaitSite {
+    pub op: String,
+    pub pid: u32,
+    pub slot: u32,
+    pub cause: String,
+    pub frames: Vec<String>,
+    pub count: u64,
+    pub ns: u64,
 }
 
 /// A call path below root operation `op`: node `id`, where function
@@ -260,6 +277,15 @@ mod tests {
                 parent: Some(0),
                 func: "g".into(),
             }],
+            wait_sites: vec![WaitSite {
+                op: "syscall:read".into(),
+                pid: 7,
+                slot: 2,
+                cause: "iowait".into(),
+                frames: vec!["folio_wait_bit_common".into(), "filemap_read".into()],
+                count: 1,
+                ns: 3,
+            }],
             callees: vec![CalleeTime {
                 op: "func:f".into(),
                 pid: 7,
@@ -286,6 +312,7 @@ mod tests {
         old.histograms[0].cause_ns.truncate(CAUSES_1_1);
         old.fnodes.clear();
         old.callees.clear();
+        old.wait_sites.clear();
         let mut buf = Vec::new();
         write_latency(&mut buf, &old).unwrap();
         assert_eq!(parse_latency(&buf, "x").unwrap(), old);

@@ -16,7 +16,7 @@
 //! and each level's share of the peak's time directly.
 
 use super::{Operation, Peak};
-use holdup_trace::latency::{CallPath, CalleeTime, CAUSES};
+use holdup_trace::latency::{CallPath, LatencyData, WaitSite, CAUSES};
 use std::collections::{BTreeMap, HashSet};
 
 /// The name of on-CPU time in a path.
@@ -63,13 +63,9 @@ impl Time {
 }
 
 /// Causes and root-cause path of every peak of `op`; `None` when the
-/// recording has no causes. `callees` and `fnodes` are the recording's
-/// call-path times and call paths (empty when no callees were timed).
-pub fn explain(
-    op: &Operation,
-    callees: &[CalleeTime],
-    fnodes: &[CallPath],
-) -> Option<Vec<PeakCauses>> {
+/// recording has no causes. The recording's call-path times and wait
+/// sites, where it has them, take the path further down.
+pub fn explain(op: &Operation, data: &LatencyData) -> Option<Vec<PeakCauses>> {
     let h = &op.hist;
     if h.cause_ns.is_empty() {
         return None;
@@ -104,7 +100,7 @@ pub fn explain(
                 causes.retain(|c| c.1 > 0);
                 causes.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
                 PeakCauses {
-                    path: descend(op, p, root, callees, fnodes),
+                    path: descend(op, p, root, data),
                     peak: p.clone(),
                     causes,
                 }
@@ -114,13 +110,8 @@ pub fn explain(
 }
 
 /// The root-cause path of peak `p` of `op`, whose calls took `root`.
-fn descend(
-    op: &Operation,
-    p: &Peak,
-    root: Time,
-    callees: &[CalleeTime],
-    fnodes: &[CallPath],
-) -> Vec<(String, f64)> {
+fn descend(op: &Operation, p: &Peak, root: Time, data: &LatencyData) -> Vec<(String, f64)> {
+    let (callees, fnodes) = (&data.callees, &data.fnodes);
     let total = root.ns;
     let share = |ns: u64| {
         if total > 0 {
@@ -173,6 +164,9 @@ fn descend(
             }
             (_, Some((cause, ns))) if ns > 0 => {
                 path.push((cause.to_string(), share(ns)));
+                if let Some((site, ns)) = wait_site(op, p, cause, &data.wait_sites) {
+                    path.push((site, share(ns)));
+                }
                 break;
             }
             _ => break,
@@ -181,10 +175,30 @@ fn descend(
     path
 }
 
+/// The kernel function below the scheduler where the calls of peak `p`
+/// spent most of their `cause` time, with that time (wait sites are
+/// recorded for system calls).
+fn wait_site(op: &Operation, p: &Peak, cause: &str, sites: &[WaitSite]) -> Option<(String, u64)> {
+    let mut by_reason: BTreeMap<&str, u64> = BTreeMap::new();
+    for s in sites.iter().filter(|s| {
+        s.op == op.op
+            && s.pid == op.pid
+            && s.cause == cause
+            && (p.lo_slot..=p.hi_slot).contains(&(s.slot as usize))
+    }) {
+        *by_reason.entry(s.frames.first()?.as_str()).or_default() += s.ns;
+    }
+    by_reason
+        .into_iter()
+        .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(a.0)))
+        .map(|(r, ns)| (r.to_string(), ns))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::latency::{find_peaks, Histogram};
+    use holdup_trace::latency::CalleeTime;
 
     #[test]
     fn each_peak_splits_into_its_causes() {
@@ -212,7 +226,7 @@ mod tests {
             hist,
             steps: Vec::new(),
         };
-        let e = explain(&op, &[], &[]).unwrap();
+        let e = explain(&op, &LatencyData::default()).unwrap();
         assert_eq!(e.len(), 2);
         assert_eq!(e[0].causes[0].0, ON_CPU);
         assert!((e[0].causes[0].2 - 0.9).abs() < 1e-9);
@@ -283,7 +297,12 @@ mod tests {
             time(5, 21, 100, 100 * 20_000, 0),
             time(3, 21, 100, 100 * 2_010_000, 100 * 2_000_000),
         ];
-        let e = explain(&op, &callees, &fnodes).unwrap();
+        let data = LatencyData {
+            callees: callees.to_vec(),
+            fnodes: fnodes.to_vec(),
+            ..Default::default()
+        };
+        let e = explain(&op, &data).unwrap();
         let frames = |i: usize| -> Vec<&str> { e[i].path.iter().map(|f| f.0.as_str()).collect() };
         assert_eq!(frames(0), ["func:handle", "parse", "spin", ON_CPU]);
         assert!(
@@ -296,7 +315,7 @@ mod tests {
         assert!((p[2].1 - 2_010.0 / 2_340.0).abs() < 1e-9);
         assert!((p[3].1 - 2_000.0 / 2_340.0).abs() < 1e-9);
         // Without callee times the path stops at the first level.
-        let e = explain(&op, &[], &[]).unwrap();
+        let e = explain(&op, &LatencyData::default()).unwrap();
         assert_eq!(e[1].path[1].0, "blocked");
     }
 }

@@ -82,11 +82,20 @@ struct causes {
 };
 
 /* The open system call and kernel-function calls of a thread. */
+struct site {
+	s32 stack;
+	u32 cause;
+	u64 ns;
+};
+
 struct thread_starts {
 	struct causes off;	/* advanced at each switch-in */
 	u64 out_at;		/* switch-out time, while off-CPU */
 	u32 out_cause;
-	u32 pad;
+	s32 out_stack;		/* kernel stack at the switch-out, in a system call */
+	struct site sites[LAT_SITES];	/* the open system call's wait sites */
+	u32 nsites;
+	u32 pad2;
 	u64 sys_start;
 	s64 sys_nr;
 	struct causes sys_snap;
@@ -157,6 +166,21 @@ struct {
 	__type(key, u64);
 	__type(value, struct ufunc_start);
 } ufunc_starts SEC(".maps");
+
+/* Kernel stacks where system calls blocked, and their time per bucket. */
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 4096);
+	__uint(key_size, sizeof(u32));
+	__uint(value_size, 127 * sizeof(u64));
+} wait_stacks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct lat_site_key);
+	__type(value, struct lat_site_time);
+} wait_sites SEC(".maps");
 
 struct rq_start {
 	u64 time;
@@ -269,8 +293,39 @@ int BPF_PROG(lat_sys_enter, struct pt_regs *regs, long id)
 		return 0;
 	s->sys_nr = id;
 	s->sys_snap = s->off;
+	if (s->nsites) {
+		__builtin_memset(s->sites, 0, sizeof(s->sites));
+		s->nsites = 0;
+	}
 	s->sys_start = bpf_ktime_get_ns();
 	return 0;
+}
+
+/* Move the open system call's wait sites into its bucket. */
+static __always_inline void flush_sites(struct thread_starts *s, u32 tgid, u32 slot)
+{
+	for (int i = 0; i < LAT_SITES; i++) {
+		struct lat_site_key key = {
+			.tgid = tgid,
+			.nr = s->sys_nr,
+			.slot = slot,
+			.stack = s->sites[i].stack,
+			.cause = s->sites[i].cause,
+		};
+		struct lat_site_time *t, one = { 1, s->sites[i].ns };
+
+		if (!s->sites[i].ns)
+			continue;
+		t = bpf_map_lookup_elem(&wait_sites, &key);
+		if (t) {
+			__sync_fetch_and_add(&t->count, 1);
+			__sync_fetch_and_add(&t->ns, s->sites[i].ns);
+		} else if (bpf_map_update_elem(&wait_sites, &key, &one, BPF_NOEXIST)) {
+			count_lost(LAT_LOST_HIST_FULL);
+		}
+	}
+	__builtin_memset(s->sites, 0, sizeof(s->sites));
+	s->nsites = 0;
 }
 
 SEC("tp_btf/sys_exit")
@@ -284,6 +339,8 @@ int BPF_PROG(lat_sys_exit, struct pt_regs *regs, long ret)
 		return 0;
 	now = bpf_ktime_get_ns();
 	add(tgid, LAT_SYSCALL, s->sys_nr, now, now - s->sys_start, &s->off, &s->sys_snap);
+	if (s->nsites)
+		flush_sites(s, tgid, log2_slot(now - s->sys_start, LAT_SLOTS));
 	s->sys_start = 0;
 	return 0;
 }
@@ -526,6 +583,24 @@ static __always_inline bool in_futex(struct task_struct *t)
 	return nr == 202 /* futex */ || nr == 449 /* futex_waitv */;
 }
 
+/* Add a wait of the open system call to its wait site. */
+static __always_inline void add_site(struct thread_starts *s, u64 ns)
+{
+	for (int i = 0; i < LAT_SITES; i++) {
+		struct site *w = &s->sites[i];
+
+		if (w->ns && (w->stack != s->out_stack || w->cause != s->out_cause))
+			continue;
+		if (!w->ns) {
+			w->stack = s->out_stack;
+			w->cause = s->out_cause;
+			s->nsites++;
+		}
+		w->ns += ns;
+		return;
+	}
+}
+
 /* One wait of the lock operation: all of it waiting for the lock. */
 static __always_inline void lock_wait(struct task_struct *t, u64 now, u64 delta)
 {
@@ -565,6 +640,11 @@ int BPF_PROG(lat_switch, bool preempt, struct task_struct *prev, struct task_str
 			s->out_cause = LAT_CAUSE_LOCK;
 		else
 			s->out_cause = LAT_CAUSE_OTHER;
+		/* Where an open system call blocked: the level below its
+		 * cause. (The current task here is prev.) */
+		s->out_stack = -1;
+		if (s->sys_start && s->out_cause != LAT_CAUSE_RUNQ)
+			s->out_stack = bpf_get_stackid(ctx, &wait_stacks, 0);
 	}
 	s = bpf_task_storage_get(&starts, next, 0, 0);
 	if (s && s->out_at) {
@@ -572,6 +652,8 @@ int BPF_PROG(lat_switch, bool preempt, struct task_struct *prev, struct task_str
 			s->off.ns[s->out_cause] += now - s->out_at;
 		if (lock_waits && s->out_cause == LAT_CAUSE_LOCK)
 			lock_wait(next, now, now - s->out_at);
+		if (s->sys_start && s->out_stack >= 0)
+			add_site(s, now - s->out_at);
 		s->out_at = 0;
 	}
 	return 0;

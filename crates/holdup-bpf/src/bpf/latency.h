@@ -17,6 +17,7 @@ enum latency_consts {
 	LAT_KFUNC_SLOTS = 8,	/* fentry/fexit program pairs */
 	LAT_UFUNCS = 64,	/* user functions (operations and callees) */
 	LAT_FNODES = 128,	/* call-path nodes below the roots (DARC's ftree) */
+	LAT_SITES = 4,		/* kernel wait sites kept per system call */
 };
 
 /* A user function's uprobe cookie: its index, and its role in DARC's
@@ -91,6 +92,21 @@ struct lat_callee_key {
 	u16 root;
 	u16 fnode;
 	u32 slot;		/* the root call's bucket */
+};
+
+/* The off-CPU time of system calls, in one bucket of their histogram,
+ * spent blocked at one kernel stack (a wait site). */
+struct lat_site_key {
+	u32 tgid;
+	u32 nr;			/* system call */
+	u32 slot;
+	s32 stack;		/* kernel stack id at the switch-out */
+	u32 cause;
+};
+
+struct lat_site_time {
+	u64 count;
+	u64 ns;
 };
 
 struct lat_callee_time {

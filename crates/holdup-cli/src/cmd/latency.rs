@@ -14,7 +14,8 @@ use holdup_bpf::latency::{
 use holdup_bpf::monotonic_ns;
 use holdup_bpf::Target;
 use holdup_trace::latency::{
-    read_latency, write_latency, CallPath, CalleeTime, IntervalHistogram, LatencyData,
+    read_latency, write_latency, CallPath, CalleeTime, IntervalHistogram, LatencyData, WaitSite,
+    CAUSES,
 };
 use std::collections::HashMap;
 use std::io::Write;
@@ -240,7 +241,7 @@ fn explain(e: ExplainArgs) -> anyhow::Result<ExitCode> {
             e.input.display()
         );
     };
-    let Some(mut peaks) = analysis::explain(op, &data.callees, &data.fnodes) else {
+    let Some(mut peaks) = analysis::explain(op, &data) else {
         bail!(
             "{} was recorded without off-CPU causes (by an older holdup); record it again",
             e.input.display()
@@ -381,6 +382,36 @@ fn call_paths(
     Ok((tree, paths))
 }
 
+/// The wait sites of system calls, their stacks named by the kernel's
+/// symbols: leaf first, from the first function below the scheduler.
+fn wait_sites(rows: &[holdup_bpf::latency::SiteRow]) -> Vec<WaitSite> {
+    const FRAMES: usize = 8;
+    let Ok(ksyms) = holdup_symbolize::KernelSymbols::load() else {
+        return Vec::new();
+    };
+    rows.iter()
+        .filter_map(|r| {
+            let frames: Vec<String> = r
+                .stack
+                .iter()
+                .filter_map(|&ip| ksyms.find(ip).map(|(name, _)| name.to_string()))
+                .skip_while(|n| holdup_analysis::symbols::is_scheduler_function(n))
+                .take(FRAMES)
+                .collect();
+            Some(WaitSite {
+                op: format!("syscall:{}", syscall_name(r.nr)),
+                pid: r.tgid,
+                slot: r.slot,
+                cause: CAUSES.get(r.cause as usize)?.to_string(),
+                frames,
+                count: r.count,
+                ns: r.ns,
+            })
+        })
+        .filter(|w| !w.frames.is_empty())
+        .collect()
+}
+
 /// `block:vda` for a device number as the BPF side packs it (major << 20 | minor).
 fn block_name(dev: u32) -> String {
     let (major, minor) = (dev >> 20, dev & 0xfffff);
@@ -512,6 +543,7 @@ fn record(a: RecordArgs) -> anyhow::Result<ExitCode> {
     take(probe.read()?);
     let rows: Vec<HistRow> = taken.into_values().collect();
     let callee_rows = probe.callees()?;
+    let site_rows = probe.wait_sites()?;
     let comms = probe.comms();
     let lost_events = probe.lost();
     drop(probe);
@@ -562,6 +594,7 @@ fn record(a: RecordArgs) -> anyhow::Result<ExitCode> {
         })
         .collect();
     let calls: u64 = histograms.iter().flat_map(|h| &h.count).sum();
+    let wait_sites = wait_sites(&site_rows);
     let data = LatencyData {
         holdup_version: env!("CARGO_PKG_VERSION").to_string(),
         command: a.command.clone(),
@@ -572,6 +605,7 @@ fn record(a: RecordArgs) -> anyhow::Result<ExitCode> {
         requested: requested.clone(),
         histograms,
         fnodes,
+        wait_sites,
         callees,
     };
     let file = holdup_trace::create_private(&a.output)
