@@ -14,21 +14,67 @@ pub const SLOTS: usize = 40;
 /// Kernel functions that can be traced at once (fentry/fexit pairs).
 pub const MAX_KFUNCS: usize = 8;
 
-/// Off-CPU causes, as in `latency.h`: I/O wait, futex wait, preempted
-/// (runqueue), other blocking.
-pub const CAUSES: usize = 4;
+/// Causes, as in `latency.h`: off-CPU ones (I/O wait, futex wait,
+/// preempted, other blocking), then time taken by hard interrupts and by
+/// softirqs.
+pub const CAUSES: usize = 6;
 
 /// Operation kinds, as in `latency.h`.
 pub const KIND_SYSCALL: u16 = 1;
 pub const KIND_KFUNC: u16 = 2;
 pub const KIND_UFUNC: u16 = 3;
 pub const KIND_BLOCK: u16 = 4;
+pub const KIND_LOCK: u16 = 5;
+
+/// User functions that can be timed at once (operations and callees).
+pub const MAX_UFUNCS: usize = 64;
+
+/// What a user function is timed for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UfuncRole {
+    /// An operation with its own histogram.
+    Operation,
+    /// An operation whose calls also collect the time of its callees.
+    Root,
+    /// Timed only inside a root's calls, for the root's peaks; no
+    /// histogram of its own.
+    Callee,
+}
 
 /// A user function to time: `symbol` in the ELF file `binary`.
 #[derive(Clone, Debug)]
 pub struct UserFunc {
     pub binary: PathBuf,
     pub symbol: String,
+    pub role: UfuncRole,
+}
+
+/// Call paths below the roots that can be timed at once (DARC's fnodes).
+pub const MAX_FNODES: usize = 128;
+
+/// A node of DARC's ftree: a call path below a root. A root's node has no
+/// parent; the child of `parent` that calls user function `func` (an
+/// index into `ufuncs`) is node `id`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FNode {
+    pub id: u32,
+    pub parent: Option<u32>,
+    pub func: u32,
+}
+
+/// The time call path `fnode` took inside the calls of root `root` (a
+/// user-function index) whose latency fell in bucket `slot`, summed over
+/// CPUs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CalleeRow {
+    pub tgid: u32,
+    pub root: u32,
+    pub fnode: u32,
+    pub slot: u32,
+    pub calls: u64,
+    pub ns: u64,
+    /// Of `ns`, the time the callee spent off-CPU, by cause.
+    pub cause_ns: [u64; CAUSES],
 }
 
 #[derive(Clone, Debug)]
@@ -41,10 +87,14 @@ pub struct LatencyOptions {
     pub interval_ns: u64,
     pub syscalls: bool,
     pub block: bool,
+    /// Time each futex wait of the traced threads (the `lock` operation).
+    pub lock: bool,
     /// Kernel functions; operation id = index.
     pub kfuncs: Vec<String>,
     /// User functions; operation id = index.
     pub ufuncs: Vec<UserFunc>,
+    /// The call paths below the roots whose time is collected.
+    pub ftree: Vec<FNode>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +104,8 @@ pub enum Error {
     Permission,
     #[error("at most {MAX_KFUNCS} kernel functions can be timed at once")]
     TooManyKfuncs,
+    #[error("at most {MAX_UFUNCS} user functions and {MAX_FNODES} call paths below them can be timed at once (try a smaller --callees)")]
+    TooManyUfuncs,
     #[error("unknown kernel function '{0}' (not in /proc/kallsyms)")]
     UnknownKfunc(String),
     #[error("cannot time kernel function '{name}' with fentry/fexit: {msg}")]
@@ -101,6 +153,23 @@ impl HistRow {
         }
     }
 }
+
+/// The off-CPU time of system call `nr` in bucket `slot`, spent blocked
+/// with `cause` at kernel stack `stack` (addresses, leaf first).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SiteRow {
+    pub tgid: u32,
+    pub nr: u32,
+    pub slot: u32,
+    pub cause: u32,
+    pub stack: Vec<u64>,
+    pub count: u64,
+    pub ns: u64,
+}
+
+/// Role bits of a uprobe cookie, as in `latency.h`.
+const UFUNC_ROOT: u64 = 1 << 16;
+const UFUNC_CALLEE: u64 = 1 << 17;
 
 /// `struct lat_key` in latency.h.
 #[repr(C)]
@@ -165,6 +234,9 @@ impl LatencyProbe {
         if options.kfuncs.len() > MAX_KFUNCS {
             return Err(Error::TooManyKfuncs);
         }
+        if options.ufuncs.len() > MAX_UFUNCS || options.ftree.len() > MAX_FNODES {
+            return Err(Error::TooManyUfuncs);
+        }
         for name in &options.kfuncs {
             if !kernel_has_function(name) {
                 return Err(Error::UnknownKfunc(name.clone()));
@@ -195,6 +267,7 @@ impl LatencyProbe {
             ro.self_tgid = std::process::id();
             ro.start_ns = options.start_ns;
             ro.interval_ns = options.interval_ns.max(1);
+            ro.lock_waits = options.lock;
         }
         let p = &mut open.progs;
         let mut kfunc_progs = [
@@ -244,6 +317,17 @@ impl LatencyProbe {
             }
             _ => Error::Load(e.to_string()),
         })?;
+        for n in &options.ftree {
+            let (map, key) = match n.parent {
+                None => (&skel.maps.root_fnodes, n.func.to_ne_bytes().to_vec()),
+                Some(p) => (
+                    &skel.maps.fnode_children,
+                    [p.to_ne_bytes(), n.func.to_ne_bytes()].concat(),
+                ),
+            };
+            map.update(&key, &n.id.to_ne_bytes(), MapFlags::ANY)
+                .map_err(|e| Error::Load(format!("the call-path tree: {e}")))?;
+        }
         let mut links = Vec::new();
         macro_rules! attach {
             ($($prog:ident: $what:expr),*) => {$(
@@ -261,8 +345,21 @@ impl LatencyProbe {
             lat_sys_enter: "sys_enter".into(),
             lat_sys_exit: "sys_exit".into(),
             lat_rq_issue: "block_rq_issue".into(),
-            lat_rq_complete: "block_rq_complete".into()
+            lat_rq_complete: "block_rq_complete".into(),
+            lat_irq_entry: "irq_handler_entry".into(),
+            lat_irq_exit: "irq_handler_exit".into(),
+            lat_softirq_entry: "softirq_entry".into(),
+            lat_softirq_exit: "softirq_exit".into()
         );
+        // The local timer's tracepoints are x86's; without them the timer
+        // interrupt's time stays in the calls' own time.
+        if let (Ok(entry), Ok(exit)) = (
+            skel.progs.lat_timer_entry.attach(),
+            skel.progs.lat_timer_exit.attach(),
+        ) {
+            links.push(entry);
+            links.push(exit);
+        }
         let kname = |slot: usize| format!("kernel function {}", options.kfuncs[slot]);
         if !options.kfuncs.is_empty() {
             attach!(lat_kfunc_enter0: kname(0), lat_kfunc_exit0: kname(0));
@@ -293,8 +390,13 @@ impl LatencyProbe {
                 (&skel.progs.lat_ufunc_enter, false),
                 (&skel.progs.lat_ufunc_exit, true),
             ] {
+                let role = match f.role {
+                    UfuncRole::Operation => 0,
+                    UfuncRole::Root => UFUNC_ROOT,
+                    UfuncRole::Callee => UFUNC_CALLEE,
+                };
                 let opts = UprobeOpts {
-                    cookie: op as u64,
+                    cookie: op as u64 | role,
                     retprobe,
                     func_name: Some(f.symbol.clone()),
                     ..Default::default()
@@ -391,6 +493,82 @@ impl LatencyProbe {
             if delete {
                 let _ = map.delete(&kb);
             }
+        }
+        Ok(rows)
+    }
+
+    /// The callee times collected inside root calls (DARC's next level).
+    pub fn callees(&self) -> Result<Vec<CalleeRow>> {
+        let map = &self.skel.maps.callee_times;
+        let mut rows = Vec::new();
+        for kb in map.keys() {
+            let Some(v) = map
+                .lookup(&kb, MapFlags::ANY)
+                .map_err(|e| Error::Read(e.to_string()))?
+            else {
+                continue;
+            };
+            // struct lat_callee_key: tgid u32, root u16, fnode u16, slot u32;
+            // struct lat_callee_time: calls, ns, cause_ns[CAUSES].
+            if kb.len() < 12 || v.len() < 8 * (2 + CAUSES) {
+                continue;
+            }
+            let u64_at = |i: usize| u64::from_ne_bytes(v[i * 8..i * 8 + 8].try_into().unwrap());
+            let mut cause_ns = [0; CAUSES];
+            for (c, n) in cause_ns.iter_mut().enumerate() {
+                *n = u64_at(2 + c);
+            }
+            rows.push(CalleeRow {
+                tgid: u32::from_ne_bytes(kb[0..4].try_into().unwrap()),
+                root: u16::from_ne_bytes(kb[4..6].try_into().unwrap()) as u32,
+                fnode: u16::from_ne_bytes(kb[6..8].try_into().unwrap()) as u32,
+                slot: u32::from_ne_bytes(kb[8..12].try_into().unwrap()),
+                calls: u64_at(0),
+                ns: u64_at(1),
+                cause_ns,
+            });
+        }
+        Ok(rows)
+    }
+
+    /// The kernel wait sites of system calls, with their stacks.
+    pub fn wait_sites(&self) -> Result<Vec<SiteRow>> {
+        let (map, stacks) = (&self.skel.maps.wait_sites, &self.skel.maps.wait_stacks);
+        let mut rows = Vec::new();
+        for kb in map.keys() {
+            let Some(v) = map
+                .lookup(&kb, MapFlags::ANY)
+                .map_err(|e| Error::Read(e.to_string()))?
+            else {
+                continue;
+            };
+            // struct lat_site_key: tgid, nr, slot, stack (s32), cause;
+            // struct lat_site_time: count, ns.
+            if kb.len() < 20 || v.len() < 16 {
+                continue;
+            }
+            let u32_at = |o: usize| u32::from_ne_bytes(kb[o..o + 4].try_into().unwrap());
+            let u64_at = |o: usize| u64::from_ne_bytes(v[o..o + 8].try_into().unwrap());
+            let stack = stacks
+                .lookup(&kb[12..16], MapFlags::ANY)
+                .ok()
+                .flatten()
+                .map(|b| {
+                    b.chunks_exact(8)
+                        .map(|c| u64::from_ne_bytes(c.try_into().unwrap()))
+                        .take_while(|&ip| ip != 0)
+                        .collect()
+                })
+                .unwrap_or_default();
+            rows.push(SiteRow {
+                tgid: u32_at(0),
+                nr: u32_at(4),
+                slot: u32_at(8),
+                cause: u32_at(16),
+                stack,
+                count: u64_at(0),
+                ns: u64_at(8),
+            });
         }
         Ok(rows)
     }

@@ -307,7 +307,7 @@ pub fn render_explain(o: &Operation, peaks: &[PeakCauses]) -> String {
             );
         }
         let path: Vec<String> = pc
-            .path(&o.op)
+            .path
             .iter()
             .map(|(frame, share)| format!("{frame} ({:.0}%)", 100.0 * share))
             .collect();
@@ -325,7 +325,7 @@ pub fn explain_to_json(data: &LatencyData, o: &Operation, peaks: &[PeakCauses]) 
             .map(|pc| {
                 json!({
                     "peak": pc.peak.index,
-                    "path": pc.path(&o.op).iter()
+                    "path": pc.path.iter()
                         .map(|(frame, share)| json!({ "frame": frame, "share": share }))
                         .collect::<Vec<_>>(),
                     "causes": pc.causes.iter()

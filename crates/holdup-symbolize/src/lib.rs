@@ -38,6 +38,7 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
+pub mod callgraph;
 mod elf;
 mod kallsyms;
 mod maps;

@@ -13,7 +13,7 @@ use std::path::Path;
 
 pub const MAGIC: &[u8; 8] = b"HOLDUPLT";
 pub const MAJOR: u16 = 1;
-pub const MINOR: u16 = 1;
+pub const MINOR: u16 = 3;
 const HEADER_BYTES: usize = 8 + 2 + 2 + 8 + 4;
 /// Refuse bodies beyond this (a corrupt length must not allocate gigabytes).
 const MAX_BODY: u64 = 1 << 30;
@@ -34,6 +34,56 @@ pub struct LatencyData {
     /// report can tell one that never ran from one never asked for.
     pub requested: Vec<String>,
     pub histograms: Vec<IntervalHistogram>,
+    /// The call paths timed below each root operation (DARC's ftree,
+    /// format 1.2).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fnodes: Vec<CallPath>,
+    /// Where system calls blocked, per bucket (format 1.3).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub wait_sites: Vec<WaitSite>,
+    /// Callee times inside root calls, per bucket of the root (format 1.2).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub callees: Vec<CalleeTime>,
+}
+
+/// The off-CPU time the calls of `op` (a system call) of process `pid` in
+/// bucket `slot` spent blocked with `cause` (one of [`CAUSES`]) at one
+/// kernel stack: `frames`, leaf first, the scheduler's own left out.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaitSite {
+    pub op: String,
+    pub pid: u32,
+    pub slot: u32,
+    pub cause: String,
+    pub frames: Vec<String>,
+    pub count: u64,
+    pub ns: u64,
+}
+
+/// A call path below root operation `op`: node `id`, where function
+/// `func` is called by the function of node `parent` (the root's node has
+/// none).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallPath {
+    pub op: String,
+    pub id: u32,
+    pub parent: Option<u32>,
+    pub func: String,
+}
+
+/// The time call path `fnode` took inside the calls of operation `op` of
+/// process `pid` whose latency fell in bucket `slot` of `op`'s histogram
+/// (DARC's next levels below a peak).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CalleeTime {
+    pub op: String,
+    pub pid: u32,
+    pub fnode: u32,
+    pub slot: u32,
+    pub calls: u64,
+    pub ns: u64,
+    /// Of `ns`, off-CPU time by cause ([`CAUSES`]).
+    pub cause_ns: Vec<u64>,
 }
 
 /// One operation of one process in one interval.
@@ -55,9 +105,22 @@ pub struct IntervalHistogram {
     pub cause_ns: Vec<Vec<u64>>,
 }
 
-/// The off-CPU causes of `cause_ns`, in order: blocked with I/O wait,
-/// blocked in futex (lock), preempted (runnable, not running), other.
-pub const CAUSES: [&str; 4] = ["iowait", "futex_wait", "preempted", "blocked"];
+/// The causes of `cause_ns`, in order: blocked with I/O wait, blocked in
+/// futex (lock), preempted (runnable, not running), other blocking (format
+/// 1.1), then time taken by hard interrupts (the local timer included) and
+/// by softirqs while the thread was on a CPU (format 1.3; a 1.1 file has
+/// the first four only).
+pub const CAUSES: [&str; 6] = [
+    "iowait",
+    "futex_wait",
+    "preempted",
+    "blocked",
+    "irq",
+    "softirq",
+];
+
+/// The causes of a format 1.1 file.
+pub const CAUSES_1_1: usize = 4;
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -144,12 +207,25 @@ pub fn parse_latency(bytes: &[u8], path: &str) -> Result<LatencyData, LatencyFil
     if let Some(h) = data.histograms.iter().find(|h| {
         h.count.len() != h.ns.len()
             || h.count.len() > 64
-            || !(h.cause_ns.is_empty() || h.cause_ns.len() == CAUSES.len())
+            || ![0, CAUSES_1_1, CAUSES.len()].contains(&h.cause_ns.len())
             || h.cause_ns.iter().any(|c| c.len() != h.count.len())
     }) {
         return Err(LatencyFileError::Corrupt {
             path,
             why: format!("histogram of {} has inconsistent buckets", h.op),
+        });
+    }
+    if let Some(c) = data
+        .callees
+        .iter()
+        .find(|c| c.cause_ns.len() != CAUSES.len() || c.slot >= 64)
+    {
+        return Err(LatencyFileError::Corrupt {
+            path,
+            why: format!(
+                "callee time of node {} in {} is inconsistent",
+                c.fnode, c.op
+            ),
         });
     }
     Ok(data)
@@ -186,7 +262,38 @@ mod tests {
                 interval: 1,
                 count: vec![0, 3, 1],
                 ns: vec![0, 7, 5],
-                cause_ns: vec![vec![0, 1, 0], vec![0; 3], vec![0, 0, 2], vec![0; 3]],
+                cause_ns: vec![
+                    vec![0, 1, 0],
+                    vec![0; 3],
+                    vec![0, 0, 2],
+                    vec![0; 3],
+                    vec![0; 3],
+                    vec![1, 0, 0],
+                ],
+            }],
+            fnodes: vec![CallPath {
+                op: "func:f".into(),
+                id: 1,
+                parent: Some(0),
+                func: "g".into(),
+            }],
+            wait_sites: vec![WaitSite {
+                op: "syscall:read".into(),
+                pid: 7,
+                slot: 2,
+                cause: "iowait".into(),
+                frames: vec!["folio_wait_bit_common".into(), "filemap_read".into()],
+                count: 1,
+                ns: 3,
+            }],
+            callees: vec![CalleeTime {
+                op: "func:f".into(),
+                pid: 7,
+                fnode: 1,
+                slot: 2,
+                calls: 1,
+                ns: 4,
+                cause_ns: vec![0, 0, 1, 0, 0, 0],
             }],
             ..Default::default()
         }
@@ -197,6 +304,22 @@ mod tests {
         let mut buf = Vec::new();
         write_latency(&mut buf, &sample()).unwrap();
         assert_eq!(parse_latency(&buf, "x").unwrap(), sample());
+    }
+
+    #[test]
+    fn a_file_with_the_four_off_cpu_causes_of_format_1_1_still_reads() {
+        let mut old = sample();
+        old.histograms[0].cause_ns.truncate(CAUSES_1_1);
+        old.fnodes.clear();
+        old.callees.clear();
+        old.wait_sites.clear();
+        let mut buf = Vec::new();
+        write_latency(&mut buf, &old).unwrap();
+        assert_eq!(parse_latency(&buf, "x").unwrap(), old);
+        old.histograms[0].cause_ns.truncate(3);
+        let mut buf = Vec::new();
+        write_latency(&mut buf, &old).unwrap();
+        assert!(parse_latency(&buf, "x").is_err());
     }
 
     #[test]

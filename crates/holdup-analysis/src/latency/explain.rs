@@ -1,11 +1,23 @@
-//! The first level of DARC's root-cause path of a peak: where the time of
+//! DARC's root-cause path of a peak. The first level is where the time of
 //! the calls in the peak went — on a CPU, or off it waiting for I/O, for a
-//! lock (futex), for a CPU (preempted) or for something else. The kernel
-//! splits each call's time by these causes and adds it to the call's bucket,
-//! so a peak's split is the sum over its buckets.
+//! lock (futex), for a CPU (preempted) or for something else, or taken by
+//! hard interrupts or softirqs while on the CPU (DARC §3.6): the kernel
+//! splits each call's time by these causes and adds it to the call's
+//! bucket, so a peak's split is the sum over its buckets.
+//!
+//! Below a user function whose callees were timed, the path descends: the
+//! recorder summed each callee's time (and its causes) inside the root's
+//! calls per bucket of the root, so a peak's time splits into its callees
+//! plus the function's own time by cause. Latencies are additive (DARC
+//! §3): the path goes to the largest of these, and on into that callee's
+//! callees, until a function's own time (a cause) outweighs each callee.
+//! DARC decides by the callee that was largest in most calls; sums over
+//! the peak's calls give the same answer when the peak's calls are alike,
+//! and each level's share of the peak's time directly.
 
 use super::{Operation, Peak};
-use holdup_trace::latency::CAUSES;
+use holdup_trace::latency::{CallPath, LatencyData, WaitSite, CAUSES};
+use std::collections::{BTreeMap, HashSet};
 
 /// The name of on-CPU time in a path.
 pub const ON_CPU: &str = "on-cpu";
@@ -16,24 +28,46 @@ pub struct PeakCauses {
     /// (cause, ns, share of the peak's time), largest first; on-CPU time
     /// is `ON_CPU`.
     pub causes: Vec<(&'static str, u64, f64)>,
+    /// The root-cause path from the operation down: (frame, share of the
+    /// peak's time); frames are the operation, callee functions, and last
+    /// a cause.
+    pub path: Vec<(String, f64)>,
 }
 
-impl PeakCauses {
-    /// The path from the operation down: the operation itself (all of the
-    /// peak), then the cause that holds most of it.
-    pub fn path(&self, op: &str) -> Vec<(String, f64)> {
-        let mut path = vec![(op.to_string(), 1.0)];
-        if let Some(&(cause, _, share)) = self.causes.first() {
-            path.push((cause.to_string(), share));
+/// Time within a peak: total and off-CPU by cause.
+#[derive(Clone, Debug, Default)]
+struct Time {
+    ns: u64,
+    cause_ns: [u64; CAUSES.len()],
+}
+
+impl Time {
+    fn add(&mut self, ns: u64, cause_ns: &[u64]) {
+        self.ns += ns;
+        for (m, t) in self.cause_ns.iter_mut().zip(cause_ns) {
+            *m += t;
         }
-        path
+    }
+
+    /// On-CPU and off-CPU time by cause, as (name, ns).
+    fn split(&self) -> Vec<(&'static str, u64)> {
+        let mut out: Vec<(&'static str, u64)> = CAUSES
+            .iter()
+            .zip(&self.cause_ns)
+            .map(|(&name, &ns)| (name, ns.min(self.ns)))
+            .collect();
+        let off: u64 = out.iter().map(|c| c.1).sum();
+        out.push((ON_CPU, self.ns.saturating_sub(off)));
+        out
     }
 }
 
-/// Causes of every peak of `op`; `None` when the recording has no causes.
-pub fn explain(op: &Operation) -> Option<Vec<PeakCauses>> {
+/// Causes and root-cause path of every peak of `op`; `None` when the
+/// recording has no causes. The recording's call-path times and wait
+/// sites, where it has them, take the path further down.
+pub fn explain(op: &Operation, data: &LatencyData) -> Option<Vec<PeakCauses>> {
     let h = &op.hist;
-    if h.cause_ns.len() != CAUSES.len() {
+    if h.cause_ns.is_empty() {
         return None;
     }
     Some(
@@ -43,24 +77,30 @@ pub fn explain(op: &Operation) -> Option<Vec<PeakCauses>> {
                 let sum = |v: &[u64]| -> u64 {
                     v.get(p.lo_slot..=p.hi_slot).map_or(0, |s| s.iter().sum())
                 };
-                let total = sum(&h.ns);
-                let mut causes: Vec<(&'static str, u64, f64)> = CAUSES
-                    .iter()
-                    .zip(&h.cause_ns)
-                    .map(|(&name, v)| (name, sum(v).min(total), 0.0))
-                    .collect();
-                let off: u64 = causes.iter().map(|c| c.1).sum();
-                causes.push((ON_CPU, total.saturating_sub(off), 0.0));
-                for c in &mut causes {
-                    c.2 = if total > 0 {
-                        c.1 as f64 / total as f64
+                let mut root = Time {
+                    ns: sum(&h.ns),
+                    ..Default::default()
+                };
+                for (c, v) in h.cause_ns.iter().enumerate() {
+                    root.cause_ns[c] = sum(v);
+                }
+                let total = root.ns;
+                let share = |ns: u64| {
+                    if total > 0 {
+                        ns as f64 / total as f64
                     } else {
                         0.0
-                    };
-                }
+                    }
+                };
+                let mut causes: Vec<(&'static str, u64, f64)> = root
+                    .split()
+                    .into_iter()
+                    .map(|(name, ns)| (name, ns, share(ns)))
+                    .collect();
                 causes.retain(|c| c.1 > 0);
                 causes.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
                 PeakCauses {
+                    path: descend(op, p, root, data),
                     peak: p.clone(),
                     causes,
                 }
@@ -69,10 +109,96 @@ pub fn explain(op: &Operation) -> Option<Vec<PeakCauses>> {
     )
 }
 
+/// The root-cause path of peak `p` of `op`, whose calls took `root`.
+fn descend(op: &Operation, p: &Peak, root: Time, data: &LatencyData) -> Vec<(String, f64)> {
+    let (callees, fnodes) = (&data.callees, &data.fnodes);
+    let total = root.ns;
+    let share = |ns: u64| {
+        if total > 0 {
+            ns as f64 / total as f64
+        } else {
+            0.0
+        }
+    };
+    let mut times: BTreeMap<u32, Time> = BTreeMap::new();
+    for c in callees.iter().filter(|c| {
+        c.op == op.op && c.pid == op.pid && (p.lo_slot..=p.hi_slot).contains(&(c.slot as usize))
+    }) {
+        times.entry(c.fnode).or_default().add(c.ns, &c.cause_ns);
+    }
+    let nodes: Vec<&CallPath> = fnodes.iter().filter(|n| n.op == op.op).collect();
+    let mut path = vec![(op.op.clone(), 1.0)];
+    let mut node_id = nodes.iter().find(|n| n.parent.is_none()).map(|n| n.id);
+    let mut node = root;
+    let mut visited = HashSet::new();
+    loop {
+        // The callees with time in this peak, and the function's own time:
+        // its time less its callees', by cause.
+        let kids: Vec<(&CallPath, &Time)> = match node_id {
+            Some(id) if visited.insert(id) => nodes
+                .iter()
+                .filter(|n| n.parent == Some(id))
+                .filter_map(|n| Some((*n, times.get(&n.id)?)))
+                .collect(),
+            _ => Vec::new(),
+        };
+        let mut own = node.clone();
+        for (_, t) in &kids {
+            own.ns = own.ns.saturating_sub(t.ns);
+            for (o, c) in own.cause_ns.iter_mut().zip(&t.cause_ns) {
+                *o = o.saturating_sub(*c);
+            }
+        }
+        let best_cause = own
+            .split()
+            .into_iter()
+            .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(a.0)));
+        let best_kid = kids
+            .iter()
+            .max_by(|a, b| a.1.ns.cmp(&b.1.ns).then_with(|| b.0.func.cmp(&a.0.func)));
+        match (best_kid, best_cause) {
+            (Some((n, t)), c) if c.is_none_or(|c| t.ns > c.1) => {
+                path.push((n.func.clone(), share(t.ns)));
+                node_id = Some(n.id);
+                node = (*t).clone();
+            }
+            (_, Some((cause, ns))) if ns > 0 => {
+                path.push((cause.to_string(), share(ns)));
+                if let Some((site, ns)) = wait_site(op, p, cause, &data.wait_sites) {
+                    path.push((site, share(ns)));
+                }
+                break;
+            }
+            _ => break,
+        }
+    }
+    path
+}
+
+/// The kernel function below the scheduler where the calls of peak `p`
+/// spent most of their `cause` time, with that time (wait sites are
+/// recorded for system calls).
+fn wait_site(op: &Operation, p: &Peak, cause: &str, sites: &[WaitSite]) -> Option<(String, u64)> {
+    let mut by_reason: BTreeMap<&str, u64> = BTreeMap::new();
+    for s in sites.iter().filter(|s| {
+        s.op == op.op
+            && s.pid == op.pid
+            && s.cause == cause
+            && (p.lo_slot..=p.hi_slot).contains(&(s.slot as usize))
+    }) {
+        *by_reason.entry(s.frames.first()?.as_str()).or_default() += s.ns;
+    }
+    by_reason
+        .into_iter()
+        .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(a.0)))
+        .map(|(r, ns)| (r.to_string(), ns))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::latency::{find_peaks, Histogram};
+    use holdup_trace::latency::CalleeTime;
 
     #[test]
     fn each_peak_splits_into_its_causes() {
@@ -100,14 +226,96 @@ mod tests {
             hist,
             steps: Vec::new(),
         };
-        let e = explain(&op).unwrap();
+        let e = explain(&op, &LatencyData::default()).unwrap();
         assert_eq!(e.len(), 2);
         assert_eq!(e[0].causes[0].0, ON_CPU);
         assert!((e[0].causes[0].2 - 0.9).abs() < 1e-9);
         assert_eq!(e[1].causes[0], ("iowait", 45_000, 0.75));
         assert_eq!(e[1].causes[1].0, ON_CPU);
-        assert_eq!(e[1].path("syscall:read")[1], ("iowait".to_string(), 0.75));
+        assert_eq!(e[1].path[1], ("iowait".to_string(), 0.75));
         let sum: f64 = e[1].causes.iter().map(|c| c.2).sum();
         assert!((sum - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_path_descends_into_the_callee_that_makes_the_peak() {
+        // handle() calls parse() (every call, 300 us) and store(); store()
+        // calls flush() in one call of eight, which sleeps 2 ms.
+        let mut count = vec![0; 24];
+        let mut ns = vec![0; 24];
+        let mut causes = vec![vec![0; 24]; 4];
+        count[18] = 700;
+        ns[18] = 700 * 330_000;
+        count[21] = 100;
+        ns[21] = 100 * 2_340_000;
+        causes[3][21] = 100 * 2_000_000;
+        let hist = Histogram {
+            count,
+            ns,
+            cause_ns: causes,
+        };
+        let op = Operation {
+            op: "func:handle".into(),
+            pid: 1,
+            comm: "w".into(),
+            peaks: find_peaks(&hist),
+            hist,
+            steps: Vec::new(),
+        };
+        // spin() is called by both parse() and store(): one call path each.
+        let node = |id: u32, parent: Option<u32>, func: &str| CallPath {
+            op: "func:handle".into(),
+            id,
+            parent,
+            func: func.into(),
+        };
+        let fnodes = [
+            node(0, None, "handle"),
+            node(1, Some(0), "parse"),
+            node(2, Some(0), "store"),
+            node(3, Some(2), "flush"),
+            node(4, Some(1), "spin"),
+            node(5, Some(2), "spin"),
+        ];
+        let time = |fnode: u32, slot: u32, calls: u64, ns: u64, blocked: u64| CalleeTime {
+            op: "func:handle".into(),
+            pid: 1,
+            fnode,
+            slot,
+            calls,
+            ns,
+            cause_ns: vec![0, 0, 0, blocked],
+        };
+        let callees = [
+            time(1, 18, 700, 700 * 300_000, 0),
+            time(4, 18, 700, 700 * 290_000, 0),
+            time(2, 18, 700, 700 * 20_000, 0),
+            time(5, 18, 700, 700 * 20_000, 0),
+            time(1, 21, 100, 100 * 300_000, 0),
+            time(4, 21, 100, 100 * 290_000, 0),
+            time(2, 21, 100, 100 * 2_030_000, 100 * 2_000_000),
+            time(5, 21, 100, 100 * 20_000, 0),
+            time(3, 21, 100, 100 * 2_010_000, 100 * 2_000_000),
+        ];
+        let data = LatencyData {
+            callees: callees.to_vec(),
+            fnodes: fnodes.to_vec(),
+            ..Default::default()
+        };
+        let e = explain(&op, &data).unwrap();
+        let frames = |i: usize| -> Vec<&str> { e[i].path.iter().map(|f| f.0.as_str()).collect() };
+        assert_eq!(frames(0), ["func:handle", "parse", "spin", ON_CPU]);
+        assert!(
+            (e[0].path[2].1 - 290.0 / 330.0).abs() < 1e-9,
+            "one call path's time only"
+        );
+        assert_eq!(frames(1), ["func:handle", "store", "flush", "blocked"]);
+        let p = &e[1].path;
+        assert!((p[1].1 - 2_030.0 / 2_340.0).abs() < 1e-9);
+        assert!((p[2].1 - 2_010.0 / 2_340.0).abs() < 1e-9);
+        assert!((p[3].1 - 2_000.0 / 2_340.0).abs() < 1e-9);
+        // Without callee times the path stops at the first level.
+        let e = explain(&op, &LatencyData::default()).unwrap();
+        assert_eq!(e[1].path[1].0, "blocked");
     }
 }

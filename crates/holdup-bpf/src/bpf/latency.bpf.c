@@ -15,6 +15,18 @@
  * other), advanced at every context switch; a call's start snapshots them,
  * and its end adds the differences to its bucket, so each peak's time
  * splits into on-CPU time and the causes that made the call wait.
+ *
+ * Below that level, DARC's descent: the callees of a user function (a
+ * root) get uprobes too; while a root call is open in a thread, the time
+ * (and off-CPU causes) of each call path below it (an fnode of DARC's
+ * ftree, followed with a current-node pointer as DARC does) is summed per
+ * thread, and at the root's return the sums go to the root call's bucket,
+ * so a peak of the root splits into the call paths that made it.
+ *
+ * Interrupts are causes too (DARC §3.6): time in hard interrupt handlers
+ * and softirqs while a traced thread was on the CPU advances that
+ * thread's irq and softirq clocks, so it is not counted as the call's own
+ * on-CPU work.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -31,6 +43,7 @@ const volatile bool follow_children = true;
 const volatile u32 self_tgid = 0;	/* the tool itself, never traced */
 const volatile u64 start_ns = 0;	/* CLOCK_MONOTONIC at the start */
 const volatile u64 interval_ns = 1000000000;
+const volatile bool lock_waits = false;	/* the lock operation */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
@@ -69,11 +82,20 @@ struct causes {
 };
 
 /* The open system call and kernel-function calls of a thread. */
+struct site {
+	s32 stack;
+	u32 cause;
+	u64 ns;
+};
+
 struct thread_starts {
 	struct causes off;	/* advanced at each switch-in */
 	u64 out_at;		/* switch-out time, while off-CPU */
 	u32 out_cause;
-	u32 pad;
+	s32 out_stack;		/* kernel stack at the switch-out, in a system call */
+	struct site sites[LAT_SITES];	/* the open system call's wait sites */
+	u32 nsites;
+	u32 pad2;
 	u64 sys_start;
 	s64 sys_nr;
 	struct causes sys_snap;
@@ -83,8 +105,52 @@ struct thread_starts {
 
 struct ufunc_start {
 	u64 time;
+	u32 depth;		/* recursive calls open inside this one */
+	u16 fnode;		/* a callee's call path */
+	u16 saved;		/* the caller's call path, restored at return */
 	struct causes snap;
 };
+
+/* The open root call of a thread: the current call path (DARC's
+ * current_fnode) and the time of each call path in this root call. */
+struct callee_acc {
+	u32 open;
+	u32 root;
+	u32 cur;
+	u32 pad;
+	struct lat_callee_time fnode[LAT_FNODES];
+};
+
+/* The ftree: (parent node, function) → child node. A callee called on
+ * any other path is not timed (DARC's call-path filtering). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, LAT_FNODES);
+	__type(key, struct lat_fnode_key);
+	__type(value, u32);
+} fnode_children SEC(".maps");
+
+/* Each root's node, by the root's operation id. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, LAT_UFUNCS);
+	__type(key, u32);
+	__type(value, u32);
+} root_fnodes SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct callee_acc);
+} callee_accs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct lat_callee_key);
+	__type(value, struct lat_callee_time);
+} callee_times SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
@@ -100,6 +166,21 @@ struct {
 	__type(key, u64);
 	__type(value, struct ufunc_start);
 } ufunc_starts SEC(".maps");
+
+/* Kernel stacks where system calls blocked, and their time per bucket. */
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 4096);
+	__uint(key_size, sizeof(u32));
+	__uint(value_size, 127 * sizeof(u64));
+} wait_stacks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct lat_site_key);
+	__type(value, struct lat_site_time);
+} wait_sites SEC(".maps");
 
 struct rq_start {
 	u64 time;
@@ -166,7 +247,7 @@ static __always_inline void add(u32 tgid, u16 kind, u32 id, u64 now, u64 delta,
 		}
 		/* The process's name, not the thread's; block completions run
 		 * in interrupt context, where the current task is unrelated. */
-		if (kind != LAT_BLOCK) {
+		if (kind != LAT_BLOCK && kind != LAT_LOCK) {
 			task = bpf_get_current_task_btf();
 			BPF_CORE_READ_STR_INTO(&comm, task, group_leader, comm);
 			bpf_map_update_elem(&comms, &tgid, &comm, BPF_ANY);
@@ -212,8 +293,39 @@ int BPF_PROG(lat_sys_enter, struct pt_regs *regs, long id)
 		return 0;
 	s->sys_nr = id;
 	s->sys_snap = s->off;
+	if (s->nsites) {
+		__builtin_memset(s->sites, 0, sizeof(s->sites));
+		s->nsites = 0;
+	}
 	s->sys_start = bpf_ktime_get_ns();
 	return 0;
+}
+
+/* Move the open system call's wait sites into its bucket. */
+static __always_inline void flush_sites(struct thread_starts *s, u32 tgid, u32 slot)
+{
+	for (int i = 0; i < LAT_SITES; i++) {
+		struct lat_site_key key = {
+			.tgid = tgid,
+			.nr = s->sys_nr,
+			.slot = slot,
+			.stack = s->sites[i].stack,
+			.cause = s->sites[i].cause,
+		};
+		struct lat_site_time *t, one = { 1, s->sites[i].ns };
+
+		if (!s->sites[i].ns)
+			continue;
+		t = bpf_map_lookup_elem(&wait_sites, &key);
+		if (t) {
+			__sync_fetch_and_add(&t->count, 1);
+			__sync_fetch_and_add(&t->ns, s->sites[i].ns);
+		} else if (bpf_map_update_elem(&wait_sites, &key, &one, BPF_NOEXIST)) {
+			count_lost(LAT_LOST_HIST_FULL);
+		}
+	}
+	__builtin_memset(s->sites, 0, sizeof(s->sites));
+	s->nsites = 0;
 }
 
 SEC("tp_btf/sys_exit")
@@ -227,6 +339,8 @@ int BPF_PROG(lat_sys_exit, struct pt_regs *regs, long ret)
 		return 0;
 	now = bpf_ktime_get_ns();
 	add(tgid, LAT_SYSCALL, s->sys_nr, now, now - s->sys_start, &s->off, &s->sys_snap);
+	if (s->nsites)
+		flush_sites(s, tgid, log2_slot(now - s->sys_start, LAT_SLOTS));
 	s->sys_start = 0;
 	return 0;
 }
@@ -281,42 +395,145 @@ KFUNC_SLOT(5)
 KFUNC_SLOT(6)
 KFUNC_SLOT(7)
 
+/* Open user-function calls; a recursive call only counts its depth, so
+ * the outermost call keeps its start. */
 SEC("uprobe")
 int lat_ufunc_enter(struct pt_regs *ctx)
 {
 	u64 id = bpf_get_current_pid_tgid();
-	struct ufunc_start start = {};
+	u32 cookie = bpf_get_attach_cookie(ctx);
+	u32 op = cookie & LAT_UFUNC_ID_MASK;
+	struct ufunc_start start = {}, *open;
+	struct callee_acc *acc = NULL;
 	struct thread_starts *s;
+	u32 *child = NULL;
 	u64 key;
 
 	if (!tgid_tracked(id >> 32))
 		return 0;
+	key = (id << 32) | op;
+	open = bpf_map_lookup_elem(&ufunc_starts, &key);
+	if (open) {
+		open->depth++;
+		return 0;
+	}
+	if (cookie & LAT_UFUNC_CALLEE) {
+		/* Call-path filtering: only inside a call of a root, on a
+		 * path of the ftree. */
+		struct lat_fnode_key fk = { .func = op };
+
+		acc = bpf_task_storage_get(&callee_accs, bpf_get_current_task_btf(), 0, 0);
+		if (!acc || !acc->open)
+			return 0;
+		fk.parent = acc->cur;
+		child = bpf_map_lookup_elem(&fnode_children, &fk);
+		if (!child || *child >= LAT_FNODES)
+			return 0;
+		start.fnode = *child;
+		start.saved = acc->cur;
+	}
 	s = own_starts(true);
 	if (s)
 		start.snap = s->off;
-	key = (id << 32) | (u32)bpf_get_attach_cookie(ctx);
 	start.time = bpf_ktime_get_ns();
-	if (bpf_map_update_elem(&ufunc_starts, &key, &start, BPF_ANY))
+	if (bpf_map_update_elem(&ufunc_starts, &key, &start, BPF_ANY)) {
 		count_lost(LAT_LOST_START_FULL);
+		return 0;
+	}
+	if (acc && child) {
+		acc->cur = *child;
+	} else if (cookie & LAT_UFUNC_ROOT) {
+		u32 *root = bpf_map_lookup_elem(&root_fnodes, &op);
+
+		acc = bpf_task_storage_get(&callee_accs, bpf_get_current_task_btf(), 0,
+					   BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (root && acc && !acc->open) {
+			acc->open = 1;
+			acc->root = op;
+			acc->cur = *root;
+		}
+	}
 	return 0;
+}
+
+/* Move the callee times a root call collected into its bucket. */
+static __always_inline void flush_callees(struct callee_acc *acc, u32 tgid, u32 slot)
+{
+#pragma clang loop unroll(disable)
+	for (u32 i = 0; i < LAT_FNODES; i++) {
+		struct lat_callee_time *c = &acc->fnode[i], *t;
+		struct lat_callee_key key = {
+			.tgid = tgid,
+			.root = acc->root,
+			.fnode = i,
+			.slot = slot,
+		};
+
+		if (!c->calls)
+			continue;
+		t = bpf_map_lookup_elem(&callee_times, &key);
+		if (!t) {
+			struct lat_callee_time zero = {};
+
+			bpf_map_update_elem(&callee_times, &key, &zero, BPF_NOEXIST);
+			t = bpf_map_lookup_elem(&callee_times, &key);
+		}
+		if (t) {
+			__sync_fetch_and_add(&t->calls, c->calls);
+			__sync_fetch_and_add(&t->ns, c->ns);
+			for (int k = 0; k < LAT_CAUSES; k++)
+				__sync_fetch_and_add(&t->cause_ns[k], c->cause_ns[k]);
+		} else {
+			count_lost(LAT_LOST_HIST_FULL);
+		}
+		__builtin_memset(c, 0, sizeof(*c));
+	}
+	acc->open = 0;
 }
 
 SEC("uretprobe")
 int lat_ufunc_exit(struct pt_regs *ctx)
 {
 	u64 id = bpf_get_current_pid_tgid();
-	u32 op = bpf_get_attach_cookie(ctx);
+	u32 tgid = id >> 32;
+	u32 cookie = bpf_get_attach_cookie(ctx);
+	u32 op = cookie & LAT_UFUNC_ID_MASK;
 	u64 key = (id << 32) | op;
 	struct ufunc_start *t0;
 	struct thread_starts *s;
-	u64 now;
+	struct callee_acc *acc;
+	u64 now, delta;
 
 	t0 = bpf_map_lookup_elem(&ufunc_starts, &key);
 	if (!t0)
 		return 0;
+	if (t0->depth) {
+		t0->depth--;
+		return 0;
+	}
 	now = bpf_ktime_get_ns();
+	delta = now - t0->time;
 	s = own_starts(false);
-	add(id >> 32, LAT_UFUNC, op, now, now - t0->time, s ? &s->off : NULL, &t0->snap);
+	if (cookie & (LAT_UFUNC_ROOT | LAT_UFUNC_CALLEE))
+		acc = bpf_task_storage_get(&callee_accs, bpf_get_current_task_btf(), 0, 0);
+	else
+		acc = NULL;
+	if (cookie & LAT_UFUNC_CALLEE) {
+		if (acc && acc->open && t0->fnode < LAT_FNODES) {
+			struct lat_callee_time *c = &acc->fnode[t0->fnode];
+
+			acc->cur = t0->saved;
+			c->calls++;
+			c->ns += delta;
+			if (s)
+				for (int k = 0; k < LAT_CAUSES; k++)
+					c->cause_ns[k] += s->off.ns[k] - t0->snap.ns[k];
+		}
+	} else {
+		add(tgid, LAT_UFUNC, op, now, delta, s ? &s->off : NULL, &t0->snap);
+		if (acc && acc->open && acc->root == op)
+			flush_callees(acc, tgid, log2_slot(delta, LAT_SLOTS));
+	}
 	bpf_map_delete_elem(&ufunc_starts, &key);
 	return 0;
 }
@@ -366,6 +583,39 @@ static __always_inline bool in_futex(struct task_struct *t)
 	return nr == 202 /* futex */ || nr == 449 /* futex_waitv */;
 }
 
+/* Add a wait of the open system call to its wait site. */
+static __always_inline void add_site(struct thread_starts *s, u64 ns)
+{
+	for (int i = 0; i < LAT_SITES; i++) {
+		struct site *w = &s->sites[i];
+
+		if (w->ns && (w->stack != s->out_stack || w->cause != s->out_cause))
+			continue;
+		if (!w->ns) {
+			w->stack = s->out_stack;
+			w->cause = s->out_cause;
+			s->nsites++;
+		}
+		w->ns += ns;
+		return;
+	}
+}
+
+/* One wait of the lock operation: all of it waiting for the lock. */
+static __always_inline void lock_wait(struct task_struct *t, u64 now, u64 delta)
+{
+	struct causes waited = {}, none = {};
+	u32 tgid = BPF_CORE_READ(t, tgid);
+	char comm[16];
+
+	waited.ns[LAT_CAUSE_LOCK] = delta;
+	add(tgid, LAT_LOCK, 0, now, delta, &waited, &none);
+	/* add() names processes after the current task: here, the one
+	 * switching out. */
+	BPF_CORE_READ_STR_INTO(&comm, t, group_leader, comm);
+	bpf_map_update_elem(&comms, &tgid, &comm, BPF_NOEXIST);
+}
+
 /* Advance the off-CPU clocks of threads that have an operation open (only
  * those have storage). Time from wakeup to switch-in counts for the cause
  * of the sleep, preemption for the runqueue. */
@@ -377,6 +627,9 @@ int BPF_PROG(lat_switch, bool preempt, struct task_struct *prev, struct task_str
 	u64 now = bpf_ktime_get_ns();
 
 	s = bpf_task_storage_get(&starts, prev, 0, 0);
+	/* Lock waits are timed for every traced thread, open call or not. */
+	if (!s && lock_waits && prev_state != 0 && tgid_tracked(BPF_CORE_READ(prev, tgid)))
+		s = bpf_task_storage_get(&starts, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (s) {
 		s->out_at = now;
 		if (prev_state == 0 /* TASK_RUNNING */)
@@ -387,13 +640,136 @@ int BPF_PROG(lat_switch, bool preempt, struct task_struct *prev, struct task_str
 			s->out_cause = LAT_CAUSE_LOCK;
 		else
 			s->out_cause = LAT_CAUSE_OTHER;
+		/* Where an open system call blocked: the level below its
+		 * cause. (The current task here is prev.) */
+		s->out_stack = -1;
+		if (s->sys_start && s->out_cause != LAT_CAUSE_RUNQ)
+			s->out_stack = bpf_get_stackid(ctx, &wait_stacks, 0);
 	}
 	s = bpf_task_storage_get(&starts, next, 0, 0);
 	if (s && s->out_at) {
 		if (s->out_cause < LAT_CAUSES)
 			s->off.ns[s->out_cause] += now - s->out_at;
+		if (lock_waits && s->out_cause == LAT_CAUSE_LOCK)
+			lock_wait(next, now, now - s->out_at);
+		if (s->sys_start && s->out_stack >= 0)
+			add_site(s, now - s->out_at);
 		s->out_at = 0;
 	}
+	return 0;
+}
+
+/* Interrupts that run while a thread is on a CPU take time from its
+ * call: the current task in an interrupt is the interrupted thread. A
+ * hard interrupt during a softirq counts for the interrupt only. */
+struct irq_clock {
+	u64 irq_at;		/* outermost hard interrupt's entry */
+	u64 irq_total;		/* hard-interrupt time so far on this CPU */
+	u64 softirq_at;
+	u64 softirq_irq_snap;	/* irq_total at softirq entry */
+	u32 irq_depth;
+	u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct irq_clock);
+} irq_clocks SEC(".maps");
+
+static __always_inline struct irq_clock *irq_clock(void)
+{
+	u32 zero = 0;
+
+	return bpf_map_lookup_elem(&irq_clocks, &zero);
+}
+
+static __always_inline void charge_current(u32 cause, u64 ns)
+{
+	struct thread_starts *s;
+
+	s = bpf_task_storage_get(&starts, bpf_get_current_task_btf(), 0, 0);
+	if (s && cause < LAT_CAUSES)
+		s->off.ns[cause] += ns;
+}
+
+static __always_inline int irq_enter(void)
+{
+	struct irq_clock *c = irq_clock();
+
+	if (c && c->irq_depth++ == 0)
+		c->irq_at = bpf_ktime_get_ns();
+	return 0;
+}
+
+static __always_inline int irq_exit(void)
+{
+	struct irq_clock *c = irq_clock();
+	u64 d;
+
+	if (!c || c->irq_depth == 0)
+		return 0;
+	if (--c->irq_depth == 0 && c->irq_at) {
+		d = bpf_ktime_get_ns() - c->irq_at;
+		c->irq_total += d;
+		c->irq_at = 0;
+		charge_current(LAT_CAUSE_IRQ, d);
+	}
+	return 0;
+}
+
+SEC("tp_btf/irq_handler_entry")
+int BPF_PROG(lat_irq_entry, int irq, struct irqaction *action)
+{
+	return irq_enter();
+}
+
+SEC("tp_btf/irq_handler_exit")
+int BPF_PROG(lat_irq_exit, int irq, struct irqaction *action, int ret)
+{
+	return irq_exit();
+}
+
+SEC("tp_btf/local_timer_entry")
+int BPF_PROG(lat_timer_entry, int vector)
+{
+	return irq_enter();
+}
+
+SEC("tp_btf/local_timer_exit")
+int BPF_PROG(lat_timer_exit, int vector)
+{
+	return irq_exit();
+}
+
+SEC("tp_btf/softirq_entry")
+int BPF_PROG(lat_softirq_entry, unsigned int vec)
+{
+	struct irq_clock *c = irq_clock();
+
+	if (c) {
+		c->softirq_at = bpf_ktime_get_ns();
+		c->softirq_irq_snap = c->irq_total;
+	}
+	return 0;
+}
+
+SEC("tp_btf/softirq_exit")
+int BPF_PROG(lat_softirq_exit, unsigned int vec)
+{
+	struct irq_clock *c = irq_clock();
+	u64 d, irq;
+
+	if (!c || !c->softirq_at)
+		return 0;
+	d = bpf_ktime_get_ns() - c->softirq_at;
+	irq = c->irq_total - c->softirq_irq_snap;
+	c->softirq_at = 0;
+	/* In ksoftirqd the current task is no traced thread: nothing is
+	 * charged, its softirqs are not another thread's. */
+	if (d > irq)
+		charge_current(LAT_CAUSE_SOFTIRQ, d - irq);
 	return 0;
 }
 

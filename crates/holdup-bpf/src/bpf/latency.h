@@ -15,6 +15,19 @@ typedef unsigned long long u64;
 enum latency_consts {
 	LAT_SLOTS = 40,		/* bucket s holds [2^s, 2^(s+1)) ns; the last is open */
 	LAT_KFUNC_SLOTS = 8,	/* fentry/fexit program pairs */
+	LAT_UFUNCS = 64,	/* user functions (operations and callees) */
+	LAT_FNODES = 128,	/* call-path nodes below the roots (DARC's ftree) */
+	LAT_SITES = 4,		/* kernel wait sites kept per system call */
+};
+
+/* A user function's uprobe cookie: its index, and its role in DARC's
+ * descent. A root's calls collect the time of the callees called inside
+ * them (call-path filtering: callees count only while a root is open in
+ * the thread); a callee has no histogram of its own. */
+enum latency_ufunc_role {
+	LAT_UFUNC_ID_MASK = 0xffff,
+	LAT_UFUNC_ROOT = 1 << 16,
+	LAT_UFUNC_CALLEE = 1 << 17,
 };
 
 enum latency_kind {
@@ -22,16 +35,20 @@ enum latency_kind {
 	LAT_KFUNC = 2,		/* id: fentry slot */
 	LAT_UFUNC = 3,		/* id: the uprobe's cookie */
 	LAT_BLOCK = 4,		/* id: device, major << 20 | minor */
+	LAT_LOCK = 5,		/* a futex wait, switch-out to switch-in; id 0 */
 };
 
-/* Where a call's off-CPU time went (DARC's causes below a peak); the
- * rest of the call's time was on a CPU. */
+/* Where a call's time went besides its own work on a CPU (DARC's causes
+ * below a peak): off-CPU causes, and time interrupts took from it; the
+ * rest of the call's time was its own, on a CPU. */
 enum latency_cause {
 	LAT_CAUSE_IO = 0,	/* blocked with in_iowait set */
 	LAT_CAUSE_LOCK = 1,	/* blocked in futex() */
 	LAT_CAUSE_RUNQ = 2,	/* preempted: runnable, not running */
 	LAT_CAUSE_OTHER = 3,	/* blocked otherwise (sleep, poll, pipe…) */
-	LAT_CAUSES = 4,
+	LAT_CAUSE_IRQ = 4,	/* in hard interrupt handlers (and the local timer) */
+	LAT_CAUSE_SOFTIRQ = 5,	/* in softirqs run on the thread's CPU time */
+	LAT_CAUSES = 6,
 };
 
 /* Why an event was not counted. */
@@ -58,6 +75,44 @@ struct lat_slot {
 
 struct lat_hist {
 	struct lat_slot slots[LAT_SLOTS];
+};
+
+/* A call path below a root is a node of DARC's ftree: the child of
+ * node `parent` that calls user function `func` (roots are nodes without
+ * a parent, set by the loader per root). */
+struct lat_fnode_key {
+	u32 parent;
+	u32 func;
+};
+
+/* The time a call path took inside the calls of a root that landed in one
+ * bucket of the root's histogram: the next levels of a peak's path. */
+struct lat_callee_key {
+	u32 tgid;
+	u16 root;
+	u16 fnode;
+	u32 slot;		/* the root call's bucket */
+};
+
+/* The off-CPU time of system calls, in one bucket of their histogram,
+ * spent blocked at one kernel stack (a wait site). */
+struct lat_site_key {
+	u32 tgid;
+	u32 nr;			/* system call */
+	u32 slot;
+	s32 stack;		/* kernel stack id at the switch-out */
+	u32 cause;
+};
+
+struct lat_site_time {
+	u64 count;
+	u64 ns;
+};
+
+struct lat_callee_time {
+	u64 calls;
+	u64 ns;
+	u64 cause_ns[LAT_CAUSES];	/* of which off-CPU, by cause */
 };
 
 #endif

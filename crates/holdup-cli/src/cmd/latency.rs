@@ -8,12 +8,15 @@ use anyhow::{bail, Context};
 use holdup_analysis::latency as analysis;
 use holdup_analysis::syscalls::name as syscall_name;
 use holdup_bpf::latency::{
-    HistRow, LatencyOptions, LatencyProbe, UserFunc, KIND_BLOCK, KIND_KFUNC, KIND_SYSCALL,
-    KIND_UFUNC,
+    FNode, HistRow, LatencyOptions, LatencyProbe, UfuncRole, UserFunc, KIND_BLOCK, KIND_KFUNC,
+    KIND_LOCK, KIND_SYSCALL, KIND_UFUNC, MAX_FNODES,
 };
 use holdup_bpf::monotonic_ns;
 use holdup_bpf::Target;
-use holdup_trace::latency::{read_latency, write_latency, IntervalHistogram, LatencyData};
+use holdup_trace::latency::{
+    read_latency, write_latency, CallPath, CalleeTime, IntervalHistogram, LatencyData, WaitSite,
+    CAUSES,
+};
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -73,9 +76,18 @@ pub struct RecordArgs {
     /// process's) executable, or BINARY:SYMBOL; repeatable.
     #[arg(long = "func", value_name = "[BINARY:]SYMBOL")]
     pub funcs: Vec<String>,
+    /// Also time the functions each --func function calls, this many
+    /// levels down, inside its calls only: `explain` then follows a peak
+    /// into the callees that make it (DARC).
+    #[arg(long, value_name = "DEPTH", default_value_t = 0)]
+    pub callees: usize,
     /// Time block-device requests from issue to completion.
     #[arg(long)]
     pub block: bool,
+    /// Time lock waits: each futex wait of the traced threads, from
+    /// switch-out to switch-in (the `lock` operation).
+    #[arg(long)]
+    pub lock: bool,
     /// Existing processes (comma-separated pids) instead of a command.
     #[arg(short, long, value_delimiter = ',', conflicts_with = "all")]
     pub pid: Vec<u32>,
@@ -229,7 +241,7 @@ fn explain(e: ExplainArgs) -> anyhow::Result<ExitCode> {
             e.input.display()
         );
     };
-    let Some(mut peaks) = analysis::explain(op) else {
+    let Some(mut peaks) = analysis::explain(op, &data) else {
         bail!(
             "{} was recorded without off-CPU causes (by an older holdup); record it again",
             e.input.display()
@@ -297,8 +309,106 @@ fn user_funcs(a: &RecordArgs) -> anyhow::Result<Vec<UserFunc>> {
             Ok(UserFunc {
                 binary,
                 symbol: symbol.to_string(),
+                role: if a.callees > 0 {
+                    UfuncRole::Root
+                } else {
+                    UfuncRole::Operation
+                },
             })
         })
+        .collect()
+}
+
+/// DARC's ftree below each root in `funcs`: the call paths of its
+/// binary's static call graph, `depth` calls down (a function already on
+/// the path or a root is not entered again). The callees are appended to
+/// `funcs` (once each, whatever their number of paths). Returns the tree
+/// for the recorder and its description for the file.
+fn call_paths(
+    funcs: &mut Vec<UserFunc>,
+    depth: usize,
+) -> anyhow::Result<(Vec<FNode>, Vec<CallPath>)> {
+    let roots: Vec<UserFunc> = funcs.clone();
+    let (mut tree, mut paths) = (Vec::new(), Vec::new());
+    for (root_idx, root) in roots.iter().enumerate() {
+        let edges = holdup_symbolize::callgraph::callees(&root.binary, &root.symbol, depth)
+            .map_err(|e| anyhow::anyhow!("--callees: {e}"))?;
+        let op = format!("func:{}", root.symbol);
+        let mut add = |parent: Option<u32>, func: usize, name: &str| -> anyhow::Result<u32> {
+            if tree.len() >= MAX_FNODES {
+                bail!("--callees {depth}: more than {MAX_FNODES} call paths below {}; give a smaller depth", root.symbol);
+            }
+            let id = tree.len() as u32;
+            tree.push(FNode {
+                id,
+                parent,
+                func: func as u32,
+            });
+            paths.push(CallPath {
+                op: op.clone(),
+                id,
+                parent,
+                func: name.to_string(),
+            });
+            Ok(id)
+        };
+        let top = add(None, root_idx, &root.symbol)?;
+        let mut queue = std::collections::VecDeque::from([(top, vec![root.symbol.clone()])]);
+        while let Some((parent, ancestors)) = queue.pop_front() {
+            if ancestors.len() > depth {
+                continue;
+            }
+            let caller = ancestors.last().unwrap();
+            for (_, callee) in edges.iter().filter(|(c, _)| c == caller) {
+                let is = |f: &UserFunc| f.binary == root.binary && f.symbol == *callee;
+                if ancestors.contains(callee) || roots.iter().any(is) {
+                    continue;
+                }
+                let idx = funcs.iter().position(is).unwrap_or_else(|| {
+                    funcs.push(UserFunc {
+                        binary: root.binary.clone(),
+                        symbol: callee.clone(),
+                        role: UfuncRole::Callee,
+                    });
+                    funcs.len() - 1
+                });
+                let id = add(Some(parent), idx, callee)?;
+                let mut path = ancestors.clone();
+                path.push(callee.clone());
+                queue.push_back((id, path));
+            }
+        }
+    }
+    Ok((tree, paths))
+}
+
+/// The wait sites of system calls, their stacks named by the kernel's
+/// symbols: leaf first, from the first function below the scheduler.
+fn wait_sites(rows: &[holdup_bpf::latency::SiteRow]) -> Vec<WaitSite> {
+    const FRAMES: usize = 8;
+    let Ok(ksyms) = holdup_symbolize::KernelSymbols::load() else {
+        return Vec::new();
+    };
+    rows.iter()
+        .filter_map(|r| {
+            let frames: Vec<String> = r
+                .stack
+                .iter()
+                .filter_map(|&ip| ksyms.find(ip).map(|(name, _)| name.to_string()))
+                .skip_while(|n| holdup_analysis::symbols::is_scheduler_function(n))
+                .take(FRAMES)
+                .collect();
+            Some(WaitSite {
+                op: format!("syscall:{}", syscall_name(r.nr)),
+                pid: r.tgid,
+                slot: r.slot,
+                cause: CAUSES.get(r.cause as usize)?.to_string(),
+                frames,
+                count: r.count,
+                ns: r.ns,
+            })
+        })
+        .filter(|w| !w.frames.is_empty())
         .collect()
 }
 
@@ -328,6 +438,7 @@ fn op_name(row: &HistRow, opts: &LatencyOptions) -> String {
                 .map_or("?", |f| f.symbol.as_str())
         ),
         KIND_BLOCK => format!("block:{}", block_name(row.id)),
+        KIND_LOCK => "lock".to_string(),
         k => format!("kind{k}:{}", row.id),
     }
 }
@@ -345,8 +456,16 @@ fn record(a: RecordArgs) -> anyhow::Result<ExitCode> {
     if a.interval < Duration::from_millis(10) {
         bail!("--interval must be at least 10ms");
     }
-    let ufuncs = user_funcs(&a)?;
-    let syscalls = a.syscalls || (a.kfuncs.is_empty() && ufuncs.is_empty() && !a.block);
+    let mut ufuncs = user_funcs(&a)?;
+    if a.callees > 0 && ufuncs.is_empty() {
+        bail!("--callees needs a user function to start from (--func)");
+    }
+    let (ftree, fnodes) = if a.callees > 0 {
+        call_paths(&mut ufuncs, a.callees)?
+    } else {
+        Default::default()
+    };
+    let syscalls = a.syscalls || (a.kfuncs.is_empty() && ufuncs.is_empty() && !a.block && !a.lock);
     let mut opts = LatencyOptions {
         target: target.clone(),
         follow_children: true,
@@ -354,8 +473,10 @@ fn record(a: RecordArgs) -> anyhow::Result<ExitCode> {
         interval_ns: a.interval.as_nanos() as u64,
         syscalls,
         block: a.block,
+        lock: a.lock,
         kfuncs: a.kfuncs.clone(),
         ufuncs,
+        ftree,
     };
     let mut launched: Option<Launched> = if a.command.is_empty() {
         None
@@ -421,6 +542,8 @@ fn record(a: RecordArgs) -> anyhow::Result<ExitCode> {
     let duration_ns = monotonic_ns() - opts.start_ns;
     take(probe.read()?);
     let rows: Vec<HistRow> = taken.into_values().collect();
+    let callee_rows = probe.callees()?;
+    let site_rows = probe.wait_sites()?;
     let comms = probe.comms();
     let lost_events = probe.lost();
     drop(probe);
@@ -449,9 +572,29 @@ fn record(a: RecordArgs) -> anyhow::Result<ExitCode> {
         .kfuncs
         .iter()
         .map(|k| format!("kfunc:{k}"))
-        .chain(opts.ufuncs.iter().map(|f| format!("func:{}", f.symbol)))
+        .chain(
+            opts.ufuncs
+                .iter()
+                .filter(|f| f.role != UfuncRole::Callee)
+                .map(|f| format!("func:{}", f.symbol)),
+        )
+        .collect();
+    let callees: Vec<CalleeTime> = callee_rows
+        .iter()
+        .filter_map(|c| {
+            Some(CalleeTime {
+                op: format!("func:{}", opts.ufuncs.get(c.root as usize)?.symbol),
+                pid: c.tgid,
+                fnode: c.fnode,
+                slot: c.slot,
+                calls: c.calls,
+                ns: c.ns,
+                cause_ns: c.cause_ns.to_vec(),
+            })
+        })
         .collect();
     let calls: u64 = histograms.iter().flat_map(|h| &h.count).sum();
+    let wait_sites = wait_sites(&site_rows);
     let data = LatencyData {
         holdup_version: env!("CARGO_PKG_VERSION").to_string(),
         command: a.command.clone(),
@@ -461,6 +604,9 @@ fn record(a: RecordArgs) -> anyhow::Result<ExitCode> {
         lost_events,
         requested: requested.clone(),
         histograms,
+        fnodes,
+        wait_sites,
+        callees,
     };
     let file = holdup_trace::create_private(&a.output)
         .with_context(|| format!("cannot create {}", a.output.display()))?;
