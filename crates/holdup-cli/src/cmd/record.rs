@@ -251,6 +251,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 pub fn record(cfg: &Config) -> anyhow::Result<ExitCode> {
+    let invoked = Instant::now();
     // The command is forked first and held before exec, so that it can be
     // tracked from its first instruction.
     // The command is forked before the map exists, so it cannot inherit
@@ -332,24 +333,16 @@ pub fn record(cfg: &Config) -> anyhow::Result<ExitCode> {
     }
 
     let began = Instant::now();
+    let startup = began - invoked;
     let cpu_at_start = own_cpu();
     let mut unparsable = 0u64;
     let mut exit: Option<ExitStatus> = None;
     let tick = Duration::from_millis(50);
     loop {
-        // Sleep in small steps so that a child's exit is noticed quickly.
-        let until = Instant::now() + tick;
-        while Instant::now() < until {
-            if let Some(l) = &launched {
-                if let Some(st) = l.wait(false) {
-                    exit = Some(st);
-                    break;
-                }
-            }
-            if SIGNALS.load(Ordering::SeqCst) > 0 && launched.is_none() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(5));
+        // Wake up when the command exits (or a signal arrives), or to drain.
+        match &launched {
+            Some(l) => exit = l.wait_for(tick),
+            None => launch::sleep_until_readable(None, tick),
         }
         drain(&mut rec, &mut d, &mut unparsable)?;
         if exit.is_some() {
@@ -366,11 +359,13 @@ pub fn record(cfg: &Config) -> anyhow::Result<ExitCode> {
         }
     }
 
+    let ended = Instant::now();
     // Threads still off-CPU (and samples still waiting for a user stack).
     rec.flush_open()?;
     drain(&mut rec, &mut d, &mut unparsable)?;
     let end_ns = holdup_bpf::monotonic_ns();
     let lost = rec.lost();
+    let fallback = rec.fallback_attached();
     if cfg.options.syscalls.is_some() {
         for (k, t) in rec.syscall_totals() {
             d.writer
@@ -414,8 +409,10 @@ pub fn record(cfg: &Config) -> anyhow::Result<ExitCode> {
         }
     }
     let cpu_recording = own_cpu() - cpu_at_start;
-    let recorded_for = began.elapsed();
+    let recorded_for = ended - began;
+    let sym_began = Instant::now();
     let sym = finish::symbolize(&mut d)?;
+    let sym_took = sym_began.elapsed();
     for (irq, name) in finish::irq_names() {
         d.writer.write(&Record::IrqName { irq, name })?;
     }
@@ -445,6 +442,17 @@ pub fn record(cfg: &Config) -> anyhow::Result<ExitCode> {
         .map_err(|e| e.into_error())?
         .metadata()?
         .len();
+    if cfg.verbose {
+        eprintln!(
+            "holdup: start-up {:.1} ms (until the target ran); finishing {:.1} ms after it ended, symbolization {:.1} ms of it ({} addresses, {} from the symbol cache); sys_exit fallback {}",
+            startup.as_secs_f64() * 1e3,
+            ended.elapsed().as_secs_f64() * 1e3,
+            sym_took.as_secs_f64() * 1e3,
+            sym.frames,
+            sym.cached,
+            if fallback { "attached" } else { "not needed" },
+        );
+    }
 
     let lost_total = lost.total() + unparsable;
     eprintln!(

@@ -3,3 +3,4 @@
 pub mod drain;
 pub mod finish;
 pub mod launch;
+pub mod symcache;
