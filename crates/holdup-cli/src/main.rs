@@ -2,7 +2,6 @@
 
 mod cli;
 mod cmd;
-mod record;
 
 use clap::Parser;
 use std::process::ExitCode;

@@ -2,8 +2,8 @@
 //! lines, written into the trace so that reports need neither the binaries
 //! nor this machine.
 
-use super::drain::Drainer;
-use super::symcache::{FileSymbols, SymbolCache};
+use crate::convert::Drainer;
+use crate::symcache::{FileSymbols, SymbolCache};
 use holdup_symbolize::{KernelSymbols, Symbolizer};
 use holdup_trace::{Frame, Record, SymFrame, Symbol, KERNEL_DSO, UNKNOWN_DSO};
 use std::collections::{BTreeMap, BTreeSet};
