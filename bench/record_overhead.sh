@@ -8,8 +8,9 @@
 # plain program, holdup's and perf's side by side. Medians of ROUNDS
 # interleaved runs (the spread, min..max, in brackets). Also: holdup's
 # start-up (until the target runs) and finishing time (after it ended,
-# symbolization included; cold and warm symbol cache), trace bytes per wait
-# event, and the speed of `holdup report` on 1 M samples.
+# symbolization included; cold and warm symbol cache), the cost of each BPF
+# program per call on the storm (with bpftool), trace bytes per wait event,
+# and the speed of `holdup report` on 1 M samples.
 # usage: bench/record_overhead.sh [ROUNDS]   (as root)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -98,6 +99,36 @@ bench "demo (cpu + O_DIRECT reads + mutex + sleeps)" "$work/demo" "$work/demo.bi
 bench "perf bench sched messaging (context-switch storm)" perf bench sched messaging
 echo
 fixed_cost
+
+# What each BPF program costs per call on the storm (kernel.bpf_stats_enabled
+# for one recording; the recorder's programs are those its descriptors name).
+bpf_costs() {
+	command -v bpftool >/dev/null || { echo "(bpftool missing: no per-program costs)"; return; }
+	local prev rec ids="" snap=""
+	prev=$(sysctl -n kernel.bpf_stats_enabled)
+	sysctl -q kernel.bpf_stats_enabled=1
+	"$holdup" record -o "$work/c.data" -- perf bench sched messaging >/dev/null 2>&1 &
+	rec=$!
+	while kill -0 "$rec" 2>/dev/null; do
+		local i s
+		i=$(grep -h '^prog_id' /proc/"$rec"/fdinfo/* 2>/dev/null | awk '{print $2}' | sort -u | tr '\n' ' ')
+		s=$(bpftool prog show -j 2>/dev/null || true)
+		if [ -n "$i" ] && grep -q '"on_switch"' <<<"$s"; then ids=$i; snap=$s; fi
+		sleep 0.1
+	done
+	sysctl -q kernel.bpf_stats_enabled="$prev"
+	echo "BPF programs of one recording of the storm (calls, mean cost, total):"
+	python3 -c '
+import json, sys
+ids = {int(x) for x in sys.argv[1].split()}
+for p in sorted(json.loads(sys.argv[2]), key=lambda p: -p.get("run_time_ns", 0)):
+    if p["id"] in ids and p.get("run_cnt"):
+        print("  %-20s %9d calls %7.0f ns %8.1f ms" % (p["name"], p["run_cnt"], p["run_time_ns"] / p["run_cnt"], p["run_time_ns"] / 1e6))
+' "$ids" "${snap:-[]}"
+}
+
+echo
+bpf_costs
 
 echo
 echo "trace contents of one recording of perf bench sched messaging:"

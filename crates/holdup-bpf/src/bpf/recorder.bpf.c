@@ -101,8 +101,6 @@ struct thread_state {
 	u64 p_start;
 	u64 p_wake;
 	u64 p_end;
-	/* Where p_kstack was read (see read_kstack); kstack_at[0] == 0: nowhere. */
-	u64 kstack_at[3];
 	u64 p_kstack[MAX_KSTACK];
 };
 
@@ -783,35 +781,12 @@ static __always_inline void switch_out(struct task_struct *prev, bool preempt,
 		st->class = classify_sleep(prev, st);
 }
 
-/* The kernel stack of a thread that is off-CPU, into p_kstack. A thread
- * that went to sleep at the same kernel stack depth, from the same user
- * call site (user ip and sp) and in the same system call as when p_kstack
- * was last read sleeps, short of a freak coincidence, at the same site: the
- * stack is reused instead of unwound again. A context-switch storm sleeps
- * at a handful of sites over and over. Preemptions (which can strike
- * anywhere) and kernel threads (no user registers) are always unwound. */
+/* The kernel stack of a thread that is off-CPU, into p_kstack. */
 static __always_inline void read_kstack(struct task_struct *t, struct thread_state *st)
 {
-	u64 at[3] = {};
-	struct pt_regs *regs;
-	long n;
+	long n = bpf_get_task_stack(t, st->p_kstack, sizeof(st->p_kstack), 0);
 
-	if (st->class != CLASS_SCHED && !(BPF_CORE_READ(t, flags) & PF_KTHREAD)) {
-		regs = (struct pt_regs *)bpf_task_pt_regs(t);
-		if (regs) {
-			at[0] = BPF_CORE_READ(t, thread.sp);
-			at[1] = BPF_CORE_READ(regs, ip) ^ ((u64)BPF_CORE_READ(regs, orig_ax) << 48);
-			at[2] = BPF_CORE_READ(regs, sp);
-		}
-	}
-	if (at[0] && st->p_kstack_len && at[0] == st->kstack_at[0] && at[1] == st->kstack_at[1] &&
-	    at[2] == st->kstack_at[2])
-		return;
-	n = bpf_get_task_stack(t, st->p_kstack, sizeof(st->p_kstack), 0);
 	st->p_kstack_len = n > 0 ? n : 0;
-	st->kstack_at[0] = at[0];
-	st->kstack_at[1] = at[1];
-	st->kstack_at[2] = at[2];
 }
 
 /* First sight of a thread that was already off-CPU when the recording
