@@ -69,10 +69,10 @@ fn cached_symbols(
 
 /// Give the symbolizer the kernel's symbol table from the cache, or cache
 /// the one it reads (generating /proc/kallsyms takes the kernel 100-300 ms;
-/// reading a copy a few ms).
-fn load_kernel_symbols(symbolizer: &mut Symbolizer, cache: Option<&SymbolCache>) {
+/// reading a copy a few ms). True if the table came from the cache.
+fn load_kernel_symbols(symbolizer: &mut Symbolizer, cache: Option<&SymbolCache>) -> bool {
     let (Some(cache), Some(key)) = (cache, kernel_key()) else {
-        return;
+        return false;
     };
     let cached = cache
         .load_text(&key)
@@ -80,17 +80,18 @@ fn load_kernel_symbols(symbolizer: &mut Symbolizer, cache: Option<&SymbolCache>)
         .filter(|syms| !syms.is_empty());
     if let Some(syms) = cached {
         symbolizer.set_kernel_symbols(syms);
-        return;
+        return true;
     }
     let syms = symbolizer.kernel_symbols();
     if syms.is_empty() {
-        return;
+        return false;
     }
     let mut text = KALLSYMS_FORMAT.to_string();
     for (addr, name) in syms.iter() {
         let _ = writeln!(text, "{addr:x} t {name}");
     }
     cache.store_text(&key, &text);
+    false
 }
 
 /// First line of a cached kernel symbol table, then /proc/kallsyms lines.
@@ -132,7 +133,9 @@ pub fn symbolize<W: Write>(d: &mut Drainer<W>) -> std::io::Result<SymbolStats> {
         let addrs: Vec<u64> = addrs.into_iter().collect();
         stats.frames += addrs.len();
         let results = if dso == KERNEL_DSO {
-            load_kernel_symbols(&mut symbolizer, cache.as_ref());
+            if load_kernel_symbols(&mut symbolizer, cache.as_ref()) {
+                stats.cached += addrs.len();
+            }
             symbolizer
                 .symbolize_kernel(&addrs)
                 .into_iter()
