@@ -111,7 +111,7 @@ bpf_costs() {
 	rec=$!
 	while kill -0 "$rec" 2>/dev/null; do
 		local i s
-		i=$(grep -h '^prog_id' /proc/"$rec"/fdinfo/* 2>/dev/null | awk '{print $2}' | sort -u | tr '\n' ' ')
+		i=$(grep -h '^prog_id' /proc/"$rec"/fdinfo/* 2>/dev/null | awk '{print $2}' | sort -u | tr '\n' ' ' || true)
 		s=$(bpftool prog show -j 2>/dev/null || true)
 		if [ -n "$i" ] && grep -q '"on_switch"' <<<"$s"; then ids=$i; snap=$s; fi
 		sleep 0.1
