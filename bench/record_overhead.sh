@@ -4,9 +4,13 @@
 # `perf bench sched messaging` (a context-switch storm). Both print their own
 # run time ("Total time"), which is what is compared: the slowdown of the
 # program while it is profiled. The wall time of the whole command (with the
-# tool's start-up and finishing) is shown beside it. Medians of ROUNDS
-# interleaved runs. Also: trace bytes per wait event, and the speed of
-# `holdup report` on 1 M samples.
+# tool's start-up and finishing) is shown beside it, both as ratios to the
+# plain program, holdup's and perf's side by side. Medians of ROUNDS
+# interleaved runs (the spread, min..max, in brackets). Also: holdup's
+# start-up (until the target runs) and finishing time (after it ended,
+# symbolization included; cold and warm symbol cache), the cost of each BPF
+# program per call on the storm (with bpftool), trace bytes per wait event,
+# and the speed of `holdup report` on 1 M samples.
 # usage: bench/record_overhead.sh [ROUNDS]   (as root)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,24 +26,32 @@ cc -O1 -g -fno-omit-frame-pointer -pthread -o "$work/demo" workloads/demo.c
 median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 pct() { echo "($1/$2 - 1)*100" | bc -l; }
 
-# run TOOL... -- CMD...: prints "<program time> <wall time>"
+# run TOOL... -- CMD...: prints "<program time> <wall time>"; the tool's
+# stderr is kept in $work/stderr
 run() {
 	local t0 t1 out
 	t0=$(date +%s.%N)
-	out=$("$@" 2>/dev/null)
+	out=$("$@" 2>"$work/stderr")
 	t1=$(date +%s.%N)
 	echo "$(echo "$out" | awk '/Total time/ {print $3}') $(echo "$t1 - $t0" | bc -l)"
 }
 
+# "median [min..max]" of the numbers on stdin
+spread() { local v; v=$(sort -n); printf '%s [%s..%s]' "$(echo "$v" | median)" "$(echo "$v" | head -1)" "$(echo "$v" | tail -1)"; }
+
+# holdup's own start-up and finishing (ms), from its -v line in $work/stderr
+phases() { sed -n 's/.*start-up \([0-9.]*\) ms.*finishing \([0-9.]*\) ms.*symbolization \([0-9.]*\) ms.*/\1 \2 \3/p' "$work/stderr"; }
+
 bench() { # name, command...
 	local name=$1; shift
 	declare -A prog wall
-	local modes=(plain holdup holdup-no-segments perf)
+	local modes=(plain holdup holdup-no-segments perf) startup="" finishing=""
 	for _ in $(seq "$rounds"); do
 		for m in "${modes[@]}"; do
 			case $m in
 			plain) r=$(run "$@") ;;
-			holdup) r=$(run "$holdup" record -o "$work/h.data" -- "$@") ;;
+			holdup) r=$(run "$holdup" record -v -o "$work/h.data" -- "$@")
+				read -r s f _ <<<"$(phases)"; startup+="$s "; finishing+="$f " ;;
 			holdup-no-segments) r=$(run "$holdup" record --no-segments -o "$work/hn.data" -- "$@") ;;
 			perf) r=$(run perf record -F 1000 -g -o "$work/p.data" -- "$@") ;;
 			esac
@@ -55,13 +67,68 @@ bench() { # name, command...
 		local p w
 		p=$(printf '%s\n' ${prog[$m]} | median)
 		w=$(printf '%s\n' ${wall[$m]} | median)
-		printf '  %-20s program %.3f s (%+5.1f%%)   wall %.3f s (%+5.1f%%)\n' "$m" "$p" "$(pct "$p" "$base")" "$w" "$(pct "$w" "$basew")"
+		printf '  %-20s program %.3f s ×%.3f (%+5.1f%%) %-16s  wall %.3f s ×%.3f %s\n' "$m" \
+			"$p" "$(echo "$p / $base" | bc -l)" "$(pct "$p" "$base")" "[$(printf '%s\n' ${prog[$m]} | sort -n | head -1)..$(printf '%s\n' ${prog[$m]} | sort -n | tail -1)]" \
+			"$w" "$(echo "$w / $basew" | bc -l)" "[$(printf '%s\n' ${wall[$m]} | sort -n | head -1 | cut -c1-5)..$(printf '%s\n' ${wall[$m]} | sort -n | tail -1 | cut -c1-5)]"
 	done
+	ratio() { echo "$(printf '%s\n' ${1} | median) / $2" | bc -l; }
+	printf '  holdup vs perf: program ×%.3f vs ×%.3f, wall ×%.3f vs ×%.3f; holdup start-up %s ms, finishing %s ms\n' \
+		"$(ratio "${prog[holdup]}" "$base")" "$(ratio "${prog[perf]}" "$base")" \
+		"$(ratio "${wall[holdup]}" "$basew")" "$(ratio "${wall[perf]}" "$basew")" \
+		"$(printf '%s\n' $startup | spread)" "$(printf '%s\n' $finishing | spread)"
+}
+
+# Start-up and finishing of `holdup record` on a program that does nothing,
+# with a cold symbol cache (a fresh directory) and then warm.
+fixed_cost() {
+	local cold="" warm="" s f y
+	for _ in $(seq "$rounds"); do
+		rm -rf "$work/cache"
+		XDG_CACHE_HOME=$work/cache "$holdup" record -v -o "$work/t.data" -- "$work/demo" >/dev/null 2>"$work/stderr" || true
+		read -r s f y <<<"$(phases)"; cold+="$s/$f/$y "
+		XDG_CACHE_HOME=$work/cache "$holdup" record -v -o "$work/t.data" -- "$work/demo" >/dev/null 2>"$work/stderr" || true
+		read -r s f y <<<"$(phases)"; warm+="$s/$f/$y "
+	done
+	col() { printf '%s\n' $1 | cut -d/ -f"$2" | spread; }
+	echo "holdup record of a program that exits at once (ms, median [min..max]):"
+	echo "  start-up $(col "$cold" 1); finishing, cold symbol cache $(col "$cold" 2) (symbolization $(col "$cold" 3)); warm $(col "$warm" 2) (symbolization $(col "$warm" 3))"
 }
 
 echo "holdup record overhead, median of $rounds interleaved runs each, $(nproc) cores"
 bench "demo (cpu + O_DIRECT reads + mutex + sleeps)" "$work/demo" "$work/demo.bin"
 bench "perf bench sched messaging (context-switch storm)" perf bench sched messaging
+echo
+fixed_cost
+
+# What each BPF program costs per call on the storm (kernel.bpf_stats_enabled
+# for one recording; the recorder's programs are those its descriptors name).
+bpf_costs() {
+	command -v bpftool >/dev/null || { echo "(bpftool missing: no per-program costs)"; return; }
+	local prev rec ids="" snap=""
+	prev=$(sysctl -n kernel.bpf_stats_enabled)
+	sysctl -q kernel.bpf_stats_enabled=1
+	"$holdup" record -o "$work/c.data" -- perf bench sched messaging >/dev/null 2>&1 &
+	rec=$!
+	while kill -0 "$rec" 2>/dev/null; do
+		local i s
+		i=$(grep -h '^prog_id' /proc/"$rec"/fdinfo/* 2>/dev/null | awk '{print $2}' | sort -u | tr '\n' ' ' || true)
+		s=$(bpftool prog show -j 2>/dev/null || true)
+		if [ -n "$i" ] && grep -q '"on_switch"' <<<"$s"; then ids=$i; snap=$s; fi
+		sleep 0.1
+	done
+	sysctl -q kernel.bpf_stats_enabled="$prev"
+	echo "BPF programs of one recording of the storm (calls, mean cost, total):"
+	python3 -c '
+import json, sys
+ids = {int(x) for x in sys.argv[1].split()}
+for p in sorted(json.loads(sys.argv[2]), key=lambda p: -p.get("run_time_ns", 0)):
+    if p["id"] in ids and p.get("run_cnt"):
+        print("  %-20s %9d calls %7.0f ns %8.1f ms" % (p["name"], p["run_cnt"], p["run_time_ns"] / p["run_cnt"], p["run_time_ns"] / 1e6))
+' "$ids" "${snap:-[]}"
+}
+
+echo
+bpf_costs
 
 echo
 echo "trace contents of one recording of perf bench sched messaging:"

@@ -167,6 +167,16 @@ impl Recorder {
         if !options.syscalls.as_ref().is_some_and(|s| s.inband) {
             open.maps.debox.set_max_entries(1).map_err(load_err)?;
         }
+        if options.syscalls.is_none() {
+            // Not loading what is not used: the per-CPU totals map alone
+            // takes ~50 ms to preallocate, half of a start-up.
+            open.maps
+                .syscall_totals
+                .set_max_entries(1)
+                .map_err(load_err)?;
+            open.progs.on_syscall_enter.set_autoload(false);
+            open.progs.on_syscall_exit.set_autoload(false);
+        }
         open.maps
             .events
             .set_max_entries(options.ring_bytes)
@@ -317,6 +327,11 @@ impl Recorder {
                 );
         }
         Ok(())
+    }
+
+    /// Whether the sys_exit fallback had to be attached.
+    pub fn fallback_attached(&self) -> bool {
+        self.sys_exit.is_some()
     }
 
     /// Hand new ring-buffer records to `f`. Records the parser does not

@@ -343,6 +343,39 @@ pub fn c_str(bytes: &[u8]) -> String {
     String::from_utf8_lossy(&bytes[..end]).into_owned()
 }
 
+/// Among the first this many frames of a user stack, an address outside
+/// every mapping is accepted (JIT code, a mapping whose mmap event has not
+/// arrived yet); deeper in the stack it means the walk went astray.
+pub const UNMAPPED_OK: usize = 3;
+
+/// Continue a user stack on the recorder's frame-pointer walk (`chain`:
+/// (frame address, return address) pairs as the BPF program walked them,
+/// leaf first) from the frame an unwinder could not step out of (its `sp`
+/// and `bp`): from the link for frame `bp`, or, when `bp` is no frame on the
+/// chain (the function uses rbp for data), from the first link at or above
+/// `sp`; None when no link qualifies. The return addresses come for as long
+/// as the chain is plausible: it stops at a zero return address or a frame
+/// that is not above the one before (garbage may loop). Callers cap the
+/// depth and check the addresses are mapped (see [`UNMAPPED_OK`]).
+pub fn fp_continue(
+    chain: &[(u64, u64)],
+    sp: u64,
+    bp: u64,
+) -> Option<impl Iterator<Item = u64> + '_> {
+    let first = chain
+        .iter()
+        .position(|&(frame, _)| frame == bp)
+        .or_else(|| chain.iter().position(|&(frame, _)| frame >= sp))?;
+    let mut prev: Option<u64> = None;
+    Some(chain[first..].iter().map_while(move |&(frame, ra)| {
+        if ra == 0 || prev.is_some_and(|p| frame <= p) {
+            return None;
+        }
+        prev = Some(frame);
+        Some(ra)
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -373,6 +406,27 @@ mod tests {
         assert_eq!(s.kstack().next(), Some(0xffff_ffff_8100_0000));
         assert_eq!(s.fp_chain(), vec![(0x7ffc_0000_1000, 0x40_1234)]);
         assert_eq!(s.copy, &[1, 2, 3]);
+    }
+
+    #[test]
+    fn the_fp_chain_continues_from_bp_or_sp_while_it_moves_up() {
+        let chain = [(0x100, 0xa), (0x200, 0xb), (0x300, 0xc)];
+        let from = |sp, bp| fp_continue(&chain, sp, bp).map(|it| it.collect::<Vec<_>>());
+        assert_eq!(from(0, 0x200), Some(vec![0xb, 0xc]));
+        // bp holds data: the first frame at or above sp.
+        assert_eq!(from(0x180, 0x1234), Some(vec![0xb, 0xc]));
+        assert_eq!(from(0x400, 0x1234), None);
+        // A link that does not move up, or a zero return address, ends it.
+        let looping = [(0x100, 0xa), (0x80, 0xb), (0x300, 0xc)];
+        assert_eq!(
+            fp_continue(&looping, 0, 0x100).unwrap().collect::<Vec<_>>(),
+            vec![0xa]
+        );
+        let zero = [(0x100, 0xa), (0x200, 0), (0x300, 0xc)];
+        assert_eq!(
+            fp_continue(&zero, 0, 0x100).unwrap().collect::<Vec<_>>(),
+            vec![0xa]
+        );
     }
 
     #[test]

@@ -11,6 +11,7 @@
 
 use crate::modules::Modules;
 use gimli::UnwindSection;
+use holdup_bpf::records::{fp_continue, UNMAPPED_OK};
 use std::collections::HashMap;
 
 const RSP: u16 = 7;
@@ -90,11 +91,12 @@ impl Unwinder {
             bp = new_bp;
             leaf = false;
         }
-        // Frame pointers from here: first the kernel's walk, then the copy.
-        let chain = stack.fp_chain;
-        if let Some(i) = chain.iter().position(|&(f, _)| f == bp) {
-            for &(_, ra) in &chain[i..] {
-                if ra == 0 || out.len() >= MAX_FRAMES {
+        // Frame pointers from here: first the kernel's walk (the rule the
+        // symbolizer follows too), then the copy.
+        if let Some(chain) = fp_continue(stack.fp_chain, sp, bp) {
+            for ra in chain {
+                if out.len() >= MAX_FRAMES || (out.len() >= UNMAPPED_OK && mods.find(ra).is_none())
+                {
                     break;
                 }
                 out.push(ra);
@@ -170,5 +172,40 @@ impl Unwinder {
             ra_offset,
             rbp_offset,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unwind(chain: &[(u64, u64)]) -> Vec<u64> {
+        // No modules: no CFI, so the walk goes straight to the chain.
+        let stack = UserStack {
+            ip: 0x5,
+            sp: 0x800,
+            bp: 0x1000,
+            fp_chain: chain,
+            copy: &[],
+        };
+        let mut out = Vec::new();
+        Unwinder::default().unwind(&Modules::default(), &stack, &mut out);
+        out
+    }
+
+    #[test]
+    fn the_frame_pointer_fallback_stops_where_the_chain_goes_astray() {
+        // A link back down the stack ends the walk.
+        assert_eq!(unwind(&[(0x1000, 0x10), (0x900, 0x20)]), vec![0x5, 0x10]);
+        // So does an unmapped return address past the first frames.
+        let up = [
+            (0x1000, 0x10),
+            (0x2000, 0x20),
+            (0x3000, 0x30),
+            (0x4000, 0x40),
+        ];
+        assert_eq!(unwind(&up), vec![0x5, 0x10, 0x20]);
+        // bp is no frame on the chain: the walk starts at the first link above sp.
+        assert_eq!(unwind(&[(0x700, 0x1), (0x900, 0x10)]), vec![0x5, 0x10]);
     }
 }

@@ -3,7 +3,6 @@
 mod cli;
 mod cmd;
 mod push;
-mod record;
 
 use clap::Parser;
 use std::process::ExitCode;

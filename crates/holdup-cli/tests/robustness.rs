@@ -325,6 +325,41 @@ fn pid_and_duration_modes() {
     target.wait().unwrap();
 }
 
+/// A process asleep for the whole recording is covered too: its interval is
+/// still open at the end and is flushed as one blocked sample.
+#[test]
+#[ignore = "needs root and BPF"]
+fn a_process_asleep_throughout_is_covered() {
+    let _serial = serial();
+    let dir = scratch("asleep");
+    let mut target = Command::new("sleep").arg("30").spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let pid = target.id().to_string();
+    let data = dir.join("s.data");
+    run_ok(&[
+        "record",
+        "-o",
+        data.to_str().unwrap(),
+        "-p",
+        &pid,
+        "--duration",
+        "1",
+    ]);
+    target.kill().unwrap();
+    target.wait().unwrap();
+    let r = json(&["report", "--json", "-i", data.to_str().unwrap()]);
+    let threads = r["threads"].as_array().unwrap();
+    assert_eq!(threads.len(), 1);
+    let s = &threads[0]["samples"];
+    assert_near(
+        "seconds asleep",
+        s["other"].as_f64().unwrap() / 1000.0,
+        1.0,
+        0.15,
+    );
+    assert_eq!(s["cpu"].as_f64().unwrap(), 0.0);
+}
+
 #[test]
 #[ignore = "needs root and BPF"]
 fn ctrl_c_stops_cleanly_and_keeps_the_trace() {

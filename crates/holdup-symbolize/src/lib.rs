@@ -85,7 +85,7 @@ pub enum Error {
 }
 
 /// Lowercase hex, the way `readelf -n` prints build-ids.
-pub(crate) fn hex(bytes: &[u8]) -> String {
+pub fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write;
     let mut s = String::with_capacity(bytes.len() * 2);
     for b in bytes {

@@ -13,17 +13,13 @@ use crate::elf::{Bytes, ElfUnwindInfo};
 use crate::maps::{AddressSpaces, Mapping};
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{FrameAddress, Unwinder as _};
+use holdup_bpf::records::{fp_continue, UNMAPPED_OK};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// No stack is longer than this.
 pub const MAX_FRAMES: usize = 128;
-
-/// An address outside every mapping is accepted among the first few frames
-/// only (JIT code, a mapping whose mmap event has not arrived yet); deeper in
-/// the stack it means the walk went astray.
-const UNMAPPED_OK: usize = 3;
 
 /// Drop per-process state of processes that vanished, every so many stacks.
 const PRUNE_EVERY: u64 = 4096;
@@ -214,10 +210,8 @@ impl Unwinder {
         self.fp_continue(spaces, pid, stack, fallback.sp(), fallback.bp(), out);
     }
 
-    /// Append return addresses from the kernel's frame-pointer chain, starting
-    /// at the link for frame `bp` (the frame CFI could not unwind), or if bp
-    /// is not a frame on the chain (the function uses rbp for data), at the
-    /// first link at or above `sp`.
+    /// Append return addresses from the kernel's frame-pointer chain from the
+    /// frame CFI could not unwind (see [`fp_continue`]).
     fn fp_continue(
         &mut self,
         spaces: &AddressSpaces,
@@ -227,24 +221,15 @@ impl Unwinder {
         bp: u64,
         out: &mut Vec<u64>,
     ) {
-        let chain = stack.fp_chain;
-        let Some(first) = chain
-            .iter()
-            .position(|&(frame, _)| frame == bp)
-            .or_else(|| chain.iter().position(|&(frame, _)| frame >= sp))
-        else {
+        let Some(chain) = fp_continue(stack.fp_chain, sp, bp) else {
             return;
         };
-        let mut prev_frame = None;
-        for &(frame, ra) in &chain[first..] {
-            // The chain must move up the stack; garbage input may not.
-            if ra == 0 || prev_frame.is_some_and(|p| frame <= p) || out.len() >= MAX_FRAMES {
+        for ra in chain {
+            if out.len() >= MAX_FRAMES
+                || (out.len() >= UNMAPPED_OK && spaces.find(pid, ra).is_none())
+            {
                 return;
             }
-            if out.len() >= UNMAPPED_OK && spaces.find(pid, ra).is_none() {
-                return;
-            }
-            prev_frame = Some(frame);
             out.push(ra);
             self.stats.fp_frames += 1;
         }

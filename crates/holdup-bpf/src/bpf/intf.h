@@ -57,6 +57,10 @@ enum waker_kind {
 #define IRQ_IPI 0xfffffffeU
 #define IRQ_UNKNOWN 0xffffffffU
 
+/* The cpu of a segment or blocked sample whose interval was still open at
+ * the end of the recording (never switched in). */
+#define CPU_OPEN 0xffff
+
 enum sample_flags {
 	SF_KSTACK_LEAF_IS_IP = 1 << 0,	/* kstack[0] is the interrupted IP, not a return address */
 	SF_USER_REGS = 1 << 1,		/* ip/sp/bp are the thread's user registers */

@@ -35,12 +35,11 @@
 #include "latency.h"
 #include "block.h"
 #include "log2.h"
+#include "tracked.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
-const volatile bool trace_all = false;	/* -a */
 const volatile bool follow_children = true;
-const volatile u32 self_tgid = 0;	/* the tool itself, never traced */
 const volatile u64 start_ns = 0;	/* CLOCK_MONOTONIC at the start */
 const volatile u64 interval_ns = 1000000000;
 const volatile bool lock_waits = false;	/* the lock operation */
@@ -68,13 +67,6 @@ struct {
 	__type(key, u32);
 	__type(value, char[16]);
 } comms SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536);
-	__type(key, u32);
-	__type(value, u8);
-} tracked_tgids SEC(".maps");
 
 /* Off-CPU clocks of a thread by cause, cumulative. */
 struct causes {
@@ -208,15 +200,6 @@ static __always_inline void count_lost(u32 why)
 
 	if (n)
 		(*n)++;
-}
-
-static __always_inline bool tgid_tracked(u32 tgid)
-{
-	if (tgid == 0 || tgid == self_tgid)
-		return false;
-	if (trace_all)
-		return true;
-	return bpf_map_lookup_elem(&tracked_tgids, &tgid) != NULL;
 }
 
 static __always_inline void add(u32 tgid, u16 kind, u32 id, u64 now, u64 delta,

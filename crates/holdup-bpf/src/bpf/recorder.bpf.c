@@ -41,6 +41,7 @@
 #include "intf.h"
 #include "block.h"
 #include "log2.h"
+#include "tracked.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -48,17 +49,14 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #define TASK_DEAD 0x80
 #define PF_KTHREAD 0x00200000
 #define LCB_F_SPIN (1U << 0)
-#define THREAD_SIZE (16384UL)
 #define REQ_OP_MASK 0xff
 
-/* Options, set by the loader between open and load. */
+/* Options, set by the loader between open and load (and those of tracked.h). */
 const volatile u64 period_ns = 1000000;
-const volatile bool trace_all = false;		/* -a */
 const volatile bool follow_children = true;
 const volatile bool emit_segments = true;
 const volatile bool emit_bio = true;
 const volatile u32 stack_copy_bytes = 2048;
-const volatile u32 self_tgid = 0;		/* the recorder, never traced */
 
 /* Intervals that began before the recording are cut at its start. */
 u64 start_ns = 0;
@@ -138,13 +136,6 @@ struct {
 } events SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536);
-	__type(key, u32);
-	__type(value, u8);
-} tracked_tgids SEC(".maps");
-
-struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, int);
@@ -202,13 +193,7 @@ static __always_inline void count_lost(u32 kind)
 
 static __always_inline bool is_tracked(struct task_struct *t)
 {
-	u32 tgid = BPF_CORE_READ(t, tgid);
-
-	if (tgid == 0 || tgid == self_tgid)
-		return false;
-	if (trace_all)
-		return true;
-	return bpf_map_lookup_elem(&tracked_tgids, &tgid) != NULL;
+	return tgid_tracked(BPF_CORE_READ(t, tgid));
 }
 
 /* Advance a clock by `len` ns: the sampling points it passes. */
@@ -268,7 +253,6 @@ static __always_inline void resume_if_switch_in_missed(struct thread_state *st)
 	st->out = 0;
 }
 
-/* Stop the on-CPU clock of a thread leaving its CPU. */
 /* Add the time the thread has run since its last look (or since the
  * recording began) to its on-CPU clock. */
 static __always_inline void count_run_time(struct thread_state *st, u64 now)
@@ -283,6 +267,7 @@ static __always_inline void count_run_time(struct thread_state *st, u64 now)
 		st->cpu_credit += now - mark;
 }
 
+/* Stop the on-CPU clock of a thread leaving its CPU. */
 static __always_inline void stop_cpu_clock(struct thread_state *st, u64 now)
 {
 	count_run_time(st, now);
@@ -796,62 +781,71 @@ static __always_inline void switch_out(struct task_struct *prev, bool preempt,
 		st->class = classify_sleep(prev, st);
 }
 
-static __always_inline void switch_in(struct task_struct *prev, struct task_struct *next, u64 now)
+/* The kernel stack of a thread that is off-CPU, into p_kstack. */
+static __always_inline void read_kstack(struct task_struct *t, struct thread_state *st)
 {
-	struct thread_state *st = state_of(next, true);
-	u64 out, wake;
+	long n = bpf_get_task_stack(t, st->p_kstack, sizeof(st->p_kstack), 0);
+
+	st->p_kstack_len = n > 0 ? n : 0;
+}
+
+/* First sight of a thread that was already off-CPU when the recording
+ * started (`asleep`: not just runnable): one interval from the start. */
+static __always_inline void first_sight(struct task_struct *t, struct thread_state *st, bool asleep)
+{
+	if (st->seen)
+		return;
+	st->seen = 1;
+	if (!st->out && start_ns && asleep) {
+		st->out = start_ns;
+		st->class = classify_sleep(t, st);
+	}
+}
+
+/* End the off-CPU interval of `task` at `now`: switched in on `cpu`, or
+ * still off-CPU at the end of the recording (cpu CPU_OPEN). Writes its wait
+ * segment; if it passed a sampling point, parks its blocked sample (with
+ * its kernel stack) for the user stack and returns true. A sample parked
+ * before, whose thread never got back to user space, is emitted first
+ * (`how`: whether its user stack can be read here). */
+static __always_inline bool close_interval(struct task_struct *task, struct thread_state *st,
+					   u64 now, u16 cpu, enum scratch_slot slot,
+					   enum user_access how, u16 flags)
+{
+	u64 out = st->out, wake = st->wake;
 	u32 w, ws;
 
-	if (!st)
-		return;
-	st->run_mark = now;
-	st->runtime_mark = now;
-	if (!st->seen) {
-		/* First sight of a thread that was already asleep when the
-		 * recording started. */
-		st->seen = 1;
-		if (!st->out && start_ns) {
-			st->out = start_ns;
-			st->class = classify_sleep(next, st);
-		}
-	}
-	out = st->out;
-	if (!out)
-		return;
 	st->out = 0;
 	if (out < start_ns)
 		out = start_ns;
-	wake = st->wake;
 	if (wake && wake < out)
 		wake = out;
 	if (wake > now)
 		wake = now;
-	syscall_off_cpu(next, st, out, wake, now);
+	syscall_off_cpu(task, st, out, wake, now);
 
 	if (emit_segments) {
 		struct segment_rec *r = reserve(REC_SEGMENT, sizeof(*r));
 
 		if (r) {
-			r->pid = BPF_CORE_READ(next, tgid);
-			r->tid = BPF_CORE_READ(next, pid);
+			r->pid = BPF_CORE_READ(task, tgid);
+			r->tid = BPF_CORE_READ(task, pid);
 			r->start = out;
 			r->wake = wake;
 			r->end = now;
 			r->waker_id = st->waker_id;
 			r->waker_kind = st->waker_kind;
 			r->class = st->class;
-			r->cpu = bpf_get_smp_processor_id();
+			r->cpu = cpu;
 			bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
 		}
 	}
 
 	split_points(&st->off_credit, out, wake, now, st->class, &w, &ws);
 	if (w + ws == 0)
-		return;
-	if (st->pending)	/* the previous one never got to user space */
-		emit_pending(SCRATCH_TASK, st, next, mm_loaded(prev, next) ? USER_LOADED : USER_NONE,
-			     SF_LATE_USTACK);
-	st->pending = 1;
+		return false;
+	if (st->pending)
+		emit_pending(slot, st, task, how, flags);
 	st->p_start = out;
 	st->p_wake = wake;
 	st->p_end = now;
@@ -860,15 +854,29 @@ static __always_inline void switch_in(struct task_struct *prev, struct task_stru
 	st->p_class = st->class;
 	st->p_waker_kind = st->waker_kind;
 	st->p_waker_id = st->waker_id;
-	st->p_cpu = bpf_get_smp_processor_id();
-	{
-		long n = bpf_get_task_stack(next, st->p_kstack, sizeof(st->p_kstack), 0);
+	st->p_cpu = cpu;
+	read_kstack(task, st);
+	st->pending = 1;
+	return true;
+}
 
-		st->p_kstack_len = n > 0 ? n : 0;
-	}
+static __always_inline void switch_in(struct task_struct *prev, struct task_struct *next, u64 now)
+{
+	struct thread_state *st = state_of(next, true);
+	bool loaded;
+
+	if (!st)
+		return;
+	st->run_mark = now;
+	st->runtime_mark = now;
+	first_sight(next, st, true);
+	if (!st->out)
+		return;
 	/* Most switches stay inside one process: then the user stack can be
 	 * read right away, otherwise it waits for the thread to run. */
-	if (mm_loaded(prev, next))
+	loaded = mm_loaded(prev, next);
+	if (close_interval(next, st, now, bpf_get_smp_processor_id(), SCRATCH_TASK,
+			   loaded ? USER_LOADED : USER_NONE, SF_LATE_USTACK) && loaded)
 		emit_pending(SCRATCH_TASK, st, next, USER_LOADED, 0);
 }
 
@@ -1169,85 +1177,34 @@ int BPF_PROG(on_softirq_exit)
 	return 0;
 }
 
-SEC("tp_btf/hrtimer_expire_entry")
-int BPF_PROG(on_hrtimer_entry)
-{
-	struct irq_context *ic = this_irq_ctx();
+/* Contexts that nest (an hrtimer expiry, the local timer, function-call
+ * IPIs): a depth counter in `field` of the CPU's irq_context, kept by an
+ * entry and an exit program. */
+#define NESTED_CONTEXT(name, tp, field)					\
+	SEC("tp_btf/" #tp "_entry")					\
+	int BPF_PROG(on_##name##_entry)					\
+	{								\
+		struct irq_context *ic = this_irq_ctx();		\
+									\
+		if (ic)							\
+			ic->field++;					\
+		return 0;						\
+	}								\
+									\
+	SEC("tp_btf/" #tp "_exit")					\
+	int BPF_PROG(on_##name##_exit)					\
+	{								\
+		struct irq_context *ic = this_irq_ctx();		\
+									\
+		if (ic && ic->field)					\
+			ic->field--;					\
+		return 0;						\
+	}
 
-	if (ic)
-		ic->timer++;
-	return 0;
-}
-
-SEC("tp_btf/hrtimer_expire_exit")
-int BPF_PROG(on_hrtimer_exit)
-{
-	struct irq_context *ic = this_irq_ctx();
-
-	if (ic && ic->timer)
-		ic->timer--;
-	return 0;
-}
-
-SEC("tp_btf/call_function_single_entry")
-int BPF_PROG(on_ipi_single_entry)
-{
-	struct irq_context *ic = this_irq_ctx();
-
-	if (ic)
-		ic->ipi++;
-	return 0;
-}
-
-SEC("tp_btf/call_function_single_exit")
-int BPF_PROG(on_ipi_single_exit)
-{
-	struct irq_context *ic = this_irq_ctx();
-
-	if (ic && ic->ipi)
-		ic->ipi--;
-	return 0;
-}
-
-SEC("tp_btf/call_function_entry")
-int BPF_PROG(on_ipi_entry)
-{
-	struct irq_context *ic = this_irq_ctx();
-
-	if (ic)
-		ic->ipi++;
-	return 0;
-}
-
-SEC("tp_btf/call_function_exit")
-int BPF_PROG(on_ipi_exit)
-{
-	struct irq_context *ic = this_irq_ctx();
-
-	if (ic && ic->ipi)
-		ic->ipi--;
-	return 0;
-}
-
-SEC("tp_btf/local_timer_entry")
-int BPF_PROG(on_local_timer_entry)
-{
-	struct irq_context *ic = this_irq_ctx();
-
-	if (ic)
-		ic->timer++;
-	return 0;
-}
-
-SEC("tp_btf/local_timer_exit")
-int BPF_PROG(on_local_timer_exit)
-{
-	struct irq_context *ic = this_irq_ctx();
-
-	if (ic && ic->timer)
-		ic->timer--;
-	return 0;
-}
+NESTED_CONTEXT(hrtimer, hrtimer_expire, timer)
+NESTED_CONTEXT(local_timer, local_timer, timer)
+NESTED_CONTEXT(ipi_single, call_function_single, ipi)
+NESTED_CONTEXT(ipi, call_function, ipi)
 
 /* Task lifecycle. */
 SEC("tp_btf/sched_process_fork")
@@ -1404,64 +1361,17 @@ int flush_open(struct bpf_iter__task *ctx)
 {
 	struct task_struct *task = ctx->task;
 	struct thread_state *st;
-	u64 now, out, wake;
 
 	if (!task || !is_tracked(task))
 		return 0;
 	st = state_of(task, true);
 	if (!st)
 		return 0;
-	if (!st->seen) {
-		/* Asleep for the whole recording: one interval from its start. */
-		st->seen = 1;
-		if (!st->out && start_ns && BPF_CORE_READ(task, __state) != TASK_RUNNING) {
-			st->out = start_ns;
-			st->class = classify_sleep(task, st);
-		}
-	}
+	first_sight(task, st, BPF_CORE_READ(task, __state) != TASK_RUNNING);
 	if (st->pending)
 		emit_pending(SCRATCH_ITER, st, task, USER_REMOTE, SF_BLOCKED_TAIL);
-	out = st->out;
-	if (!out)
-		return 0;
-	now = bpf_ktime_get_ns();
-	if (out < start_ns)
-		out = start_ns;
-	wake = st->wake;
-	if (wake && wake < out)
-		wake = out;
-	if (emit_segments) {
-		struct segment_rec *r = reserve(REC_SEGMENT, sizeof(*r));
-
-		if (r) {
-			r->pid = BPF_CORE_READ(task, tgid);
-			r->tid = BPF_CORE_READ(task, pid);
-			r->start = out;
-			r->wake = wake;
-			r->end = now;
-			r->waker_id = st->waker_id;
-			r->waker_kind = st->waker_kind;
-			r->class = st->class;
-			r->cpu = 0xffff;	/* never switched in: still open */
-			bpf_ringbuf_submit(r, 0);
-		}
-	}
-	st->p_start = out;
-	st->p_wake = wake;
-	st->p_end = now;
-	split_points(&st->off_credit, out, wake, now, st->class, &st->p_weight, &st->p_sched_weight);
-	if (st->p_weight + st->p_sched_weight == 0)
-		return 0;
-	st->p_class = st->class;
-	st->p_waker_kind = st->waker_kind;
-	st->p_waker_id = st->waker_id;
-	st->p_cpu = 0xffff;
-	{
-		long n = bpf_get_task_stack(task, st->p_kstack, sizeof(st->p_kstack), 0);
-
-		st->p_kstack_len = n > 0 ? n : 0;
-	}
-	emit_pending(SCRATCH_ITER, st, task, USER_REMOTE, SF_BLOCKED_TAIL);
-	st->out = 0;
+	if (st->out && close_interval(task, st, bpf_ktime_get_ns(), CPU_OPEN, SCRATCH_ITER,
+				      USER_REMOTE, SF_BLOCKED_TAIL))
+		emit_pending(SCRATCH_ITER, st, task, USER_REMOTE, SF_BLOCKED_TAIL);
 	return 0;
 }

@@ -6,10 +6,10 @@
 //! waits; the runtime runs the experiments and writes the profile.
 //! `report` ranks the profile's targets.
 
-use crate::record::launch::{self, ExitStatus};
 use anyhow::{bail, Context};
 use holdup_analysis::causal::{analyze, Profile};
 use holdup_bpf::{Recorder, RecorderOptions, Target};
+use holdup_record::launch::{self, ExitStatus};
 use std::io::BufReader;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};

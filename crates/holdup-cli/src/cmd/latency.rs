@@ -2,8 +2,6 @@
 //! user functions and block requests, aggregated in the kernel (OSprof);
 //! `report` draws them with their peaks, `diff` compares two recordings.
 
-use super::record::{catch_signals, SIGNALS};
-use crate::record::launch::{self, ExitStatus, Launched};
 use anyhow::{bail, Context};
 use holdup_analysis::latency as analysis;
 use holdup_analysis::syscalls::name as syscall_name;
@@ -13,6 +11,8 @@ use holdup_bpf::latency::{
 };
 use holdup_bpf::monotonic_ns;
 use holdup_bpf::Target;
+use holdup_record::launch::{self, ExitStatus, Launched};
+use holdup_record::session::{catch_signals, SIGNALS};
 use holdup_trace::latency::{
     read_latency, write_latency, CallPath, CalleeTime, IntervalHistogram, LatencyData, WaitSite,
     CAUSES,

@@ -1,17 +1,12 @@
 //! `holdup record`: run the recorder and write the trace as it goes.
 
-use crate::record::drain::Drainer;
-use crate::record::finish;
-use crate::record::launch::{self, ExitStatus, Launched};
-use anyhow::{bail, Context};
-use holdup_bpf::{Recorder, RecorderOptions, SyscallOptions, Target};
-use holdup_trace::{features, Finish, Header, Lost, Record, SyscallConfig, Writer};
-use std::fs::File;
-use std::io::BufWriter;
+use anyhow::bail;
+use holdup_bpf::{RecorderOptions, SyscallOptions, Target};
+use holdup_record::launch::{self, ExitStatus};
+use holdup_record::session::{self, Config, Summary};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -76,18 +71,6 @@ pub struct Args {
     pub command: Vec<String>,
 }
 
-/// Plain configuration, independent of the command line.
-#[derive(Clone, Debug)]
-pub struct Config {
-    pub output: PathBuf,
-    pub target: Target,
-    pub command: Vec<String>,
-    pub period_ns: u64,
-    pub duration: Option<Duration>,
-    pub verbose: bool,
-    pub options: RecorderOptions,
-}
-
 impl TryFrom<Args> for Config {
     type Error = anyhow::Error;
 
@@ -129,45 +112,6 @@ impl TryFrom<Args> for Config {
     }
 }
 
-pub(crate) static SIGNALS: AtomicU32 = AtomicU32::new(0);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    SIGNALS.fetch_add(1, Ordering::SeqCst);
-}
-
-pub(crate) fn catch_signals() {
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
-            libc::sigaction(sig, &sa, std::ptr::null_mut());
-        }
-    }
-}
-
-/// The lowest descriptor number from `from` on that is not open.
-fn free_fd(from: i32) -> Option<i32> {
-    (from..from + 1000).find(|&fd| unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0)
-}
-
-/// A target that keeps every CPU busy with hundreds of runnable threads
-/// would leave the drain loop a sliver of CPU, too little to empty the ring
-/// buffer: events would be lost. A higher priority for this thread only
-/// (nice is per thread on Linux; the command was forked before) keeps it
-/// ahead; it takes the same CPU time, only sooner. Without the privilege
-/// to raise it, the default stays.
-fn drain_ahead_of_the_target() {
-    unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, -10) };
-}
-
-/// CPU time used by this process so far (user + system).
-fn own_cpu() -> Duration {
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    tv(ru.ru_utime) + tv(ru.ru_stime)
-}
-
 /// What `-a`, `-p PID,…` and a command ask to record (a command starts
 /// with no pid: it is added once launched). For none of them the error
 /// says there is nothing to `verb` and shows `holdup SUBCOMMAND -- CMD`.
@@ -195,296 +139,77 @@ pub fn choose_target(
     })
 }
 
-fn header(cfg: &Config, start_ns: u64) -> Header {
-    let uname = |f: fn(&libc::utsname) -> &[libc::c_char]| {
-        let mut u: libc::utsname = unsafe { std::mem::zeroed() };
-        unsafe { libc::uname(&mut u) };
-        let bytes: Vec<u8> = f(&u)
-            .iter()
-            .take_while(|&&c| c != 0)
-            .map(|&c| c as u8)
-            .collect();
-        String::from_utf8_lossy(&bytes).into_owned()
-    };
-    Header {
-        holdup_version: env!("CARGO_PKG_VERSION").to_string(),
-        period_ns: cfg.period_ns,
-        start_ns,
-        start_unix_ns: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64),
-        hostname: uname(|u| &u.nodename),
-        kernel: uname(|u| &u.release),
-        ncpus: holdup_bpf::perf::online_cpus().map_or(0, |c| c.len() as u32),
-        command: cfg.command.clone(),
-        target: match (&cfg.target, cfg.command.is_empty()) {
-            (Target::All, _) => "all".into(),
-            (_, false) => "command".into(),
-            _ => "pid".into(),
-        },
-        pids: match &cfg.target {
-            Target::Pids(p) => p.clone(),
-            Target::All => Vec::new(),
-        },
-        stack_copy_bytes: cfg.options.stack_copy_bytes,
-    }
-}
-
-type Out = BufWriter<File>;
-
-/// Move everything the recorder has into the trace.
-fn drain(rec: &mut Recorder, d: &mut Drainer<Out>, unparsable: &mut u64) -> anyhow::Result<()> {
-    rec.attach_fallbacks()?;
-    rec.drain_address_events(|ev| d.queue_address_event(ev));
-    d.sort_address_events();
-    let mut err = None;
-    let stats = rec.drain_records(|r| {
-        if err.is_none() {
-            err = d.record(r).err();
-        }
-    });
-    *unparsable += stats.unparsable as u64;
-    d.apply_all_address_events();
-    if let Some(e) = err {
-        return Err(e).context("writing the trace");
-    }
-    d.writer.flush_chunk().context("writing the trace")
-}
-
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let push = args.push.clone().map(|url| (url, args.push_to.clone()));
     if let Some((url, _)) = &push {
         crate::push::check_url(url)?;
     }
     let cfg = Config::try_from(args)?;
-    let code = record(&cfg)?;
+    let summary = session::record(&cfg)?;
+    if cfg.verbose {
+        print_details(&summary);
+    }
+    let code = print_summary(&cfg, &summary);
     if let Some((url, to)) = push {
         crate::push::after_record(&cfg.output, &url, &to);
     }
     Ok(code)
 }
 
-pub fn record(cfg: &Config) -> anyhow::Result<ExitCode> {
-    // The command is forked first and held before exec, so that it can be
-    // tracked from its first instruction.
-    // The command is forked before the map exists, so it cannot inherit
-    // it: it takes it from us with pidfd_getfd(2), at a descriptor number
-    // chosen now and passed in its environment.
-    let debox_fd = match &cfg.options.syscalls {
-        Some(s) if s.inband => {
-            let fd = free_fd(500).context("no free descriptor for the in-band map")?;
-            std::env::set_var("HOLDUP_DEBOX", format!("{}:{fd}", std::process::id()));
-            Some(fd)
-        }
-        _ => None,
-    };
-    let mut launched: Option<Launched> = if cfg.command.is_empty() {
-        None
-    } else {
-        Some(launch::spawn_held(&cfg.command)?)
-    };
-    let mut rec = Recorder::start(cfg.options.clone()).context("starting the recorder")?;
-    if let Some(fd) = debox_fd {
-        use std::os::fd::AsRawFd;
-        if unsafe { libc::dup2(rec.debox_fd().as_raw_fd(), fd) } < 0 {
-            return Err(std::io::Error::last_os_error()).context("passing the in-band map");
-        }
-    }
-    if let Some(l) = &launched {
-        rec.track(l.pid as u32)?;
-    }
-    let start_ns = holdup_bpf::monotonic_ns();
-    rec.set_start(start_ns);
-    let mut features = 0;
-    if cfg.options.segments {
-        features |= features::SEGMENTS;
-    }
-    if cfg.options.block_io {
-        features |= features::BLOCK_IO;
-    }
-    let file = holdup_trace::create_private(&cfg.output)
-        .with_context(|| format!("cannot create {}", cfg.output.display()))?;
-    let writer = Writer::new(
-        BufWriter::with_capacity(1 << 20, file),
-        &header(cfg, start_ns),
-        features,
-    )
-    .context("writing the trace")?;
-    let mut d = Drainer::new(writer);
-    if let Some(sc) = &cfg.options.syscalls {
-        d.writer
-            .write(&Record::SyscallConfig(SyscallConfig {
-                keep_ns: sc.keep_ns,
-                sample_every: sc.sample_every,
-            }))
-            .context("writing the trace")?;
-    }
-    let existing: Vec<u32> = match &cfg.target {
-        Target::Pids(p) => p.clone(),
-        Target::All => std::fs::read_dir("/proc")?
-            .flatten()
-            .filter_map(|e| e.file_name().to_string_lossy().parse().ok())
-            .filter(|&p| p != std::process::id())
-            .collect(),
-    };
-    for &pid in &existing {
-        d.load_existing(pid);
-        let _ = d.name_existing(pid, start_ns);
-    }
-    if let Some(l) = &launched {
-        // Until it execs, the command is a copy of this process.
-        d.load_existing(l.pid as u32);
-    }
-    catch_signals();
-    drain_ahead_of_the_target();
-    if let Some(l) = &mut launched {
-        if let Err(e) = l.release() {
-            drop(d);
-            let _ = std::fs::remove_file(&cfg.output);
-            return Err(e);
-        }
-    }
-
-    let began = Instant::now();
-    let cpu_at_start = own_cpu();
-    let mut unparsable = 0u64;
-    let mut exit: Option<ExitStatus> = None;
-    let tick = Duration::from_millis(50);
-    loop {
-        // Sleep in small steps so that a child's exit is noticed quickly.
-        let until = Instant::now() + tick;
-        while Instant::now() < until {
-            if let Some(l) = &launched {
-                if let Some(st) = l.wait(false) {
-                    exit = Some(st);
-                    break;
-                }
-            }
-            if SIGNALS.load(Ordering::SeqCst) > 0 && launched.is_none() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        drain(&mut rec, &mut d, &mut unparsable)?;
-        if exit.is_some() {
-            break;
-        }
-        let signals = SIGNALS.load(Ordering::SeqCst);
-        // With a command, Ctrl-C reaches it too: keep recording until it
-        // exits, unless interrupted twice.
-        if (launched.is_none() && signals > 0) || signals > 1 {
-            break;
-        }
-        if cfg.duration.is_some_and(|dur| began.elapsed() >= dur) {
-            break;
-        }
-    }
-
-    // Threads still off-CPU (and samples still waiting for a user stack).
-    rec.flush_open()?;
-    drain(&mut rec, &mut d, &mut unparsable)?;
-    let end_ns = holdup_bpf::monotonic_ns();
-    let lost = rec.lost();
-    if cfg.options.syscalls.is_some() {
-        for (k, t) in rec.syscall_totals() {
-            d.writer
-                .write(&Record::SyscallTotals(holdup_trace::SyscallTotals {
-                    pid: k.pid,
-                    nr: k.nr,
-                    count: t.count,
-                    total_ns: t.total_ns,
-                    blocked: t.blocked,
-                    min_flt: t.min_flt,
-                    maj_flt: t.maj_flt,
-                    hist: t.hist.to_vec(),
-                }))?;
-        }
-    }
-    drop(rec);
-
-    for (what, n) in [
-        (
-            "samples",
-            lost.by_kind[holdup_bpf::records::REC_SAMPLE as usize],
-        ),
-        (
-            "wait segments",
-            lost.by_kind[holdup_bpf::records::REC_SEGMENT as usize],
-        ),
-        ("task events", lost.by_kind[3..=6].iter().sum::<u64>()),
-        ("block requests", lost.by_kind[7] + lost.by_kind[8]),
-        (
-            "system calls",
-            lost.by_kind[holdup_bpf::records::REC_SYSCALL as usize]
-                + lost.by_kind[holdup_bpf::records::REC_SYSCALL_STACK as usize],
-        ),
-        ("unparsable records", unparsable),
-    ] {
-        if n > 0 {
-            d.writer.write(&Record::Lost(Lost {
-                what: what.into(),
-                count: n,
-            }))?;
-        }
-    }
-    let cpu_recording = own_cpu() - cpu_at_start;
-    let recorded_for = began.elapsed();
-    let sym = finish::symbolize(&mut d)?;
-    for (irq, name) in finish::irq_names() {
-        d.writer.write(&Record::IrqName { irq, name })?;
-    }
-    d.writer.write(&Record::Finish(Finish {
-        time: end_ns,
-        exit_code: exit.map(ExitStatus::as_shell_code),
-    }))?;
-    let counts = d.counts;
-    if cfg.verbose {
+/// `-v`: where the time went and what the trace holds.
+fn print_details(s: &Summary) {
+    let t = &s.timings;
+    eprintln!(
+        "holdup: drainer used {:.3} s of CPU over {:.3} s of recording ({:.2}% of one core); symbolization {:.3} s",
+        t.drain_cpu.as_secs_f64(),
+        t.recorded.as_secs_f64(),
+        100.0 * t.drain_cpu.as_secs_f64() / t.recorded.as_secs_f64().max(1e-9),
+        t.finish_cpu.as_secs_f64()
+    );
+    for (kind, n, bytes) in &s.writer_stats {
         eprintln!(
-            "holdup: drainer used {:.3} s of CPU over {:.3} s of recording ({:.2}% of one core); symbolization {:.3} s",
-            cpu_recording.as_secs_f64(),
-            recorded_for.as_secs_f64(),
-            100.0 * cpu_recording.as_secs_f64() / recorded_for.as_secs_f64().max(1e-9),
-            (own_cpu() - cpu_at_start - cpu_recording).as_secs_f64()
+            "holdup: {n:>9} {kind:<16} {bytes:>11} bytes ({:.1} bytes each)",
+            *bytes as f64 / (*n).max(1) as f64
         );
-        for (kind, n, bytes) in d.writer.stats() {
-            eprintln!(
-                "holdup: {n:>9} {kind:<16} {bytes:>11} bytes ({:.1} bytes each)",
-                bytes as f64 / n.max(1) as f64
-            );
-        }
     }
-    let out = d.writer.finish()?;
-    let size = out
-        .into_inner()
-        .map_err(|e| e.into_error())?
-        .metadata()?
-        .len();
+    eprintln!(
+        "holdup: start-up {:.1} ms (until the target ran); finishing {:.1} ms after it ended, symbolization {:.1} ms of it ({} addresses, {} from the symbol cache); sys_exit fallback {}",
+        t.startup.as_secs_f64() * 1e3,
+        t.finishing.as_secs_f64() * 1e3,
+        t.symbolization.as_secs_f64() * 1e3,
+        s.addresses,
+        s.cached_addresses,
+        if s.fallback { "attached" } else { "not needed" },
+    );
+}
 
-    let lost_total = lost.total() + unparsable;
+/// The closing status line, warnings, and the exit code to pass through.
+fn print_summary(cfg: &Config, s: &Summary) -> ExitCode {
+    let counts = &s.counts;
     eprintln!(
         "[ holdup record: {} samples, {} blocked samples (weight {}), {} wait events, {} lost events; wrote {} ({:.3} MB) ]",
         counts.cpu_samples,
         counts.blocked_samples,
         counts.blocked_weight,
         counts.segments,
-        lost_total,
+        s.lost_total(),
         cfg.output.display(),
-        size as f64 / 1e6
+        s.size as f64 / 1e6
     );
     if cfg.options.syscalls.is_some() {
         eprintln!(
             "[ holdup record: {} system call invocations kept, {} lost ]",
             counts.syscalls,
-            lost.by_kind[holdup_bpf::records::REC_SYSCALL as usize]
+            s.lost.by_kind[holdup_bpf::records::REC_SYSCALL as usize]
         );
     }
-    if !sym.failed_files.is_empty() {
+    if !s.failed_files.is_empty() {
         eprintln!(
             "holdup: warning: could not symbolize {} (changed or unreadable); reports show file+offset for them",
-            sym.failed_files.join(", ")
+            s.failed_files.join(", ")
         );
     }
-    Ok(match exit {
+    match s.exit {
         Some(ExitStatus::Signal(sig)) => {
             eprintln!(
                 "holdup: {} was killed by {} (the trace is complete up to that point)",
@@ -495,5 +220,5 @@ pub fn record(cfg: &Config) -> anyhow::Result<ExitCode> {
         }
         Some(ExitStatus::Code(c)) => ExitCode::from(c as u8),
         None => ExitCode::SUCCESS,
-    })
+    }
 }

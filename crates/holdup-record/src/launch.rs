@@ -7,6 +7,9 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 pub struct Launched {
     pub pid: i32,
+    /// A descriptor that becomes readable when the child exits (pidfd), so
+    /// that waiting for it needs no polling; None on kernels without pidfds.
+    pidfd: Option<OwnedFd>,
     go: Option<OwnedFd>,
     exec_err: OwnedFd,
     program: String,
@@ -59,8 +62,10 @@ pub fn spawn_held(argv: &[String]) -> anyhow::Result<Launched> {
     }
     drop(go_r);
     drop(err_w);
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     Ok(Launched {
         pid,
+        pidfd: (pidfd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(pidfd as i32) }),
         go: Some(go_w),
         exec_err: err_r,
         program,
@@ -93,6 +98,13 @@ impl Launched {
         Ok(())
     }
 
+    /// Wait up to `timeout` for the child to exit; a signal cuts the wait
+    /// short. Its exit status if it has exited.
+    pub fn wait_for(&self, timeout: std::time::Duration) -> Option<ExitStatus> {
+        sleep_until_readable(self.pidfd.as_ref(), timeout);
+        self.wait(false)
+    }
+
     /// The child's exit status if it has exited (`block`: wait for it).
     pub fn wait(&self, block: bool) -> Option<ExitStatus> {
         let mut status = 0;
@@ -116,6 +128,19 @@ impl Drop for Launched {
         // Never leave a held child behind: closing `go` makes it exit.
         self.go.take();
     }
+}
+
+/// Sleep up to `timeout`, until `fd` (if any) is readable or a signal
+/// arrives (poll is not restarted after a signal handler, unlike
+/// `std::thread::sleep`).
+pub fn sleep_until_readable(fd: Option<&OwnedFd>, timeout: std::time::Duration) {
+    let mut pfd = libc::pollfd {
+        fd: fd.map_or(-1, |f| f.as_raw_fd()),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    unsafe { libc::poll(&mut pfd, 1, ms) };
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

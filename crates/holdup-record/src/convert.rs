@@ -498,6 +498,91 @@ mod tests {
     use super::*;
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
+    /// Raw recorder records, as the ring buffer holds them, replayed
+    /// through the converter: a blocked sample (kernel stack only) and the
+    /// wait segment of the same interval.
+    #[test]
+    fn raw_records_become_trace_records() {
+        let mut sample = raw::SampleRec {
+            hdr: raw::RecHdr {
+                kind: raw::REC_SAMPLE,
+                size: 0,
+            },
+            pid: 7,
+            tid: 8,
+            start: 1_000,
+            wake: 3_000_000,
+            end: 4_000_000,
+            weight: 3,
+            sched_weight: 1,
+            waker_id: 9,
+            cpu: 1,
+            class: raw::CLASS_IO,
+            waker_kind: raw::WAKER_THREAD,
+            kstack_len: 2,
+            ..Default::default()
+        };
+        let base = std::mem::size_of::<raw::SampleRec>();
+        sample.hdr.size = (base + 16) as u32;
+        let mut bytes = vec![0u8; sample.hdr.size as usize];
+        unsafe { std::ptr::write_unaligned(bytes.as_mut_ptr() as *mut raw::SampleRec, sample) };
+        bytes[base..base + 8].copy_from_slice(&0xffff_ffff_8100_0010u64.to_ne_bytes());
+        bytes[base + 8..base + 16].copy_from_slice(&0xffff_ffff_8100_0020u64.to_ne_bytes());
+        let segment = raw::SegmentRec {
+            hdr: raw::RecHdr {
+                kind: raw::REC_SEGMENT,
+                size: std::mem::size_of::<raw::SegmentRec>() as u32,
+            },
+            pid: 7,
+            tid: 8,
+            start: 1_000,
+            wake: 3_000_000,
+            end: 4_000_000,
+            waker_id: 9,
+            cpu: raw::CPU_OPEN,
+            class: raw::CLASS_IO,
+            waker_kind: raw::WAKER_THREAD,
+        };
+        let seg_bytes = unsafe {
+            std::slice::from_raw_parts(
+                &segment as *const raw::SegmentRec as *const u8,
+                std::mem::size_of::<raw::SegmentRec>(),
+            )
+        };
+
+        let writer = trace::Writer::new(Vec::new(), &trace::Header::default(), 0).unwrap();
+        let mut d = Drainer::new(writer);
+        d.record(raw::parse(&bytes).unwrap()).unwrap();
+        d.record(raw::parse(seg_bytes).unwrap()).unwrap();
+        assert_eq!(d.counts.blocked_samples, 1);
+        assert_eq!(d.counts.blocked_weight, 4);
+        assert_eq!(d.counts.segments, 1);
+        let out = d.writer.finish().unwrap();
+
+        let mut reader = trace::Reader::new(&out[..], "replay").unwrap();
+        let t = trace::Trace::read(&mut reader).unwrap();
+        let s = &t.samples[0];
+        assert_eq!((s.pid, s.tid, s.class), (7, 8, Class::Io));
+        assert_eq!(
+            (s.weight, s.sched_weight, s.waker),
+            (3, 1, Waker::Thread(9))
+        );
+        assert!(
+            s.late_user_stack,
+            "no user registers: the user stack is missing"
+        );
+        // Return addresses point after the call: looked up one byte before.
+        let frames: Vec<u64> = t.stacks[&s.stack].iter().map(|f| f.addr).collect();
+        assert_eq!(frames, vec![0xffff_ffff_8100_000f, 0xffff_ffff_8100_001f]);
+        assert!(t.stacks[&s.stack].iter().all(|f| f.dso == KERNEL_DSO));
+        let seg = &t.segments[0];
+        assert_eq!(
+            (seg.start, seg.wake, seg.end, seg.cpu),
+            (1_000, 3_000_000, 4_000_000, None)
+        );
+        assert_eq!(t.threads.len(), 1, "the thread is named once");
+    }
+
     #[test]
     fn the_vdso_copy_never_writes_through_a_planted_symlink() {
         // The path an older recorder wrote to, planted as a symlink to a

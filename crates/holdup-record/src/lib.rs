@@ -1,0 +1,16 @@
+//! Recording: one session of `holdup record` as a library, so that other
+//! recorders (`causal run`, `latency`) and tests can use its parts.
+//!
+//! - [`launch`]: start the command held before `exec` until it is tracked.
+//! - [`convert`]: turn what the BPF recorder captured into trace records
+//!   (unwinding user stacks, interning stacks and files, naming threads).
+//! - [`symbols`]: at the end, symbols for every frame seen, with
+//!   [`symcache`] keeping them across runs.
+//! - [`session`]: the whole recording, from the command line's [`session::Config`]
+//!   to a finished trace and a [`session::Summary`].
+
+pub mod convert;
+pub mod launch;
+pub mod session;
+pub mod symbols;
+pub mod symcache;

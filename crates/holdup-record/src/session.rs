@@ -1,0 +1,369 @@
+//! One recording session: launch the command, load the recorder, drain it
+//! into the trace while the target runs, flush and symbolize at the end.
+
+use crate::convert::{Counts, Drainer};
+use crate::launch::{self, ExitStatus, Launched};
+use crate::symbols;
+use anyhow::Context;
+use holdup_bpf::{Lost as RecorderLost, Recorder, RecorderOptions, Target};
+use holdup_trace::{features, Finish, Header, Lost, Record, SyscallConfig, Writer};
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// Plain configuration, independent of the command line.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub output: PathBuf,
+    pub target: Target,
+    pub command: Vec<String>,
+    pub period_ns: u64,
+    pub duration: Option<Duration>,
+    pub verbose: bool,
+    pub options: RecorderOptions,
+}
+
+/// What a recording produced, for the closing status line.
+#[derive(Debug)]
+pub struct Summary {
+    pub counts: Counts,
+    /// Records the kernel dropped, by kind.
+    pub lost: RecorderLost,
+    /// Records that could not be parsed.
+    pub unparsable: u64,
+    /// Bytes of the trace file.
+    pub size: u64,
+    /// How the command ended (None without a command).
+    pub exit: Option<ExitStatus>,
+    /// Files that could not be symbolized (changed or unreadable).
+    pub failed_files: Vec<String>,
+    /// (record kind, count, bytes) in the trace.
+    pub writer_stats: Vec<(&'static str, u64, u64)>,
+    pub timings: Timings,
+    /// Distinct addresses symbolized, and how many came from the cache.
+    pub addresses: usize,
+    pub cached_addresses: usize,
+    /// The sys_exit fallback for threads without rseq had to be attached.
+    pub fallback: bool,
+}
+
+/// Where a recording's time went.
+#[derive(Clone, Copy, Debug)]
+pub struct Timings {
+    /// From the call until the command ran (or sampling began).
+    pub startup: Duration,
+    /// While the target ran.
+    pub recorded: Duration,
+    /// From the end of the target until the trace was complete.
+    pub finishing: Duration,
+    pub symbolization: Duration,
+    /// CPU time this process used while the target ran, and after.
+    pub drain_cpu: Duration,
+    pub finish_cpu: Duration,
+}
+
+impl Summary {
+    /// Lost and unparsable records together.
+    pub fn lost_total(&self) -> u64 {
+        self.lost.total() + self.unparsable
+    }
+}
+
+pub static SIGNALS: AtomicU32 = AtomicU32::new(0);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    SIGNALS.fetch_add(1, Ordering::SeqCst);
+}
+
+pub fn catch_signals() {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+}
+
+/// The lowest descriptor number from `from` on that is not open.
+fn free_fd(from: i32) -> Option<i32> {
+    (from..from + 1000).find(|&fd| unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0)
+}
+
+/// A target that keeps every CPU busy with hundreds of runnable threads
+/// would leave the drain loop a sliver of CPU, too little to empty the ring
+/// buffer: events would be lost. A higher priority for this thread only
+/// (nice is per thread on Linux; the command was forked before) keeps it
+/// ahead; it takes the same CPU time, only sooner. Without the privilege
+/// to raise it, the default stays.
+fn drain_ahead_of_the_target() {
+    unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, -10) };
+}
+
+/// CPU time used by this process so far (user + system).
+fn own_cpu() -> Duration {
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+fn header(cfg: &Config, start_ns: u64) -> Header {
+    let uname = |f: fn(&libc::utsname) -> &[libc::c_char]| {
+        let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+        unsafe { libc::uname(&mut u) };
+        let bytes: Vec<u8> = f(&u)
+            .iter()
+            .take_while(|&&c| c != 0)
+            .map(|&c| c as u8)
+            .collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    };
+    Header {
+        holdup_version: env!("CARGO_PKG_VERSION").to_string(),
+        period_ns: cfg.period_ns,
+        start_ns,
+        start_unix_ns: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64),
+        hostname: uname(|u| &u.nodename),
+        kernel: uname(|u| &u.release),
+        ncpus: holdup_bpf::perf::online_cpus().map_or(0, |c| c.len() as u32),
+        command: cfg.command.clone(),
+        target: match (&cfg.target, cfg.command.is_empty()) {
+            (Target::All, _) => "all".into(),
+            (_, false) => "command".into(),
+            _ => "pid".into(),
+        },
+        pids: match &cfg.target {
+            Target::Pids(p) => p.clone(),
+            Target::All => Vec::new(),
+        },
+        stack_copy_bytes: cfg.options.stack_copy_bytes,
+    }
+}
+
+type Out = BufWriter<File>;
+
+/// Move everything the recorder has into the trace.
+fn drain(rec: &mut Recorder, d: &mut Drainer<Out>, unparsable: &mut u64) -> anyhow::Result<()> {
+    rec.attach_fallbacks()?;
+    rec.drain_address_events(|ev| d.queue_address_event(ev));
+    d.sort_address_events();
+    let mut err = None;
+    let stats = rec.drain_records(|r| {
+        if err.is_none() {
+            err = d.record(r).err();
+        }
+    });
+    *unparsable += stats.unparsable as u64;
+    d.apply_all_address_events();
+    if let Some(e) = err {
+        return Err(e).context("writing the trace");
+    }
+    d.writer.flush_chunk().context("writing the trace")
+}
+
+/// Record as `cfg` says, writing the trace as it goes, until the command
+/// exits, the duration is over or a signal arrives.
+pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
+    let invoked = Instant::now();
+    // The command is forked first and held before exec, so that it can be
+    // tracked from its first instruction.
+    // The command is forked before the map exists, so it cannot inherit
+    // it: it takes it from us with pidfd_getfd(2), at a descriptor number
+    // chosen now and passed in its environment.
+    let debox_fd = match &cfg.options.syscalls {
+        Some(s) if s.inband => {
+            let fd = free_fd(500).context("no free descriptor for the in-band map")?;
+            std::env::set_var("HOLDUP_DEBOX", format!("{}:{fd}", std::process::id()));
+            Some(fd)
+        }
+        _ => None,
+    };
+    let mut launched: Option<Launched> = if cfg.command.is_empty() {
+        None
+    } else {
+        Some(launch::spawn_held(&cfg.command)?)
+    };
+    let mut rec = Recorder::start(cfg.options.clone()).context("starting the recorder")?;
+    if let Some(fd) = debox_fd {
+        use std::os::fd::AsRawFd;
+        if unsafe { libc::dup2(rec.debox_fd().as_raw_fd(), fd) } < 0 {
+            return Err(std::io::Error::last_os_error()).context("passing the in-band map");
+        }
+    }
+    if let Some(l) = &launched {
+        rec.track(l.pid as u32)?;
+    }
+    let start_ns = holdup_bpf::monotonic_ns();
+    rec.set_start(start_ns);
+    let mut features = 0;
+    if cfg.options.segments {
+        features |= features::SEGMENTS;
+    }
+    if cfg.options.block_io {
+        features |= features::BLOCK_IO;
+    }
+    let file = holdup_trace::create_private(&cfg.output)
+        .with_context(|| format!("cannot create {}", cfg.output.display()))?;
+    let writer = Writer::new(
+        BufWriter::with_capacity(1 << 20, file),
+        &header(cfg, start_ns),
+        features,
+    )
+    .context("writing the trace")?;
+    let mut d = Drainer::new(writer);
+    if let Some(sc) = &cfg.options.syscalls {
+        d.writer
+            .write(&Record::SyscallConfig(SyscallConfig {
+                keep_ns: sc.keep_ns,
+                sample_every: sc.sample_every,
+            }))
+            .context("writing the trace")?;
+    }
+    let existing: Vec<u32> = match &cfg.target {
+        Target::Pids(p) => p.clone(),
+        Target::All => std::fs::read_dir("/proc")?
+            .flatten()
+            .filter_map(|e| e.file_name().to_string_lossy().parse().ok())
+            .filter(|&p| p != std::process::id())
+            .collect(),
+    };
+    for &pid in &existing {
+        d.load_existing(pid);
+        let _ = d.name_existing(pid, start_ns);
+    }
+    if let Some(l) = &launched {
+        // Until it execs, the command is a copy of this process.
+        d.load_existing(l.pid as u32);
+    }
+    catch_signals();
+    drain_ahead_of_the_target();
+    if let Some(l) = &mut launched {
+        if let Err(e) = l.release() {
+            drop(d);
+            let _ = std::fs::remove_file(&cfg.output);
+            return Err(e);
+        }
+    }
+
+    let began = Instant::now();
+    let startup = began - invoked;
+    let cpu_at_start = own_cpu();
+    let mut unparsable = 0u64;
+    let mut exit: Option<ExitStatus> = None;
+    let tick = Duration::from_millis(50);
+    loop {
+        // Wake up when the command exits (or a signal arrives), or to drain.
+        match &launched {
+            Some(l) => exit = l.wait_for(tick),
+            None => launch::sleep_until_readable(None, tick),
+        }
+        drain(&mut rec, &mut d, &mut unparsable)?;
+        if exit.is_some() {
+            break;
+        }
+        let signals = SIGNALS.load(Ordering::SeqCst);
+        // With a command, Ctrl-C reaches it too: keep recording until it
+        // exits, unless interrupted twice.
+        if (launched.is_none() && signals > 0) || signals > 1 {
+            break;
+        }
+        if cfg.duration.is_some_and(|dur| began.elapsed() >= dur) {
+            break;
+        }
+    }
+
+    let ended = Instant::now();
+    // Threads still off-CPU (and samples still waiting for a user stack).
+    rec.flush_open()?;
+    drain(&mut rec, &mut d, &mut unparsable)?;
+    let end_ns = holdup_bpf::monotonic_ns();
+    let lost = rec.lost();
+    let fallback = rec.fallback_attached();
+    if cfg.options.syscalls.is_some() {
+        for (k, t) in rec.syscall_totals() {
+            d.writer
+                .write(&Record::SyscallTotals(holdup_trace::SyscallTotals {
+                    pid: k.pid,
+                    nr: k.nr,
+                    count: t.count,
+                    total_ns: t.total_ns,
+                    blocked: t.blocked,
+                    min_flt: t.min_flt,
+                    maj_flt: t.maj_flt,
+                    hist: t.hist.to_vec(),
+                }))?;
+        }
+    }
+    drop(rec);
+
+    for (what, n) in [
+        (
+            "samples",
+            lost.by_kind[holdup_bpf::records::REC_SAMPLE as usize],
+        ),
+        (
+            "wait segments",
+            lost.by_kind[holdup_bpf::records::REC_SEGMENT as usize],
+        ),
+        ("task events", lost.by_kind[3..=6].iter().sum::<u64>()),
+        ("block requests", lost.by_kind[7] + lost.by_kind[8]),
+        (
+            "system calls",
+            lost.by_kind[holdup_bpf::records::REC_SYSCALL as usize]
+                + lost.by_kind[holdup_bpf::records::REC_SYSCALL_STACK as usize],
+        ),
+        ("unparsable records", unparsable),
+    ] {
+        if n > 0 {
+            d.writer.write(&Record::Lost(Lost {
+                what: what.into(),
+                count: n,
+            }))?;
+        }
+    }
+    let cpu_recording = own_cpu() - cpu_at_start;
+    let recorded_for = ended - began;
+    let sym_began = Instant::now();
+    let sym = symbols::symbolize(&mut d)?;
+    let sym_took = sym_began.elapsed();
+    for (irq, name) in symbols::irq_names() {
+        d.writer.write(&Record::IrqName { irq, name })?;
+    }
+    d.writer.write(&Record::Finish(Finish {
+        time: end_ns,
+        exit_code: exit.map(ExitStatus::as_shell_code),
+    }))?;
+    let counts = d.counts;
+    let writer_stats = d.writer.stats().collect();
+    let out = d.writer.finish()?;
+    let size = out
+        .into_inner()
+        .map_err(|e| e.into_error())?
+        .metadata()?
+        .len();
+    Ok(Summary {
+        counts,
+        lost,
+        unparsable,
+        size,
+        exit,
+        failed_files: sym.failed_files,
+        writer_stats,
+        timings: Timings {
+            startup,
+            recorded: recorded_for,
+            finishing: ended.elapsed(),
+            symbolization: sym_took,
+            drain_cpu: cpu_recording,
+            finish_cpu: own_cpu() - cpu_at_start - cpu_recording,
+        },
+        addresses: sym.frames,
+        cached_addresses: sym.cached,
+        fallback,
+    })
+}

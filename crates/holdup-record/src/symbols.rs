@@ -1,0 +1,197 @@
+//! End of a recording: symbols for every frame seen and names of interrupt
+//! lines, written into the trace so that reports need neither the binaries
+//! nor this machine.
+
+use crate::convert::Drainer;
+use crate::symcache::{FileSymbols, SymbolCache};
+use holdup_symbolize::{KernelSymbols, Symbolizer};
+use holdup_trace::{Frame, Record, SymFrame, Symbol, KERNEL_DSO, UNKNOWN_DSO};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::io::Write;
+use std::path::Path;
+
+#[derive(Debug, Default)]
+pub struct SymbolStats {
+    pub frames: usize,
+    pub symbolized: usize,
+    /// Frames whose symbols came from the cache of earlier recordings.
+    pub cached: usize,
+    /// Files that could not be read or changed since they were mapped.
+    pub failed_files: Vec<String>,
+}
+
+fn to_sym_frames(frames: Vec<holdup_symbolize::Frame>) -> Vec<SymFrame> {
+    frames
+        .into_iter()
+        .filter_map(|f| {
+            Some(SymFrame {
+                function: f.function?,
+                file: f.file,
+                line: f.line.unwrap_or(0),
+            })
+        })
+        .collect()
+}
+
+/// Symbols of `addrs`: from the cache where earlier recordings put them
+/// under `key`, the rest from `lookup` (then cached); None if `lookup`
+/// fails.
+fn cached_symbols(
+    cache: Option<&SymbolCache>,
+    key: Option<&[u8]>,
+    addrs: &[u64],
+    stats: &mut SymbolStats,
+    lookup: impl FnOnce(&[u64]) -> Option<Vec<Vec<SymFrame>>>,
+) -> Option<Vec<Vec<SymFrame>>> {
+    let (Some(cache), Some(key)) = (cache, key) else {
+        return lookup(addrs);
+    };
+    let mut known: FileSymbols = cache.load(key);
+    let missing: Vec<u64> = addrs
+        .iter()
+        .copied()
+        .filter(|a| !known.contains_key(a))
+        .collect();
+    stats.cached += addrs.len() - missing.len();
+    if !missing.is_empty() {
+        let found = lookup(&missing)?;
+        known.extend(missing.into_iter().zip(found));
+        cache.store(key, &known);
+    }
+    Some(
+        addrs
+            .iter()
+            .map(|a| known.get(a).cloned().unwrap_or_default())
+            .collect(),
+    )
+}
+
+/// Give the symbolizer the kernel's symbol table from the cache, or cache
+/// the one it reads (generating /proc/kallsyms takes the kernel 100-300 ms;
+/// reading a copy a few ms). True if the table came from the cache.
+fn load_kernel_symbols(symbolizer: &mut Symbolizer, cache: Option<&SymbolCache>) -> bool {
+    let (Some(cache), Some(key)) = (cache, kernel_key()) else {
+        return false;
+    };
+    let cached = cache
+        .load_text(&key)
+        .and_then(|t| t.strip_prefix(KALLSYMS_FORMAT).map(KernelSymbols::parse))
+        .filter(|syms| !syms.is_empty());
+    if let Some(syms) = cached {
+        symbolizer.set_kernel_symbols(syms);
+        return true;
+    }
+    let syms = symbolizer.kernel_symbols();
+    if syms.is_empty() {
+        return false;
+    }
+    let mut text = KALLSYMS_FORMAT.to_string();
+    for (addr, name) in syms.iter() {
+        let _ = writeln!(text, "{addr:x} t {name}");
+    }
+    cache.store_text(&key, &text);
+    false
+}
+
+/// First line of a cached kernel symbol table, then /proc/kallsyms lines.
+const KALLSYMS_FORMAT: &str = "holdup-kallsyms-1\n";
+
+/// What kernel addresses mean until the next boot or module change: the
+/// boot id and a hash of the modules' names and load addresses.
+fn kernel_key() -> Option<Vec<u8>> {
+    use std::hash::{Hash, Hasher};
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    // A kernel without loadable modules has no list.
+    let modules = std::fs::read_to_string("/proc/modules").unwrap_or_default();
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    // Name and load address of each module (the other columns, use counts,
+    // change as they are used).
+    for line in modules.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        (fields.first(), fields.last()).hash(&mut h);
+    }
+    Some(format!("kallsyms-{}-{:016x}", boot.trim(), h.finish()).into_bytes())
+}
+
+pub fn symbolize<W: Write>(d: &mut Drainer<W>) -> std::io::Result<SymbolStats> {
+    let mut by_dso: BTreeMap<u32, BTreeSet<u64>> = BTreeMap::new();
+    for f in d.frames() {
+        if f.dso != UNKNOWN_DSO {
+            by_dso.entry(f.dso).or_default().insert(f.addr);
+        }
+    }
+    let mut stats = SymbolStats::default();
+    let mut symbolizer = Symbolizer::new();
+    let cache = SymbolCache::open();
+    let dsos: BTreeMap<u32, (String, Option<Vec<u8>>)> = d
+        .dsos
+        .iter()
+        .map(|(id, p, b)| (*id, (p.clone(), b.clone())))
+        .collect();
+    for (dso, addrs) in by_dso {
+        let addrs: Vec<u64> = addrs.into_iter().collect();
+        stats.frames += addrs.len();
+        let results = if dso == KERNEL_DSO {
+            if load_kernel_symbols(&mut symbolizer, cache.as_ref()) {
+                stats.cached += addrs.len();
+            }
+            symbolizer
+                .symbolize_kernel(&addrs)
+                .into_iter()
+                .map(to_sym_frames)
+                .collect()
+        } else {
+            let Some((path, build_id)) = dsos.get(&dso) else {
+                continue;
+            };
+            let found = cached_symbols(
+                cache.as_ref(),
+                build_id.as_deref(),
+                &addrs,
+                &mut stats,
+                |a| {
+                    let r = symbolizer
+                        .symbolize_file(Path::new(path), build_id.as_deref(), a)
+                        .ok()?;
+                    Some(r.into_iter().map(to_sym_frames).collect())
+                },
+            );
+            match found {
+                Some(r) => r,
+                None => {
+                    // Reports fall back to file+offset for these frames.
+                    stats.failed_files.push(path.clone());
+                    continue;
+                }
+            }
+        };
+        for (addr, frames) in addrs.into_iter().zip(results) {
+            if frames.is_empty() {
+                continue;
+            }
+            stats.symbolized += 1;
+            d.writer.write(&Record::Symbol(Symbol {
+                frame: Frame { dso, addr },
+                frames,
+            }))?;
+        }
+    }
+    Ok(stats)
+}
+
+/// `irq number → name` from /proc/interrupts (the last column: the
+/// device the line serves).
+pub fn irq_names() -> Vec<(u32, String)> {
+    let Ok(text) = std::fs::read_to_string("/proc/interrupts") else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter_map(|line| {
+            let (num, rest) = line.trim_start().split_once(':')?;
+            let irq = num.parse::<u32>().ok()?;
+            let name = rest.split_whitespace().last()?.to_string();
+            Some((irq, name))
+        })
+        .collect()
+}
