@@ -67,6 +67,33 @@ fn cached_symbols(
     )
 }
 
+/// The cache key of a file's symbols: its build-id, and the size and
+/// modification time of the file and of its separate debug file, since
+/// stripping a binary or installing its debug info keeps the build-id but
+/// changes what can be known of it.
+fn cache_key(path: &Path, build_id: &[u8]) -> Option<Vec<u8>> {
+    use std::os::unix::fs::MetadataExt;
+    let stamp = |m: std::fs::Metadata| [m.len(), m.mtime() as u64, m.mtime_nsec() as u64];
+    let file = stamp(std::fs::metadata(path).ok()?);
+    let hex = holdup_symbolize::hex(build_id);
+    let debug = (hex.len() > 2)
+        .then(|| {
+            std::fs::metadata(format!(
+                "/usr/lib/debug/.build-id/{}/{}.debug",
+                &hex[..2],
+                &hex[2..]
+            ))
+            .ok()
+        })
+        .flatten()
+        .map_or([0; 3], stamp);
+    let mut key = build_id.to_vec();
+    for v in file.iter().chain(&debug) {
+        key.extend_from_slice(&v.to_le_bytes());
+    }
+    Some(key)
+}
+
 /// Give the symbolizer the kernel's symbol table from the cache, or cache
 /// the one it reads (generating /proc/kallsyms takes the kernel 100-300 ms;
 /// reading a copy a few ms). True if the table came from the cache.
@@ -145,18 +172,15 @@ pub fn symbolize<W: Write>(d: &mut Drainer<W>) -> std::io::Result<SymbolStats> {
             let Some((path, build_id)) = dsos.get(&dso) else {
                 continue;
             };
-            let found = cached_symbols(
-                cache.as_ref(),
-                build_id.as_deref(),
-                &addrs,
-                &mut stats,
-                |a| {
-                    let r = symbolizer
-                        .symbolize_file(Path::new(path), build_id.as_deref(), a)
-                        .ok()?;
-                    Some(r.into_iter().map(to_sym_frames).collect())
-                },
-            );
+            let key = build_id
+                .as_deref()
+                .and_then(|b| cache_key(Path::new(path), b));
+            let found = cached_symbols(cache.as_ref(), key.as_deref(), &addrs, &mut stats, |a| {
+                let r = symbolizer
+                    .symbolize_file(Path::new(path), build_id.as_deref(), a)
+                    .ok()?;
+                Some(r.into_iter().map(to_sym_frames).collect())
+            });
             match found {
                 Some(r) => r,
                 None => {
@@ -194,4 +218,29 @@ pub fn irq_names() -> Vec<(u32, String)> {
             Some((irq, name))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cache_key;
+
+    /// A stripped copy keeps the build-id but must not share cached names
+    /// with the binary it came from.
+    #[test]
+    fn a_stripped_copy_has_its_own_cache_key() {
+        let dir = std::env::temp_dir().join(format!("holdup-cachekey-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let full = dir.join("full");
+        let stripped = dir.join("stripped");
+        std::fs::write(&full, vec![1u8; 4096]).unwrap();
+        std::fs::write(&stripped, vec![1u8; 1024]).unwrap();
+        let id = [0xab, 0xcd, 0xef, 0x01];
+        let a = cache_key(&full, &id).unwrap();
+        let b = cache_key(&stripped, &id).unwrap();
+        assert!(a.starts_with(&id) && b.starts_with(&id));
+        assert_ne!(a, b);
+        assert_eq!(a, cache_key(&full, &id).unwrap(), "the key is stable");
+        assert!(cache_key(&dir.join("missing"), &id).is_none());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
