@@ -79,6 +79,12 @@ struct thread_state {
 	u8 class;		/* subclass decided at switch-out */
 	u8 klock;		/* waiting for a sleeping kernel lock */
 	u8 seen;
+	/* A wakeup traced while the thread was still on its CPU: the waker
+	 * can find it off its runqueue before this CPU traces the switch-out,
+	 * so the switch-out that follows at once takes it as its wakeup. */
+	u64 early_wake;
+	u32 early_waker_id;
+	u8 early_waker_kind;
 	/* The two clocks: time not yet turned into sampling points. */
 	u64 run_mark;		/* on-CPU time counted up to here; 0 while off */
 	/* Signed: runtime accounting lags the wall clock a little, so a
@@ -755,6 +761,10 @@ int BPF_PROG(on_syscall_exit, struct pt_regs *regs, long ret)
 
 /* ==== end of system calls ================================================ */
 
+/* How far apart a wakeup traced before the switch-out and that switch-out
+ * may be: the waker and the sleeper race on two CPUs for a few µs. */
+#define EARLY_WAKE_NS 50000
+
 static __always_inline void switch_out(struct task_struct *prev, bool preempt,
 				       unsigned int prev_state, u64 now)
 {
@@ -779,6 +789,15 @@ static __always_inline void switch_out(struct task_struct *prev, bool preempt,
 		st->class = CLASS_SCHED;
 	else
 		st->class = classify_sleep(prev, st);
+	if (st->class != CLASS_SCHED && st->early_wake &&
+	    (s64)(now - st->early_wake) < EARLY_WAKE_NS &&
+	    (s64)(st->early_wake - now) < EARLY_WAKE_NS) {
+		/* Woken while going to sleep: runnable from the start. */
+		st->wake = now;
+		st->waker_kind = st->early_waker_kind;
+		st->waker_id = st->early_waker_id;
+	}
+	st->early_wake = 0;
 }
 
 /* The kernel stack of a thread that is off-CPU, into p_kstack. */
@@ -908,7 +927,14 @@ int BPF_PROG(on_waking, struct task_struct *p)
 	if (!is_tracked(p))
 		return 0;
 	st = state_of(p, false);
-	if (!st || !st->out || st->wake)
+	if (!st)
+		return 0;
+	if (!st->out) {
+		st->early_wake = bpf_ktime_get_ns();
+		current_waker(&st->early_waker_kind, &st->early_waker_id);
+		return 0;
+	}
+	if (st->wake)
 		return 0;
 	st->wake = bpf_ktime_get_ns();
 	current_waker(&st->waker_kind, &st->waker_id);
