@@ -34,6 +34,8 @@ pub struct Config {
     pub end_to_end: bool,
     pub experiment_ns: u64,
     pub verbose: bool,
+    /// Uprobe progress points opened by `holdup causal run`.
+    pub probes: Option<String>,
 }
 
 fn var(name: &str) -> Option<String> {
@@ -73,6 +75,7 @@ impl Config {
                 .max(10)
                 * 1_000_000,
             verbose: var(env::VERBOSE).is_some(),
+            probes: var(env::PROBES),
         })
     }
 }

@@ -11,9 +11,10 @@
 //! Loaded without `holdup causal run` (no settings in the environment), it
 //! only answers `_coz_get_counter` and forwards every call.
 
+pub use holdup_coz::lines;
+
 pub mod clock;
 pub mod config;
-pub mod lines;
 pub mod modules;
 pub mod points;
 pub mod processor;

@@ -72,10 +72,10 @@ impl Saved {
                     ..Window::default()
                 });
             }
-            let Point::Throughput { counter, .. } = pt else {
+            let Point::Throughput { count, .. } = pt else {
                 continue;
             };
-            let c = counter.count.load(Ordering::Relaxed);
+            let c = count.load();
             let w = &mut self.windows[i];
             if c != w.last_count {
                 w.last_count = c;

@@ -117,7 +117,7 @@ pub fn init() {
     let Some(cfg) = Config::from_env() else {
         return;
     };
-    scrub_environment(cfg.ring_fd);
+    scrub_environment(&cfg);
     let ring = RingReader::new(
         unsafe { BorrowedFd::borrow_raw(cfg.ring_fd) },
         cfg.ring_bytes,
@@ -154,13 +154,19 @@ pub fn init() {
     if rt.cfg.end_to_end {
         progress::counter(progress::THROUGHPUT, progress::END_TO_END);
     }
+    if let Some(list) = &rt.cfg.probes {
+        progress::add_probes(list);
+    }
     rt.spawn_profiler();
 }
 
 /// Keep what `holdup causal run` set from reaching programs this one starts:
 /// our entry leaves LD_PRELOAD, the ring's fd is closed on exec.
-fn scrub_environment(ring_fd: i32) {
-    unsafe { libc::fcntl(ring_fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+fn scrub_environment(cfg: &Config) {
+    let probes = cfg.probes.as_deref().map(progress::probe_fds);
+    for fd in std::iter::once(cfg.ring_fd).chain(probes.into_iter().flatten()) {
+        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    }
     if let Ok(pre) = std::env::var("LD_PRELOAD") {
         let kept: Vec<&str> = pre
             .split([':', ' '])

@@ -11,7 +11,7 @@ use anyhow::{bail, Context};
 use holdup_analysis::causal::{analyze, Profile};
 use holdup_bpf::{Recorder, RecorderOptions, Target};
 use std::io::BufReader;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -74,6 +74,15 @@ pub struct RunArgs {
     /// Print every experiment as it ends.
     #[arg(short, long)]
     pub verbose: bool,
+    /// A progress point without recompiling: count the visits of a function
+    /// or a source line (`[BINARY:]SYMBOL` or `[BINARY:]FILE:LINE`; the
+    /// command's executable by default) with a uprobe. Repeatable.
+    #[arg(long, value_name = "SYMBOL|FILE:LINE")]
+    pub progress: Vec<String>,
+    /// A latency progress point without recompiling: a transaction begins
+    /// at one place and ends at the other (each as for --progress).
+    #[arg(long, value_name = "BEGIN,END")]
+    pub latency: Vec<String>,
     /// The command to profile: after `--`, or from the first word that is
     /// not an option (an unknown option is an error, as for `record`).
     #[arg(trailing_var_arg = true, value_name = "COMMAND", required = true)]
@@ -128,6 +137,8 @@ fn runtime_library() -> anyhow::Result<PathBuf> {
 }
 
 struct RunConfig {
+    /// The uprobe counters of --progress and --latency, kept open.
+    _probes: Vec<OwnedFd>,
     output: PathBuf,
     command: Vec<String>,
     runs: u32,
@@ -182,13 +193,57 @@ fn config(a: &RunArgs, lib: &Path) -> anyhow::Result<RunConfig> {
     if a.verbose {
         env.push((e::VERBOSE, "1".into()));
     }
+    let (probes, list) = probe_points(a)?;
+    if !list.is_empty() {
+        env.push((e::PROBES, list));
+    }
     Ok(RunConfig {
+        _probes: probes,
         output,
         command: a.command.clone(),
         runs: if a.end_to_end { a.runs } else { 1 },
         period_ns,
         env,
     })
+}
+
+/// Open counting uprobes for every --progress and --latency place, and
+/// the list that tells the runtime which fds count what (the command
+/// inherits them).
+fn probe_points(a: &RunArgs) -> anyhow::Result<(Vec<OwnedFd>, String)> {
+    let mut fds = Vec::new();
+    let mut list = String::new();
+    if a.progress.is_empty() && a.latency.is_empty() {
+        return Ok((fds, list));
+    }
+    let program = a
+        .command
+        .first()
+        .and_then(|c| super::latency::resolve_program(c));
+    let mut open = |spec: &str, option: &str| -> anyhow::Result<String> {
+        let site = holdup_coz::probe::resolve(program.as_deref(), spec)
+            .map_err(|e| anyhow::anyhow!("{option} {spec}: {e}"))?;
+        let counters = holdup_bpf::perf::uprobe_counters(&site.binary, site.offset)
+            .with_context(|| format!("{option} {spec}: cannot attach a uprobe"))?;
+        let raw: Vec<String> = counters
+            .iter()
+            .map(|fd| fd.as_raw_fd().to_string())
+            .collect();
+        fds.extend(counters);
+        Ok(raw.join(","))
+    };
+    for spec in &a.progress {
+        let fd = open(spec, "--progress")?;
+        list.push_str(&format!("T\t{spec}\t{fd}\n"));
+    }
+    for pair in &a.latency {
+        let Some((begin, end)) = pair.split_once(',') else {
+            bail!("--latency takes BEGIN,END, like 'start_request,finish_request'");
+        };
+        let (b, e) = (open(begin, "--latency")?, open(end, "--latency")?);
+        list.push_str(&format!("L\t{pair}\t{b}\t{e}\n"));
+    }
+    Ok((fds, list))
 }
 
 /// Ring buffer handed to the runtime: it drains every few ms, so a few MiB

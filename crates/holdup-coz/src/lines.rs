@@ -101,6 +101,12 @@ impl LineTable {
         self.ranges.len()
     }
 
+    /// The lowest address of location `loc`: where a line's code is
+    /// entered when it is the start of a statement.
+    pub fn first_address(&self, loc: u32) -> Option<u64> {
+        self.ranges.iter().find(|r| r.loc == loc).map(|r| r.start)
+    }
+
     pub fn is_empty(&self) -> bool {
         self.ranges.is_empty()
     }
