@@ -15,6 +15,7 @@ pub use holdup_coz::lines;
 
 pub mod clock;
 pub mod config;
+pub mod domain;
 pub mod modules;
 pub mod points;
 pub mod processor;
@@ -22,6 +23,7 @@ pub mod profiler;
 pub mod progress;
 pub mod real;
 pub mod runtime;
+pub mod source;
 pub mod threads;
 pub mod unwind;
 

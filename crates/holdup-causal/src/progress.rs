@@ -99,6 +99,16 @@ pub static POINTS: Mutex<Vec<Point>> = Mutex::new(Vec::new());
 
 /// The counter for progress point `name` of kind `kind`, created on first use.
 pub fn counter(kind: i32, name: &str) -> Option<&'static Counter> {
+    // `--system`: the counter lives in the domain, so that the visits of
+    // all processes add up (and a forked child keeps counting there).
+    if let Some(d) = crate::runtime::get().and_then(|rt| rt.domain) {
+        let shared_kind = if kind == END { BEGIN } else { kind };
+        if !matches!(kind, THROUGHPUT | BEGIN | END) {
+            return None;
+        }
+        let p = d.point(shared_kind, name)?;
+        return Some(if kind == END { &p.b } else { &p.a });
+    }
     let mut points = POINTS.lock().unwrap_or_else(|e| e.into_inner());
     let leak = || -> &'static Counter { Box::leak(Box::default()) };
     match kind {
@@ -175,6 +185,39 @@ pub fn add_probes(list: &str) {
             }),
             _ => {}
         }
+    }
+}
+
+/// `--system`, in the leading process: see the progress points that any
+/// process created in the domain.
+pub fn follow_domain(d: &'static crate::domain::Domain) {
+    let mut points = POINTS.lock().unwrap_or_else(|e| e.into_inner());
+    for (kind, name, p) in d.points() {
+        let known = points
+            .iter()
+            .any(|q| q.name() == name && matches!(q, Point::Latency { .. }) == (kind == BEGIN));
+        if known {
+            continue;
+        }
+        points.push(if kind == BEGIN {
+            Point::Latency {
+                name,
+                begin: Count::Memory(&p.a),
+                end: Count::Memory(&p.b),
+            }
+        } else {
+            Point::Throughput {
+                name,
+                count: Count::Memory(&p.a),
+            }
+        });
+    }
+}
+
+/// In a forked child: the parent's points are the parent's to report.
+pub fn forget_points() {
+    if let Ok(mut points) = POINTS.try_lock() {
+        points.clear();
     }
 }
 

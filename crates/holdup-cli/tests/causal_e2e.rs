@@ -451,6 +451,54 @@ fn progress_points_without_recompiling() {
     );
 }
 
+/// `--system`: the bottleneck line is in the reader, a process the command
+/// forks; the writer (the command itself) has slack. One domain for both
+/// processes, progress counted by the reader's macro in it.
+#[test]
+#[ignore = "needs root and BPF"]
+fn system_pipe_reader_line_across_processes() {
+    let _turn = turn();
+    let dir = scratch("causal_procpipe");
+    let bin = build("causal_procpipe", &[]);
+    // Per item: reader 2 ms on line r and 1 ms on line o, writer 0.5 ms.
+    // Experiments on line r only (every process finds it by FILE:LINE).
+    let r = line_of("causal_procpipe", "r");
+    let report = profile(
+        &dir,
+        &["--system", "--line", &r],
+        &[bin.to_str().unwrap(), "6000"],
+    );
+    assert_eq!(report["progress_points"], serde_json::json!(["item"]));
+    assert!(report["experiments"].as_u64().unwrap() >= 50, "{report}");
+    check_prediction("pipe reader", &report, &r, || {
+        let (base, faster) = compare(&bin, &["600"], &["600", "1"], 5);
+        (0.5, 1.0 - get(&faster, "item_ns") / get(&base, "item_ns"))
+    });
+    // Each process wrote the sample counts of its lines, named with the
+    // binary: the reader's line r and the writer's line w.
+    let text = std::fs::read_to_string(dir.join("profile.coz")).unwrap();
+    let samples = |marker: &str| -> u64 {
+        let (file, line) = line_of("causal_procpipe", marker)
+            .rsplit_once(':')
+            .map(|(f, l)| (f.to_string(), l.to_string()))
+            .unwrap();
+        let suffix = format!("/{file}:{line}");
+        text.lines()
+            .filter(|l| l.starts_with("samples\tlocation=causal_procpipe:/"))
+            .filter(|l| l.split('\t').nth(1).is_some_and(|f| f.ends_with(&suffix)))
+            .filter_map(|l| {
+                l.rsplit_once("count=")
+                    .and_then(|(_, c)| c.parse::<u64>().ok())
+            })
+            .sum()
+    };
+    let (reader, writer) = (samples("r"), samples("w"));
+    assert!(
+        reader > writer && writer > 0,
+        "samples: reader's line {reader}, writer's line {writer}"
+    );
+}
+
 #[test]
 #[ignore = "needs root and BPF"]
 fn progress_point_that_does_not_exist_is_one_clear_error() {

@@ -24,6 +24,9 @@ pub mod env {
     /// Minimum experiment length in ms (tuning and tests).
     pub const EXPERIMENT_MS: &str = "HOLDUP_CAUSAL_EXPERIMENT_MS";
     pub const VERBOSE: &str = "HOLDUP_CAUSAL_VERBOSE";
+    /// `--system`: the private directory with the shared domain file and
+    /// the socket that hands each process its samples.
+    pub const SYSTEM: &str = "HOLDUP_CAUSAL_SYSTEM";
     /// Progress points counted by uprobes: `T\tname\tfd` or
     /// `L\tname\tbegin_fd\tend_fd`, one per line.
     pub const PROBES: &str = "HOLDUP_CAUSAL_PROBES";
@@ -41,8 +44,16 @@ pub mod env {
         EXPERIMENT_MS,
         VERBOSE,
         PROBES,
+        SYSTEM,
     ];
 }
+
+/// Size of the file that holds the experiment and delay domain shared by
+/// the processes of a `--system` run.
+pub const DOMAIN_BYTES: usize = 16384;
+/// Its name, and the samples socket's, in the `--system` directory.
+pub const DOMAIN_FILE: &str = "domain";
+pub const SAMPLES_SOCKET: &str = "samples.sock";
 
 /// COZ's profile: one record per line, `kind` then tab-separated
 /// `key=value` fields.

@@ -62,6 +62,11 @@ impl Locations {
         self.names.is_empty()
     }
 
+    /// The location named exactly `name` (`path:line`).
+    pub fn id(&self, name: &str) -> Option<u32> {
+        self.by_name.get(name).copied()
+    }
+
     /// Find a location from a user's `FILE:LINE`, where FILE may be any
     /// suffix of the recorded path that starts at a path component.
     pub fn find(&self, spec: &str) -> Option<u32> {

@@ -6,6 +6,8 @@
 //! waits; the runtime runs the experiments and writes the profile.
 //! `report` ranks the profile's targets.
 
+mod system;
+
 use crate::record::launch::{self, ExitStatus};
 use anyhow::{bail, Context};
 use holdup_analysis::causal::{analyze, Profile};
@@ -83,6 +85,11 @@ pub struct RunArgs {
     /// at one place and ends at the other (each as for --progress).
     #[arg(long, value_name = "BEGIN,END")]
     pub latency: Vec<String>,
+    /// Profile every process the command starts, with one experiment and
+    /// delay domain for all (the runtime is preloaded in each; line targets
+    /// are named `BINARY:FILE:LINE`).
+    #[arg(long, conflicts_with = "end_to_end")]
+    pub system: bool,
     /// The command to profile: after `--`, or from the first word that is
     /// not an option (an unknown option is an error, as for `record`).
     #[arg(trailing_var_arg = true, value_name = "COMMAND", required = true)]
@@ -261,7 +268,7 @@ fn causal_run(a: RunArgs) -> anyhow::Result<ExitCode> {
     let rec = Recorder::start(RecorderOptions {
         target: Target::Pids(Vec::new()),
         period_ns: cfg.period_ns,
-        follow_children: false,
+        follow_children: a.system,
         segments: false,
         block_io: false,
         stack_copy_bytes: 2048,
@@ -269,6 +276,9 @@ fn causal_run(a: RunArgs) -> anyhow::Result<ExitCode> {
         syscalls: None,
     })
     .context("starting the recorder")?;
+    if a.system {
+        return system_run(&cfg, &rec);
+    }
     // The runtime reads the ring from inside the command: give it an fd
     // that survives exec (libbpf's are close-on-exec).
     let fd = unsafe { libc::fcntl(rec.ring_fd().as_raw_fd(), libc::F_DUPFD, 10) };
@@ -300,6 +310,38 @@ fn causal_run(a: RunArgs) -> anyhow::Result<ExitCode> {
     unsafe { libc::close(fd) };
     drop(rec);
     finish(&cfg, last)
+}
+
+/// `--system`: the runtimes get their samples from here, and the command
+/// ends the run (processes it left behind are not waited for).
+fn system_run(cfg: &RunConfig, rec: &Recorder) -> anyhow::Result<ExitCode> {
+    let mut fwd = system::Forwarder::new(rec.ring_fd(), RING_BYTES as u64)?;
+    std::env::set_var(holdup_coz::env::SYSTEM, fwd.dir());
+    for (k, v) in &cfg.env {
+        std::env::set_var(k, v);
+    }
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+        libc::signal(libc::SIGQUIT, libc::SIG_IGN);
+    }
+    let mut child = launch::spawn_held(&cfg.command)?;
+    rec.track(child.pid as u32)?;
+    child.release()?;
+    let status = loop {
+        fwd.pump(1);
+        if let Some(s) = child.wait(false) {
+            break s;
+        }
+    };
+    if fwd.dropped > 0 {
+        eprintln!(
+            "holdup causal: {} of {} samples reached no process (it had not started its runtime, or fell behind)",
+            fwd.dropped,
+            fwd.dropped + fwd.forwarded
+        );
+    }
+    drop(fwd);
+    finish(cfg, status)
 }
 
 fn finish(cfg: &RunConfig, status: ExitStatus) -> anyhow::Result<ExitCode> {
