@@ -487,8 +487,9 @@ fn system_pipe_reader_line_across_processes() {
             .filter(|l| l.starts_with("samples\tlocation=causal_procpipe:/"))
             .filter(|l| l.split('\t').nth(1).is_some_and(|f| f.ends_with(&suffix)))
             .filter_map(|l| {
-                l.rsplit_once("count=")
-                    .and_then(|(_, c)| c.parse::<u64>().ok())
+                l.split('\t')
+                    .find_map(|f| f.strip_prefix("count="))
+                    .and_then(|c| c.parse::<u64>().ok())
             })
             .sum()
     };
