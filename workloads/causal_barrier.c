@@ -7,6 +7,10 @@
  * usage: causal_barrier ROUNDS [A_MS=8] [B_MS=5]
  * Prints the time per round. Run it again with a smaller A_MS to measure the
  * actual effect of making line "target: a" faster.
+ *
+ * Built with -DNO_PROGRESS it has no progress macro: a profiler must count
+ * the visits of round_start / round_done (or of line "progress: round")
+ * itself, with uprobes.
  */
 #include "causal_common.h"
 #ifdef USE_COZ_H
@@ -16,7 +20,24 @@
 #endif
 #include <pthread.h>
 
+#ifdef NO_PROGRESS
+#undef COZ_PROGRESS_NAMED
+#define COZ_PROGRESS_NAMED(name)
+#endif
+
 static pthread_barrier_t barrier;
+
+/* A round begins and ends: functions a uprobe can count. */
+__attribute__((noinline)) static void round_start(void)
+{
+	__asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) static void round_done(void)
+{
+	__asm__ volatile("" ::: "memory");
+	COZ_PROGRESS_NAMED("round");
+}
 static long rounds, a_iters, b_iters;
 
 static void *worker(void *arg)
@@ -40,9 +61,10 @@ int main(int argc, char **argv)
 	pthread_create(&t, NULL, worker, NULL);
 	long long t0 = now_ns();
 	for (long r = 0; r < rounds; r++) {
+		round_start();
 		SPIN(a_iters); /* target: a */
 		pthread_barrier_wait(&barrier);
-		COZ_PROGRESS_NAMED("round");
+		round_done(); /* progress: round */
 	}
 	long long dt = now_ns() - t0;
 	pthread_join(t, NULL);

@@ -32,6 +32,40 @@ pub fn cpu_clock(cpu: i32, period_ns: u64) -> io::Result<OwnedFd> {
     open(&mut attr, cpu)
 }
 
+/// Counters of the visits of a uprobe at `offset` in `binary` by any
+/// process, one per online CPU: their sum is the number of visits. (A
+/// counter that follows a process tree instead, with `inherit`, cannot be
+/// used: the kernel re-reads the probe's path from the memory of every
+/// process that forks or starts a thread.) They are not close-on-exec, so
+/// that the program they are handed to can read them.
+pub fn uprobe_counters(binary: &std::path::Path, offset: u64) -> io::Result<Vec<OwnedFd>> {
+    use std::os::unix::ffi::OsStrExt;
+    let pmu = std::fs::read_to_string("/sys/bus/event_source/devices/uprobe/type")?;
+    let pmu: u32 = pmu
+        .trim()
+        .parse()
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad uprobe PMU type"))?;
+    let path = std::ffi::CString::new(binary.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path with a NUL byte"))?;
+    let mut fds = Vec::new();
+    for cpu in online_cpus()? {
+        let mut attr = sys::bindings::perf_event_attr {
+            type_: pmu,
+            size: std::mem::size_of::<sys::bindings::perf_event_attr>() as u32,
+            ..Default::default()
+        };
+        attr.__bindgen_anon_3.uprobe_path = path.as_ptr() as u64;
+        attr.__bindgen_anon_4.probe_offset = offset;
+        // SAFETY: attr is initialised and `path` outlives the call.
+        let fd = unsafe { sys::perf_event_open(&mut attr, -1, cpu, -1, 0) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        fds.push(unsafe { OwnedFd::from_raw_fd(fd) });
+    }
+    Ok(fds)
+}
+
 /// CPUs that are online, from sysfs ("0-1,4").
 pub fn online_cpus() -> io::Result<Vec<i32>> {
     let text = std::fs::read_to_string("/sys/devices/system/cpu/online")?;

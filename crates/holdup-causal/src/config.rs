@@ -34,6 +34,11 @@ pub struct Config {
     pub end_to_end: bool,
     pub experiment_ns: u64,
     pub verbose: bool,
+    /// Uprobe progress points opened by `holdup causal run`.
+    pub probes: Option<String>,
+    /// `--system`: the directory of the domain shared by all processes
+    /// (then there is no ring: samples come through its socket).
+    pub system: Option<PathBuf>,
 }
 
 fn var(name: &str) -> Option<String> {
@@ -43,13 +48,23 @@ fn var(name: &str) -> Option<String> {
 impl Config {
     /// The settings, if this process is the one `holdup causal run` started.
     pub fn from_env() -> Option<Config> {
-        let parent: i32 = var(env::PARENT)?.parse().ok()?;
-        if unsafe { libc::getppid() } != parent {
-            return None;
+        let system = var(env::SYSTEM).map(PathBuf::from);
+        // Thread-level: only the command itself, not what it starts.
+        if system.is_none() {
+            let parent: i32 = var(env::PARENT)?.parse().ok()?;
+            if unsafe { libc::getppid() } != parent {
+                return None;
+            }
         }
         Some(Config {
-            ring_fd: var(env::RING_FD)?.parse().ok()?,
-            ring_bytes: var(env::RING_BYTES)?.parse().ok()?,
+            ring_fd: match var(env::RING_FD).and_then(|v| v.parse().ok()) {
+                Some(fd) => fd,
+                None if system.is_some() => -1,
+                None => return None,
+            },
+            ring_bytes: var(env::RING_BYTES)
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0),
             period_ns: var(env::PERIOD_NS)
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(1_000_000),
@@ -73,6 +88,8 @@ impl Config {
                 .max(10)
                 * 1_000_000,
             verbose: var(env::VERBOSE).is_some(),
+            probes: var(env::PROBES),
+            system,
         })
     }
 }

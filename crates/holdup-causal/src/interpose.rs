@@ -45,6 +45,42 @@ fn waking(call: impl FnOnce() -> c_int) -> c_int {
     call()
 }
 
+/// `--system`: a read or write on a pipe or a socket may wait for another
+/// process of the program, like a pthread wait for another thread: the
+/// process that ends the wait catches up first, so the waiter skips the
+/// delays added meanwhile. (A peer outside the program is treated alike.)
+/// Thread-level profiles and other files: a plain call.
+#[inline]
+fn ipc(fd: c_int, call: impl FnOnce() -> isize) -> isize {
+    let Some(rt) = rt().filter(|rt| rt.domain.is_some()) else {
+        return call();
+    };
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    let kind = if unsafe { libc::fstat(fd, &mut st) } == 0 {
+        st.st_mode & libc::S_IFMT
+    } else {
+        0
+    };
+    if kind != libc::S_IFIFO && kind != libc::S_IFSOCK {
+        return call();
+    }
+    rt.catch_up();
+    rt.pre_block();
+    let r = call();
+    rt.post_block(true);
+    r
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
+    ipc(fd, || unsafe { (real().read)(fd, buf, n) })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: usize) -> isize {
+    ipc(fd, || unsafe { (real().write)(fd, buf, n) })
+}
+
 #[no_mangle]
 pub extern "C" fn _coz_get_counter(kind: c_int, name: *const c_char) -> *mut Counter {
     if name.is_null() {

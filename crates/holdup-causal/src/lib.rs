@@ -11,9 +11,11 @@
 //! Loaded without `holdup causal run` (no settings in the environment), it
 //! only answers `_coz_get_counter` and forwards every call.
 
+pub use holdup_coz::lines;
+
 pub mod clock;
 pub mod config;
-pub mod lines;
+pub mod domain;
 pub mod modules;
 pub mod points;
 pub mod processor;
@@ -21,6 +23,7 @@ pub mod profiler;
 pub mod progress;
 pub mod real;
 pub mod runtime;
+pub mod source;
 pub mod threads;
 pub mod unwind;
 

@@ -7,10 +7,10 @@ use crate::lines::{self, LineTable, Locations};
 use crate::modules::{Modules, Role};
 use crate::points::points_of;
 use crate::runtime::Runtime;
+use crate::source::Source;
 use crate::threads::{ThreadState, ThreadTable};
 use crate::unwind::{Unwinder, UserStack};
 use holdup_bpf::records::{self, Record};
-use holdup_bpf::ringbuf::RingReader;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
@@ -29,7 +29,7 @@ pub struct Experiment {
 
 /// Everything needed to turn ring records into delays, behind one lock.
 pub struct Processor {
-    pub(crate) ring: Option<RingReader>,
+    pub(crate) ring: Option<Source>,
     pub(crate) modules: Modules,
     pub(crate) tables: Vec<LineTable>,
     pub locs: Locations,
@@ -49,13 +49,17 @@ pub struct Processor {
     pub(crate) rng: Rng,
     pub(crate) allow_subclasses: bool,
     pub samples_seen: u64,
+    /// File name of the main executable: `--system` names line targets
+    /// with it (`server:/src/server.c:42`), so that targets of several
+    /// processes are told apart.
+    pub(crate) binary: Option<String>,
     /// Records drained and time spent on them, for --verbose.
     pub(crate) records: u64,
     pub(crate) busy_ns: u64,
 }
 
 impl Processor {
-    pub fn new(ring: Option<RingReader>) -> Processor {
+    pub fn new(ring: Option<Source>) -> Processor {
         Processor {
             ring,
             modules: Modules::default(),
@@ -75,9 +79,36 @@ impl Processor {
             rng: Rng::seeded(),
             allow_subclasses: true,
             samples_seen: 0,
+            binary: None,
             records: 0,
             busy_ns: 0,
         }
+    }
+
+    /// What the profile calls target `t`.
+    pub fn target_name(&self, t: Target) -> String {
+        match (t, &self.binary) {
+            (Target::Subclass(sc), _) => sc.name().to_string(),
+            (Target::Line(l), None) => self.locs.name(l).to_string(),
+            (Target::Line(l), Some(bin)) => format!("{bin}:{}", self.locs.name(l)),
+        }
+    }
+
+    /// Target `name` (of any process, or a user's FILE:LINE) in this process.
+    pub fn resolve(&self, name: &str) -> Option<Target> {
+        match name {
+            "subclass:io" => return Some(Target::Subclass(Subclass::Io)),
+            "subclass:sched" => return Some(Target::Subclass(Subclass::Sched)),
+            _ => {}
+        }
+        if let (Some((bin, line)), Some(mine)) = (name.split_once(':'), &self.binary) {
+            if bin == mine {
+                if let Some(l) = self.locs.id(line) {
+                    return Some(Target::Line(l));
+                }
+            }
+        }
+        self.locs.find(name).map(Target::Line)
     }
 
     fn offer(&mut self, t: Target, w: u64) {
@@ -206,6 +237,9 @@ impl Processor {
             if credit > 0 {
                 if let Some(e) = self.exp.as_mut() {
                     e.selected += credit;
+                }
+                if let Some(d) = rt.domain {
+                    d.selected.fetch_add(credit, Ordering::AcqRel);
                 }
                 if delay > 0 {
                     let g = rt.global.load(Ordering::Acquire);

@@ -42,7 +42,8 @@ struct Saved {
     snaps: Vec<Snapshot>,
     start_ns: u64,
     global: u64,
-    target: Target,
+    /// The target as the profile names it.
+    name: String,
     speedup_pct: u64,
     windows: Vec<Window>,
 }
@@ -72,10 +73,10 @@ impl Saved {
                     ..Window::default()
                 });
             }
-            let Point::Throughput { counter, .. } = pt else {
+            let Point::Throughput { count, .. } = pt else {
                 continue;
             };
-            let c = counter.count.load(Ordering::Relaxed);
+            let c = count.load();
             let w = &mut self.windows[i];
             if c != w.last_count {
                 w.last_count = c;
@@ -114,6 +115,28 @@ impl Profiler {
 
     pub fn run(mut self) {
         let rt = self.rt;
+        self.load_lines();
+        if let Some(d) = rt.domain {
+            // `--system`: follow (process our samples, offer targets) until
+            // this process leads; a leader that ended left no experiment.
+            while !d.lead(rt.pid as i32) {
+                if rt.stopping.load(Ordering::Acquire) {
+                    // The leader writes the experiments; every process
+                    // adds the sample counts of its own lines.
+                    rt.process_pending();
+                    self.out = std::fs::OpenOptions::new()
+                        .append(true)
+                        .open(&rt.cfg.output)
+                        .ok();
+                    self.log_samples();
+                    return;
+                }
+                sleep_ns(TICK_NS);
+                rt.process_pending();
+                self.offer_pick();
+            }
+            rt.active.store(false, Ordering::Release);
+        }
         self.out = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -136,13 +159,16 @@ impl Profiler {
             .field(key::PERIOD, rt.cfg.period_ns)
             .end();
         self.write(&startup);
-        self.load_lines();
 
         let mut state = State::WaitProgress;
         let mut saved: Option<Saved> = None;
         while !rt.stopping.load(Ordering::Acquire) {
             sleep_ns(TICK_NS);
             rt.process_pending();
+            if let Some(d) = rt.domain {
+                self.offer_pick();
+                progress::follow_domain(d);
+            }
             let now = now_ns();
             if let Some(s) = saved.as_mut() {
                 s.observe(now, rt.global.load(Ordering::Acquire));
@@ -150,8 +176,8 @@ impl Profiler {
             state = match state {
                 State::WaitProgress if progress::count() > 0 => State::WaitTarget,
                 State::WaitTarget => match self.next_target() {
-                    Some(target) => {
-                        saved = Some(self.start(target));
+                    Some((target, name)) => {
+                        saved = Some(self.start(target, name));
                         State::Running(now + self.length_ns)
                     }
                     None => State::WaitTarget,
@@ -241,6 +267,14 @@ impl Profiler {
         let Ok(mut p) = rt.processor.lock() else {
             return;
         };
+        if rt.domain.is_some() {
+            p.binary = modules
+                .list
+                .iter()
+                .find(|m| m.role == Role::Main)
+                .and_then(|m| m.path.rsplit('/').next())
+                .map(str::to_string);
+        }
         p.modules = modules;
         p.tables = tables;
         p.locs = locs;
@@ -248,19 +282,43 @@ impl Profiler {
         p.ready = true;
     }
 
-    fn next_target(&mut self) -> Option<Target> {
+    /// The next experiment's target, here (None with `--system`: every
+    /// process finds it in its own tables) and by name.
+    fn next_target(&mut self) -> Option<(Option<Target>, String)> {
         let rt = self.rt;
-        if rt.cfg.line.is_some() {
-            return self.fixed_line.map(Target::Line);
+        if let Some(d) = rt.domain {
+            let name = match (&rt.cfg.line, rt.cfg.subclass) {
+                (Some(spec), _) => spec.clone(),
+                (None, Some(s)) => s.name().to_string(),
+                (None, None) => d.take_pick()?,
+            };
+            return Some((None, name));
         }
-        if let Some(s) = rt.cfg.subclass {
-            return Some(Target::Subclass(s));
-        }
-        let mut p = rt.processor.lock().ok()?;
-        p.pick.take()
+        let target = if rt.cfg.line.is_some() {
+            self.fixed_line.map(Target::Line)
+        } else if let Some(s) = rt.cfg.subclass {
+            Some(Target::Subclass(s))
+        } else {
+            rt.processor.lock().ok()?.pick.take()
+        }?;
+        let name = rt.processor.lock().ok()?.target_name(target);
+        Some((Some(target), name))
     }
 
-    fn start(&mut self, target: Target) -> Saved {
+    /// `--system`: offer the domain the target this process's samples chose.
+    fn offer_pick(&mut self) {
+        let rt = self.rt;
+        let Some(d) = rt.domain else { return };
+        let Ok(mut p) = rt.processor.lock() else {
+            return;
+        };
+        if let Some(t) = p.pick.take() {
+            let w = std::mem::take(&mut p.pick_total);
+            d.offer(&p.target_name(t), w, self.rng.next_u64());
+        }
+    }
+
+    fn start(&mut self, target: Option<Target>, name: String) -> Saved {
         let rt = self.rt;
         let speedup_pct = match rt.cfg.speedup {
             Some(s) => s as u64,
@@ -284,7 +342,7 @@ impl Profiler {
         }
         let start_ns = now_ns();
         if let Ok(mut p) = rt.processor.lock() {
-            p.exp = Some(Experiment {
+            p.exp = target.map(|target| Experiment {
                 target,
                 start_ns,
                 delay_ns,
@@ -294,6 +352,10 @@ impl Profiler {
             p.pick_total = 0;
         }
         rt.delay.store(delay_ns, Ordering::Release);
+        if let Some(d) = rt.domain {
+            // Every process (this one too) takes it up from the domain.
+            d.begin(&name, start_ns);
+        }
         rt.active.store(true, Ordering::Release);
         let windows = snaps
             .iter()
@@ -306,7 +368,7 @@ impl Profiler {
             snaps,
             start_ns,
             global,
-            target,
+            name,
             speedup_pct,
             windows,
         }
@@ -318,24 +380,23 @@ impl Profiler {
         let end_ns = now_ns();
         let global = rt.global.load(Ordering::Acquire);
         s.observe(end_ns, global);
-        let (selected, name) = match rt.processor.lock() {
+        let selected = match rt.processor.lock() {
             Ok(mut p) => {
-                let sel = p.exp.take().map_or(0, |e| e.selected);
-                let name = match s.target {
-                    Target::Line(l) => p.locs.name(l).to_string(),
-                    Target::Subclass(sc) => sc.name().to_string(),
-                };
-                (sel, name)
+                let here = p.exp.take().map_or(0, |e| e.selected);
+                rt.domain
+                    .map_or(here, |d| d.selected.load(Ordering::Acquire))
             }
             Err(_) => return,
         };
         rt.active.store(false, Ordering::Release);
+        let name = std::mem::take(&mut s.name);
         let elapsed = end_ns - s.start_ns;
         let delay = global - s.global;
         let duration = elapsed.saturating_sub(delay);
-        let kind = match s.target {
-            Target::Line(_) => "line",
-            Target::Subclass(_) => "subclass",
+        let kind = if name.starts_with("subclass:") {
+            "subclass"
+        } else {
+            "line"
         };
         let mut text = Line::new(kind::EXPERIMENT)
             .field(key::SELECTED, &name)
@@ -434,17 +495,19 @@ impl Profiler {
         let mut text = Line::new(kind::RUNTIME)
             .field(key::TIME, now_ns() - self.start_ns)
             .end();
+        let pid = self.rt.pid;
         let samples = |location: &str, count: u64| {
             Line::new(kind::SAMPLES)
                 .field(key::LOCATION, location)
                 .field(key::COUNT, count)
+                .field(key::PID, pid)
                 .end()
         };
         if let Ok(p) = self.rt.processor.lock() {
             let mut locs: Vec<(&u32, &u64)> = p.counts.iter().filter(|(_, &c)| c > 0).collect();
             locs.sort();
             for (&loc, &count) in locs {
-                text.push_str(&samples(p.locs.name(loc), count));
+                text.push_str(&samples(&p.target_name(Target::Line(loc)), count));
             }
             for (name, count) in [
                 ("subclass:io", p.io_points),

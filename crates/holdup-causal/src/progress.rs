@@ -4,6 +4,10 @@
 //! `dlsym` on the first visit of a progress point and then increment
 //! `counter->count` atomically, inline. The counter layout is COZ's:
 //! `struct { size_t count; size_t backoff; }`; backoff is unused.
+//!
+//! Programs that cannot be rebuilt get progress points from uprobes:
+//! `holdup causal run --progress` / `--latency` open a counting perf event
+//! per probe and hand its fd over; reading it gives the visits so far.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -21,15 +25,43 @@ pub struct Counter {
 
 const _: () = assert!(std::mem::size_of::<Counter>() == 2 * std::mem::size_of::<usize>());
 
+/// Where a point's visits are counted.
+pub enum Count {
+    /// By the program itself (coz.h, holdup.h).
+    Memory(&'static Counter),
+    /// By the kernel: counting perf events on a uprobe, one per CPU.
+    Probe(Vec<i32>),
+}
+
+impl Count {
+    pub fn load(&self) -> usize {
+        match self {
+            Count::Memory(c) => c.count.load(Ordering::Relaxed),
+            Count::Probe(fds) => fds
+                .iter()
+                .map(|&fd| {
+                    let mut v = 0u64;
+                    let n = unsafe { libc::read(fd, (&mut v as *mut u64).cast(), 8) };
+                    if n == 8 {
+                        v as usize
+                    } else {
+                        0
+                    }
+                })
+                .sum(),
+        }
+    }
+}
+
 pub enum Point {
     Throughput {
         name: String,
-        counter: &'static Counter,
+        count: Count,
     },
     Latency {
         name: String,
-        begin: &'static Counter,
-        end: &'static Counter,
+        begin: Count,
+        end: Count,
     },
 }
 
@@ -51,13 +83,13 @@ pub struct Snapshot {
 impl Point {
     pub fn snapshot(&self) -> Snapshot {
         match self {
-            Point::Throughput { counter, .. } => Snapshot {
-                a: counter.count.load(Ordering::Relaxed),
+            Point::Throughput { count, .. } => Snapshot {
+                a: count.load(),
                 b: 0,
             },
             Point::Latency { begin, end, .. } => Snapshot {
-                a: begin.count.load(Ordering::Relaxed),
-                b: end.count.load(Ordering::Relaxed),
+                a: begin.load(),
+                b: end.load(),
             },
         }
     }
@@ -67,12 +99,26 @@ pub static POINTS: Mutex<Vec<Point>> = Mutex::new(Vec::new());
 
 /// The counter for progress point `name` of kind `kind`, created on first use.
 pub fn counter(kind: i32, name: &str) -> Option<&'static Counter> {
+    // `--system`: the counter lives in the domain, so that the visits of
+    // all processes add up (and a forked child keeps counting there).
+    if let Some(d) = crate::runtime::get().and_then(|rt| rt.domain) {
+        let shared_kind = if kind == END { BEGIN } else { kind };
+        if !matches!(kind, THROUGHPUT | BEGIN | END) {
+            return None;
+        }
+        let p = d.point(shared_kind, name)?;
+        return Some(if kind == END { &p.b } else { &p.a });
+    }
     let mut points = POINTS.lock().unwrap_or_else(|e| e.into_inner());
     let leak = || -> &'static Counter { Box::leak(Box::default()) };
     match kind {
         THROUGHPUT => {
             for p in points.iter() {
-                if let Point::Throughput { name: n, counter } = p {
+                if let Point::Throughput {
+                    name: n,
+                    count: Count::Memory(counter),
+                } = p
+                {
                     if n == name {
                         return Some(counter);
                     }
@@ -81,7 +127,7 @@ pub fn counter(kind: i32, name: &str) -> Option<&'static Counter> {
             let counter = leak();
             points.push(Point::Throughput {
                 name: name.to_string(),
-                counter,
+                count: Count::Memory(counter),
             });
             Some(counter)
         }
@@ -89,8 +135,8 @@ pub fn counter(kind: i32, name: &str) -> Option<&'static Counter> {
             for p in points.iter() {
                 if let Point::Latency {
                     name: n,
-                    begin,
-                    end,
+                    begin: Count::Memory(begin),
+                    end: Count::Memory(end),
                 } = p
                 {
                     if n == name {
@@ -101,13 +147,86 @@ pub fn counter(kind: i32, name: &str) -> Option<&'static Counter> {
             let (begin, end) = (leak(), leak());
             points.push(Point::Latency {
                 name: name.to_string(),
-                begin,
-                end,
+                begin: Count::Memory(begin),
+                end: Count::Memory(end),
             });
             Some(if kind == BEGIN { begin } else { end })
         }
         _ => None,
     }
+}
+
+/// Add the uprobe points that `holdup causal run` opened, from its list:
+/// one per line, `T<TAB>name<TAB>fds` (throughput) or
+/// `L<TAB>name<TAB>fds<TAB>fds` (latency: begin, end), where `fds` are the
+/// per-CPU counters, comma-separated.
+pub fn add_probes(list: &str) {
+    let mut points = POINTS.lock().unwrap_or_else(|e| e.into_inner());
+    for entry in list.lines() {
+        let f: Vec<&str> = entry.split('\t').collect();
+        let fd = |i: usize| {
+            let fds: Vec<i32> = f
+                .get(i)?
+                .split(',')
+                .filter_map(|v| v.parse().ok())
+                .collect();
+            (!fds.is_empty()).then_some(fds)
+        };
+        let name = f.get(1).unwrap_or(&"").to_string();
+        match (f.first(), fd(2), fd(3)) {
+            (Some(&"T"), Some(a), _) => points.push(Point::Throughput {
+                name,
+                count: Count::Probe(a),
+            }),
+            (Some(&"L"), Some(a), Some(b)) => points.push(Point::Latency {
+                name,
+                begin: Count::Probe(a),
+                end: Count::Probe(b),
+            }),
+            _ => {}
+        }
+    }
+}
+
+/// `--system`, in the leading process: see the progress points that any
+/// process created in the domain.
+pub fn follow_domain(d: &'static crate::domain::Domain) {
+    let mut points = POINTS.lock().unwrap_or_else(|e| e.into_inner());
+    for (kind, name, p) in d.points() {
+        let known = points
+            .iter()
+            .any(|q| q.name() == name && matches!(q, Point::Latency { .. }) == (kind == BEGIN));
+        if known {
+            continue;
+        }
+        points.push(if kind == BEGIN {
+            Point::Latency {
+                name,
+                begin: Count::Memory(&p.a),
+                end: Count::Memory(&p.b),
+            }
+        } else {
+            Point::Throughput {
+                name,
+                count: Count::Memory(&p.a),
+            }
+        });
+    }
+}
+
+/// In a forked child: the parent's points are the parent's to report.
+pub fn forget_points() {
+    if let Ok(mut points) = POINTS.try_lock() {
+        points.clear();
+    }
+}
+
+/// The perf event fds of the uprobe points in a list for [`add_probes`].
+pub fn probe_fds(list: &str) -> Vec<i32> {
+    list.lines()
+        .flat_map(|e| e.split('\t').skip(2).flat_map(|v| v.split(',')))
+        .filter_map(|v| v.parse().ok())
+        .collect()
 }
 
 pub fn count() -> usize {

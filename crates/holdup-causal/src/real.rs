@@ -73,6 +73,8 @@ real_table! {
     sigtimedwait: fn(*const sigset_t, *mut libc::siginfo_t, *const timespec) -> c_int;
     sigsuspend: fn(*const sigset_t) -> c_int;
     kill: fn(libc::pid_t, c_int) -> c_int;
+    read: fn(c_int, *mut c_void, usize) -> isize;
+    write: fn(c_int, *const c_void, usize) -> isize;
     _exit: fn(c_int);
     _Exit: fn(c_int);
 }

@@ -20,9 +20,11 @@
 
 use crate::clock::{now_ns, sleep_ns};
 use crate::config::Config;
-use crate::processor::Processor;
+use crate::domain::Domain;
+use crate::processor::{Experiment, Processor};
 use crate::profiler::Profiler;
 use crate::progress;
+use crate::source::Source;
 use crate::threads::{self, ThreadState, ThreadTable};
 use holdup_bpf::ringbuf::RingReader;
 use std::os::fd::BorrowedFd;
@@ -73,11 +75,15 @@ pub struct Runtime {
     pub cfg: Config,
     pub pid: u32,
     /// An experiment is running.
-    pub active: AtomicBool,
+    pub active: &'static AtomicBool,
     /// Its delay per sampling point (0 for a 0% experiment).
-    pub delay: AtomicU64,
+    pub delay: &'static AtomicU64,
     /// COZ's global delay, ns.
-    pub global: AtomicU64,
+    pub global: &'static AtomicU64,
+    /// `--system`: the domain all processes share (where the three above
+    /// live), and the experiment this process last saw in it.
+    pub domain: Option<&'static Domain>,
+    pub(crate) seen_experiment: AtomicU64,
     /// Delay paid with sleeps and credited by target hits, for --verbose.
     pub(crate) paid: AtomicU64,
     pub(crate) credited: AtomicU64,
@@ -117,26 +123,62 @@ pub fn init() {
     let Some(cfg) = Config::from_env() else {
         return;
     };
-    scrub_environment(cfg.ring_fd);
-    let ring = RingReader::new(
-        unsafe { BorrowedFd::borrow_raw(cfg.ring_fd) },
-        cfg.ring_bytes,
-    )
-    .ok();
-    if ring.is_none() {
-        eprintln!("holdup causal: cannot map the recorder's ring buffer; profiling is off");
-        return;
+    if cfg.system.is_none() {
+        scrub_environment(&cfg);
     }
+    let source = match &cfg.system {
+        Some(dir) => Source::connect(&dir.join(holdup_coz::SAMPLES_SOCKET)),
+        None => RingReader::new(
+            unsafe { BorrowedFd::borrow_raw(cfg.ring_fd) },
+            cfg.ring_bytes,
+        )
+        .ok()
+        .map(Source::Ring),
+    };
+    let Some(source) = source else {
+        eprintln!("holdup causal: cannot reach the recorder's samples; profiling is off");
+        return;
+    };
+    let domain = match &cfg.system {
+        Some(dir) => match Domain::map(&dir.join(holdup_coz::DOMAIN_FILE)) {
+            Some(d) => Some(d),
+            None => {
+                eprintln!("holdup causal: cannot map the shared domain; profiling is off");
+                return;
+            }
+        },
+        None => None,
+    };
+    install_signal_handler();
+    start(cfg, source, domain);
+}
+
+/// Build the runtime, register the calling thread and start the profiler.
+fn start(cfg: Config, source: Source, domain: Option<&'static Domain>) {
+    let peek = match &source {
+        Source::Ring(_) => RingPeek::new(cfg.ring_fd),
+        Source::Socket { .. } => None,
+    };
+    let (active, delay, global) = match domain {
+        Some(d) => (&d.active, &d.delay, &d.global),
+        None => (
+            &*Box::leak(Box::new(AtomicBool::new(false))),
+            &*Box::leak(Box::new(AtomicU64::new(0))),
+            &*Box::leak(Box::new(AtomicU64::new(0))),
+        ),
+    };
     let rt: &'static Runtime = Box::leak(Box::new(Runtime {
         pid: std::process::id(),
-        active: AtomicBool::new(false),
-        delay: AtomicU64::new(0),
-        global: AtomicU64::new(0),
+        active,
+        delay,
+        global,
+        domain,
+        seen_experiment: AtomicU64::new(0),
         paid: AtomicU64::new(0),
         credited: AtomicU64::new(0),
         threads: ThreadTable::default(),
-        processor: Mutex::new(Processor::new(ring)),
-        peek: RingPeek::new(cfg.ring_fd),
+        processor: Mutex::new(Processor::new(Some(source))),
+        peek,
         profiler_tid: AtomicI32::new(0),
         profiler_thread: AtomicU64::new(0),
         stopping: AtomicBool::new(false),
@@ -144,23 +186,32 @@ pub fn init() {
         disabled: AtomicBool::new(false),
         cfg,
     }));
-    install_signal_handler();
-    RT.store(rt as *const Runtime as *mut Runtime, Ordering::Release);
-    rt.register_current_thread(0);
-    unsafe {
-        libc::pthread_atfork(None, None, Some(after_fork_in_child));
-        libc::atexit(at_exit);
+    let first = RT
+        .swap(rt as *const Runtime as *mut Runtime, Ordering::AcqRel)
+        .is_null();
+    rt.register_current_thread(rt.global.load(Ordering::Acquire));
+    if first {
+        unsafe {
+            libc::pthread_atfork(None, None, Some(after_fork_in_child));
+            libc::atexit(at_exit);
+        }
     }
     if rt.cfg.end_to_end {
         progress::counter(progress::THROUGHPUT, progress::END_TO_END);
+    }
+    if let Some(list) = &rt.cfg.probes {
+        progress::add_probes(list);
     }
     rt.spawn_profiler();
 }
 
 /// Keep what `holdup causal run` set from reaching programs this one starts:
 /// our entry leaves LD_PRELOAD, the ring's fd is closed on exec.
-fn scrub_environment(ring_fd: i32) {
-    unsafe { libc::fcntl(ring_fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+fn scrub_environment(cfg: &Config) {
+    let probes = cfg.probes.as_deref().map(progress::probe_fds);
+    for fd in std::iter::once(cfg.ring_fd).chain(probes.into_iter().flatten()) {
+        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    }
     if let Ok(pre) = std::env::var("LD_PRELOAD") {
         let kept: Vec<&str> = pre
             .split([':', ' '])
@@ -177,15 +228,30 @@ fn scrub_environment(ring_fd: i32) {
     }
 }
 
+/// In a forked child, the parent's runtime is a copy whose threads and
+/// profiler are gone. Thread-level: nothing of it works there. `--system`:
+/// the child is one more process of the program, with a runtime of its own
+/// in the same domain.
 extern "C" fn after_fork_in_child() {
-    if let Some(rt) = get() {
-        rt.disabled.store(true, Ordering::Release);
+    let Some(rt) = get() else { return };
+    rt.disabled.store(true, Ordering::Release);
+    let Some(dir) = rt.cfg.system.clone() else {
+        return;
+    };
+    // The forking thread's state belongs to the parent's table.
+    threads::detach();
+    progress::forget_points();
+    if let Some(source) = Source::connect(&dir.join(holdup_coz::SAMPLES_SOCKET)) {
+        start(rt.cfg.clone(), source, rt.domain);
     }
 }
 
 extern "C" fn at_exit() {
     if let Some(rt) = get() {
         rt.shutdown();
+        if let Some(d) = rt.domain {
+            d.resign(rt.pid as i32);
+        }
     }
 }
 
@@ -344,6 +410,7 @@ impl Runtime {
         if !p.ready {
             return;
         }
+        self.follow_experiment(p);
         let Some(mut ring) = p.ring.take() else {
             return;
         };
@@ -352,6 +419,35 @@ impl Runtime {
         p.ring = Some(ring);
         p.busy_ns += now_ns() - t0;
         p.records += n as u64;
+    }
+
+    /// `--system`: take up the experiment that the leading process started
+    /// (or ended) in the shared domain, with its target as this process
+    /// knows it (a line of another binary is no target here).
+    fn follow_experiment(&self, p: &mut Processor) {
+        let Some(d) = self.domain else { return };
+        if !self.active.load(Ordering::Acquire) {
+            p.exp = None;
+            return;
+        }
+        let n = d.experiment.load(Ordering::Acquire);
+        if self.seen_experiment.swap(n, Ordering::AcqRel) == n {
+            return;
+        }
+        let g = self.global.load(Ordering::Acquire);
+        for st in self.threads.iter() {
+            if !st.blocked.load(Ordering::Acquire) {
+                st.reset(g);
+            }
+        }
+        p.exp = p.resolve(&d.target()).map(|target| Experiment {
+            target,
+            start_ns: d.start_ns.load(Ordering::Acquire),
+            delay_ns: self.delay.load(Ordering::Acquire),
+            selected: 0,
+        });
+        p.pick = None;
+        p.pick_total = 0;
     }
 
     /// A thread exits: it may wake a joiner, so it catches up first.

@@ -250,10 +250,7 @@ fn barrier_compute_critical_line() {
     let report = profile(&dir, &[], &[b, "3500", "8", "5"]);
     let a = line_of("causal_barrier", "a");
     assert_top(&report, &a);
-    check_prediction("barrier", &report, &a, || {
-        let (base, faster) = compare(&bin, &["250", "8", "5"], &["250", "4", "5"], 5);
-        (0.5, 1.0 - get(&faster, "round_ns") / get(&base, "round_ns"))
-    });
+    check_prediction("barrier", &report, &a, || barrier_measure(&bin));
     // The other thread's line has slack: no speedup to speak of.
     let b_line = target(&report, &line_of("causal_barrier", "b"));
     assert!(predict(b_line, 0.5) < 0.10, "{b_line}");
@@ -357,6 +354,175 @@ fn pool_oversubscribed_more_cores() {
             1.0 - get(&two, "round_ns") / get(&one, "round_ns"),
         )
     });
+}
+
+/// The round time of causal_barrier when line a's 8 ms are halved.
+fn barrier_measure(bin: &Path) -> (f64, f64) {
+    let (base, faster) = compare(bin, &["250", "8", "5"], &["250", "4", "5"], 5);
+    (0.5, 1.0 - get(&faster, "round_ns") / get(&base, "round_ns"))
+}
+
+/// Sum of a field over the profile's records of one progress point.
+fn point_total(coz: &Path, name: &str, field: &str) -> u64 {
+    let text = std::fs::read_to_string(coz).unwrap();
+    let name_field = format!("name={name}");
+    let prefix = format!("{field}=");
+    text.lines()
+        .filter(|l| l.split('\t').any(|f| f == name_field))
+        .filter_map(|l| l.split('\t').find_map(|f| f.strip_prefix(prefix.as_str())))
+        .map(|v| v.parse::<u64>().unwrap())
+        .sum()
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn progress_points_without_recompiling() {
+    let _turn = turn();
+    let dir = scratch("causal_probe");
+    let plain = build("causal_barrier", &["-DNO_PROGRESS"]);
+    let marked = build("causal_barrier", &[]);
+    let a = line_of("causal_barrier", "a");
+    let fixed = ["--line", a.as_str()];
+    // The binary without a progress macro: a uprobe counts round_done.
+    let args = [&fixed[..], &["--progress", "round_done"]].concat();
+    let probed = profile(&dir, &args, &[plain.to_str().unwrap(), "1800", "8", "5"]);
+    assert_eq!(probed["progress_points"], serde_json::json!(["round_done"]));
+    let with_macro = profile(&dir, &fixed, &[marked.to_str().unwrap(), "1800", "8", "5"]);
+    assert_eq!(with_macro["progress_points"], serde_json::json!(["round"]));
+    let (p, m) = (
+        predict(target(&probed, &a), 0.5),
+        predict(target(&with_macro, &a), 0.5),
+    );
+    eprintln!(
+        "line a at 50%: predicted {:.1}% with a uprobe, {:.1}% with the macro",
+        p * 100.0,
+        m * 100.0
+    );
+    assert_near("prediction with a uprobe vs with the macro", p, m, 0.10);
+    check_prediction("uprobe progress", &probed, &a, || barrier_measure(&plain));
+
+    // A source line counts as often as the function it calls, and a
+    // latency pair sees every round begin and end.
+    let src = std::fs::read_to_string(repo_root().join("workloads/causal_barrier.c")).unwrap();
+    let n = src
+        .lines()
+        .position(|l| l.contains("round_done(); /* progress: round */"))
+        .unwrap()
+        + 1;
+    let line = format!("causal_barrier.c:{n}");
+    let args = [
+        &fixed[..],
+        &[
+            "--experiment-ms",
+            "100",
+            "--progress",
+            "round_done",
+            "--progress",
+            &line,
+        ],
+        &["--latency", "round_start,round_done"],
+    ]
+    .concat();
+    let short = profile(&dir, &args, &[plain.to_str().unwrap(), "300", "4", "2"]);
+    assert!(short["experiments"].as_u64().unwrap() >= 5, "{short}");
+    let coz = dir.join("profile.coz");
+    let by_function = point_total(&coz, "round_done", "delta");
+    let by_line = point_total(&coz, &line, "delta");
+    assert!(by_function >= 20, "round_done counted {by_function} visits");
+    assert_near(
+        "visits of the line vs of the function",
+        by_line as f64,
+        by_function as f64,
+        0.05 * by_function as f64,
+    );
+    let arrivals = point_total(&coz, "round_start,round_done", "arrivals");
+    let departures = point_total(&coz, "round_start,round_done", "departures");
+    assert_near(
+        "latency arrivals vs departures",
+        arrivals as f64,
+        departures as f64,
+        0.05 * arrivals as f64 + 2.0,
+    );
+    assert_near(
+        "latency arrivals vs rounds",
+        arrivals as f64,
+        by_function as f64,
+        0.05 * by_function as f64 + 2.0,
+    );
+}
+
+/// `--system`: the bottleneck line is in the reader, a process the command
+/// forks; the writer (the command itself) has slack. One domain for both
+/// processes, progress counted by the reader's macro in it.
+#[test]
+#[ignore = "needs root and BPF"]
+fn system_pipe_reader_line_across_processes() {
+    let _turn = turn();
+    let dir = scratch("causal_procpipe");
+    let bin = build("causal_procpipe", &[]);
+    // Per item: reader 2 ms on line r and 1 ms on line o, writer 0.5 ms.
+    // Experiments on line r only (every process finds it by FILE:LINE).
+    let r = line_of("causal_procpipe", "r");
+    let report = profile(
+        &dir,
+        &["--system", "--line", &r],
+        &[bin.to_str().unwrap(), "6000"],
+    );
+    assert_eq!(report["progress_points"], serde_json::json!(["item"]));
+    assert!(report["experiments"].as_u64().unwrap() >= 50, "{report}");
+    check_prediction("pipe reader", &report, &r, || {
+        let (base, faster) = compare(&bin, &["600"], &["600", "1"], 5);
+        (0.5, 1.0 - get(&faster, "item_ns") / get(&base, "item_ns"))
+    });
+    // Each process wrote the sample counts of its lines, named with the
+    // binary: the reader's line r and the writer's line w.
+    let text = std::fs::read_to_string(dir.join("profile.coz")).unwrap();
+    let samples = |marker: &str| -> u64 {
+        let (file, line) = line_of("causal_procpipe", marker)
+            .rsplit_once(':')
+            .map(|(f, l)| (f.to_string(), l.to_string()))
+            .unwrap();
+        let suffix = format!("/{file}:{line}");
+        text.lines()
+            .filter(|l| l.starts_with("samples\tlocation=causal_procpipe:/"))
+            .filter(|l| l.split('\t').nth(1).is_some_and(|f| f.ends_with(&suffix)))
+            .filter_map(|l| {
+                l.split('\t')
+                    .find_map(|f| f.strip_prefix("count="))
+                    .and_then(|c| c.parse::<u64>().ok())
+            })
+            .sum()
+    };
+    let (reader, writer) = (samples("r"), samples("w"));
+    assert!(
+        reader > writer && writer > 0,
+        "samples: reader's line {reader}, writer's line {writer}"
+    );
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn progress_point_that_does_not_exist_is_one_clear_error() {
+    let bin = build("causal_barrier", &["-DNO_PROGRESS"]);
+    for (opt, spec, says) in [
+        (
+            "--progress",
+            "no_such_function",
+            "no function 'no_such_function'",
+        ),
+        ("--progress", "causal_barrier.c:1", "has no code"),
+        ("--latency", "round_start", "BEGIN,END"),
+    ] {
+        let out = holdup()
+            .args(["causal", "run", "-o", "/dev/null", opt, spec, "--"])
+            .arg(&bin)
+            .arg("10")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{err}");
+        assert!(err.contains(says) && err.lines().count() == 1, "{err}");
+    }
 }
 
 #[test]

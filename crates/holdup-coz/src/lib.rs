@@ -1,7 +1,12 @@
 //! One definition of the names that the causal runtime and its readers
 //! share: the environment through which `holdup causal run` hands its
 //! settings to the runtime, and the records and keys of COZ's profile
-//! format, which the runtime writes and `holdup causal report` reads.
+//! format, which the runtime writes and `holdup causal report` reads; the
+//! source lines of machine code, which the runtime turns samples into and
+//! `holdup causal run` finds progress points with.
+
+pub mod lines;
+pub mod probe;
 
 /// Environment variables set by `holdup causal run`, read by the runtime.
 pub mod env {
@@ -19,6 +24,12 @@ pub mod env {
     /// Minimum experiment length in ms (tuning and tests).
     pub const EXPERIMENT_MS: &str = "HOLDUP_CAUSAL_EXPERIMENT_MS";
     pub const VERBOSE: &str = "HOLDUP_CAUSAL_VERBOSE";
+    /// `--system`: the private directory with the shared domain file and
+    /// the socket that hands each process its samples.
+    pub const SYSTEM: &str = "HOLDUP_CAUSAL_SYSTEM";
+    /// Progress points counted by uprobes: `T\tname\tfd` or
+    /// `L\tname\tbegin_fd\tend_fd`, one per line.
+    pub const PROBES: &str = "HOLDUP_CAUSAL_PROBES";
     pub const ALL: &[&str] = &[
         RING_FD,
         RING_BYTES,
@@ -32,8 +43,17 @@ pub mod env {
         END_TO_END,
         EXPERIMENT_MS,
         VERBOSE,
+        PROBES,
+        SYSTEM,
     ];
 }
+
+/// Size of the file that holds the experiment and delay domain shared by
+/// the processes of a `--system` run.
+pub const DOMAIN_BYTES: usize = 16384;
+/// Its name, and the samples socket's, in the `--system` directory.
+pub const DOMAIN_FILE: &str = "domain";
+pub const SAMPLES_SOCKET: &str = "samples.sock";
 
 /// COZ's profile: one record per line, `kind` then tab-separated
 /// `key=value` fields.

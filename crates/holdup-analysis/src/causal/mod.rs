@@ -112,6 +112,8 @@ impl Profile {
     pub fn parse(reader: impl BufRead) -> Result<Profile, Error> {
         let mut p = Profile::default();
         let mut current: Option<Experiment> = None;
+        let mut samples_of: std::collections::HashMap<(String, String), u64> =
+            std::collections::HashMap::new();
         for line in reader.lines() {
             let line = line?;
             let Some((kind, f)) = fields(line.trim_end()) else {
@@ -163,7 +165,10 @@ impl Profile {
                 }
                 kind::SAMPLES => {
                     if let (Some(loc), Some(count)) = (f.get(key::LOCATION), int(key::COUNT)) {
-                        p.samples.insert(loc.clone(), count);
+                        // A later count of the same process replaces an
+                        // earlier one; processes (--system) add up.
+                        let pid = f.get(key::PID).cloned().unwrap_or_default();
+                        samples_of.insert((loc.clone(), pid), count);
                     }
                 }
                 kind::RUNTIME => {
@@ -177,6 +182,9 @@ impl Profile {
             }
         }
         p.experiments.extend(current);
+        for ((loc, _), count) in samples_of {
+            *p.samples.entry(loc).or_insert(0) += count;
+        }
         Ok(p)
     }
 
@@ -537,6 +545,16 @@ fn short_name(name: &str, all: &[&str]) -> String {
     if name.starts_with("subclass:") {
         return name.to_string();
     }
+    // `BINARY:path:line` (a --system profile): the binary stays.
+    if let Some((bin, rest)) = name.split_once(':') {
+        if !bin.contains('/') && rest.contains(':') {
+            let others: Vec<&str> = all
+                .iter()
+                .map(|o| o.split_once(':').map_or(*o, |(_, r)| r))
+                .collect();
+            return format!("{bin}:{}", short_name(rest, &others));
+        }
+    }
     let base = |n: &str| n.rsplit('/').next().unwrap_or(n).to_string();
     let mine = base(name);
     let file = |n: &str| {
@@ -633,5 +651,9 @@ experiment\tselected=/src/b.c:20\tspee";
         );
         assert_eq!(short_name("/x/a.c:1", &["/x/a.c:1", "/x/a.c:2"]), "a.c:1");
         assert_eq!(short_name("subclass:io", &[]), "subclass:io");
+        assert_eq!(
+            short_name("reader:/x/a.c:1", &["reader:/x/a.c:1", "writer:/x/b.c:2"]),
+            "reader:a.c:1"
+        );
     }
 }

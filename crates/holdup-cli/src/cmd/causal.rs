@@ -6,12 +6,14 @@
 //! waits; the runtime runs the experiments and writes the profile.
 //! `report` ranks the profile's targets.
 
+mod system;
+
 use anyhow::{bail, Context};
 use holdup_analysis::causal::{analyze, Profile};
 use holdup_bpf::{Recorder, RecorderOptions, Target};
 use holdup_record::launch::{self, ExitStatus};
 use std::io::BufReader;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -74,6 +76,20 @@ pub struct RunArgs {
     /// Print every experiment as it ends.
     #[arg(short, long)]
     pub verbose: bool,
+    /// A progress point without recompiling: count the visits of a function
+    /// or a source line (`[BINARY:]SYMBOL` or `[BINARY:]FILE:LINE`; the
+    /// command's executable by default) with a uprobe. Repeatable.
+    #[arg(long, value_name = "SYMBOL|FILE:LINE")]
+    pub progress: Vec<String>,
+    /// A latency progress point without recompiling: a transaction begins
+    /// at one place and ends at the other (each as for --progress).
+    #[arg(long, value_name = "BEGIN,END")]
+    pub latency: Vec<String>,
+    /// Profile every process the command starts, with one experiment and
+    /// delay domain for all (the runtime is preloaded in each; line targets
+    /// are named `BINARY:FILE:LINE`).
+    #[arg(long, conflicts_with = "end_to_end")]
+    pub system: bool,
     /// The command to profile: after `--`, or from the first word that is
     /// not an option (an unknown option is an error, as for `record`).
     #[arg(trailing_var_arg = true, value_name = "COMMAND", required = true)]
@@ -128,6 +144,8 @@ fn runtime_library() -> anyhow::Result<PathBuf> {
 }
 
 struct RunConfig {
+    /// The uprobe counters of --progress and --latency, kept open.
+    _probes: Vec<OwnedFd>,
     output: PathBuf,
     command: Vec<String>,
     runs: u32,
@@ -182,13 +200,57 @@ fn config(a: &RunArgs, lib: &Path) -> anyhow::Result<RunConfig> {
     if a.verbose {
         env.push((e::VERBOSE, "1".into()));
     }
+    let (probes, list) = probe_points(a)?;
+    if !list.is_empty() {
+        env.push((e::PROBES, list));
+    }
     Ok(RunConfig {
+        _probes: probes,
         output,
         command: a.command.clone(),
         runs: if a.end_to_end { a.runs } else { 1 },
         period_ns,
         env,
     })
+}
+
+/// Open counting uprobes for every --progress and --latency place, and
+/// the list that tells the runtime which fds count what (the command
+/// inherits them).
+fn probe_points(a: &RunArgs) -> anyhow::Result<(Vec<OwnedFd>, String)> {
+    let mut fds = Vec::new();
+    let mut list = String::new();
+    if a.progress.is_empty() && a.latency.is_empty() {
+        return Ok((fds, list));
+    }
+    let program = a
+        .command
+        .first()
+        .and_then(|c| super::latency::resolve_program(c));
+    let mut open = |spec: &str, option: &str| -> anyhow::Result<String> {
+        let site = holdup_coz::probe::resolve(program.as_deref(), spec)
+            .map_err(|e| anyhow::anyhow!("{option} {spec}: {e}"))?;
+        let counters = holdup_bpf::perf::uprobe_counters(&site.binary, site.offset)
+            .with_context(|| format!("{option} {spec}: cannot attach a uprobe"))?;
+        let raw: Vec<String> = counters
+            .iter()
+            .map(|fd| fd.as_raw_fd().to_string())
+            .collect();
+        fds.extend(counters);
+        Ok(raw.join(","))
+    };
+    for spec in &a.progress {
+        let fd = open(spec, "--progress")?;
+        list.push_str(&format!("T\t{spec}\t{fd}\n"));
+    }
+    for pair in &a.latency {
+        let Some((begin, end)) = pair.split_once(',') else {
+            bail!("--latency takes BEGIN,END, like 'start_request,finish_request'");
+        };
+        let (b, e) = (open(begin, "--latency")?, open(end, "--latency")?);
+        list.push_str(&format!("L\t{pair}\t{b}\t{e}\n"));
+    }
+    Ok((fds, list))
 }
 
 /// Ring buffer handed to the runtime: it drains every few ms, so a few MiB
@@ -206,7 +268,7 @@ fn causal_run(a: RunArgs) -> anyhow::Result<ExitCode> {
     let rec = Recorder::start(RecorderOptions {
         target: Target::Pids(Vec::new()),
         period_ns: cfg.period_ns,
-        follow_children: false,
+        follow_children: a.system,
         segments: false,
         block_io: false,
         stack_copy_bytes: 2048,
@@ -214,6 +276,9 @@ fn causal_run(a: RunArgs) -> anyhow::Result<ExitCode> {
         syscalls: None,
     })
     .context("starting the recorder")?;
+    if a.system {
+        return system_run(&cfg, &rec);
+    }
     // The runtime reads the ring from inside the command: give it an fd
     // that survives exec (libbpf's are close-on-exec).
     let fd = unsafe { libc::fcntl(rec.ring_fd().as_raw_fd(), libc::F_DUPFD, 10) };
@@ -245,6 +310,38 @@ fn causal_run(a: RunArgs) -> anyhow::Result<ExitCode> {
     unsafe { libc::close(fd) };
     drop(rec);
     finish(&cfg, last)
+}
+
+/// `--system`: the runtimes get their samples from here, and the command
+/// ends the run (processes it left behind are not waited for).
+fn system_run(cfg: &RunConfig, rec: &Recorder) -> anyhow::Result<ExitCode> {
+    let mut fwd = system::Forwarder::new(rec.ring_fd(), RING_BYTES as u64)?;
+    std::env::set_var(holdup_coz::env::SYSTEM, fwd.dir());
+    for (k, v) in &cfg.env {
+        std::env::set_var(k, v);
+    }
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+        libc::signal(libc::SIGQUIT, libc::SIG_IGN);
+    }
+    let mut child = launch::spawn_held(&cfg.command)?;
+    rec.track(child.pid as u32)?;
+    child.release()?;
+    let status = loop {
+        fwd.pump(1);
+        if let Some(s) = child.wait(false) {
+            break s;
+        }
+    };
+    if fwd.dropped > 0 {
+        eprintln!(
+            "holdup causal: {} of {} samples reached no process (it had not started its runtime, or fell behind)",
+            fwd.dropped,
+            fwd.dropped + fwd.forwarded
+        );
+    }
+    drop(fwd);
+    finish(cfg, status)
 }
 
 fn finish(cfg: &RunConfig, status: ExitStatus) -> anyhow::Result<ExitCode> {

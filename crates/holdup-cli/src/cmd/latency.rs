@@ -269,7 +269,7 @@ fn explain(e: ExplainArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The executable `argv0` runs (PATH searched as execvp does).
-fn resolve_program(argv0: &str) -> Option<PathBuf> {
+pub(crate) fn resolve_program(argv0: &str) -> Option<PathBuf> {
     if argv0.contains('/') {
         return Some(PathBuf::from(argv0));
     }

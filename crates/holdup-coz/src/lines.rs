@@ -62,6 +62,11 @@ impl Locations {
         self.names.is_empty()
     }
 
+    /// The location named exactly `name` (`path:line`).
+    pub fn id(&self, name: &str) -> Option<u32> {
+        self.by_name.get(name).copied()
+    }
+
     /// Find a location from a user's `FILE:LINE`, where FILE may be any
     /// suffix of the recorded path that starts at a path component.
     pub fn find(&self, spec: &str) -> Option<u32> {
@@ -99,6 +104,12 @@ impl LineTable {
 
     pub fn len(&self) -> usize {
         self.ranges.len()
+    }
+
+    /// The lowest address of location `loc`: where a line's code is
+    /// entered when it is the start of a statement.
+    pub fn first_address(&self, loc: u32) -> Option<u64> {
+        self.ranges.iter().find(|r| r.loc == loc).map(|r| r.start)
     }
 
     pub fn is_empty(&self) -> bool {

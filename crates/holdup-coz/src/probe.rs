@@ -1,0 +1,102 @@
+//! Progress points without recompiling: where a uprobe goes for a
+//! `SYMBOL` or a `FILE:LINE` of a binary, as an offset in the file.
+
+use crate::lines::{self, Locations};
+use object::{Object, ObjectSegment, ObjectSymbol};
+use std::path::{Path, PathBuf};
+
+/// A place in an ELF file where visits can be counted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Site {
+    pub binary: PathBuf,
+    /// Offset in the file, as the kernel's uprobes take it.
+    pub offset: u64,
+}
+
+/// `[BINARY:]SYMBOL` or `[BINARY:]FILE:LINE`; without a binary, the
+/// symbol or line is looked up in `default_binary`. A prefix is a binary
+/// when it names an ELF file (a source file never does).
+pub fn resolve(default_binary: Option<&Path>, spec: &str) -> Result<Site, String> {
+    let (binary, what) = match spec.split_once(':') {
+        Some((head, rest)) if is_elf(Path::new(head)) => (PathBuf::from(head), rest),
+        _ => match default_binary {
+            Some(b) => (b.to_path_buf(), spec),
+            None => return Err(format!("'{spec}': give the binary as BINARY:{spec}")),
+        },
+    };
+    let svma = match what.rsplit_once(':') {
+        Some((_, n)) if n.parse::<u32>().is_ok() => line_address(&binary, what)?,
+        _ => symbol_address(&binary, what)?,
+    };
+    let data = std::fs::read(&binary).map_err(|e| format!("{}: {e}", binary.display()))?;
+    let file = object::File::parse(&*data).map_err(|e| format!("{}: {e}", binary.display()))?;
+    let offset = file_offset(&file, svma).ok_or_else(|| {
+        format!(
+            "'{what}' in {}: address {svma:#x} is in no loaded segment",
+            binary.display()
+        )
+    })?;
+    Ok(Site { binary, offset })
+}
+
+fn is_elf(path: &Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok()
+        && magic == *b"\x7fELF"
+}
+
+fn symbol_address(binary: &Path, name: &str) -> Result<u64, String> {
+    let data = std::fs::read(binary).map_err(|e| format!("{}: {e}", binary.display()))?;
+    let file = object::File::parse(&*data).map_err(|e| format!("{}: {e}", binary.display()))?;
+    file.symbols()
+        .chain(file.dynamic_symbols())
+        .find(|s| s.is_definition() && s.kind() == object::SymbolKind::Text && s.name() == Ok(name))
+        .map(|s| s.address())
+        .ok_or_else(|| format!("no function '{name}' in {}", binary.display()))
+}
+
+fn line_address(binary: &Path, spec: &str) -> Result<u64, String> {
+    let mut locs = Locations::default();
+    let table = lines::load(binary, &mut locs, &|_| true)
+        .map_err(|e| format!("{}: {e}", binary.display()))?;
+    locs.find(spec)
+        .and_then(|loc| table.first_address(loc))
+        .ok_or_else(|| {
+            format!(
+                "line {spec} has no code in {} (is it built with -g?)",
+                binary.display()
+            )
+        })
+}
+
+/// Where static address `svma` lies in the file.
+fn file_offset(file: &object::File<'_>, svma: u64) -> Option<u64> {
+    file.segments().find_map(|seg| {
+        let (off, len) = seg.file_range();
+        let start = seg.address();
+        (svma >= start && svma < start + len).then(|| svma - start + off)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn symbols_of_this_test_binary() {
+        let exe = std::env::current_exe().unwrap();
+        // A function of libc that every Rust test binary imports is not
+        // defined here; a missing name is an error that names it.
+        let err = resolve(Some(&exe), "no_such_function_anywhere").unwrap_err();
+        assert!(err.contains("no_such_function_anywhere"), "{err}");
+        let err = resolve(None, "main").unwrap_err();
+        assert!(err.contains("BINARY:main"), "{err}");
+        let site = resolve(Some(&exe), "main").unwrap();
+        assert!(site.offset > 0);
+        let with_binary = format!("{}:main", exe.display());
+        assert_eq!(resolve(None, &with_binary).unwrap(), site);
+    }
+}
