@@ -198,6 +198,20 @@ impl Key {
 }
 
 /// Whether `name` is a function in the running kernel's symbol table.
+/// Every key and value of a hash map.
+fn entries(map: &impl MapCore) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    let mut out = Vec::new();
+    for k in map.keys() {
+        if let Some(v) = map
+            .lookup(&k, MapFlags::ANY)
+            .map_err(|e| Error::Read(e.to_string()))?
+        {
+            out.push((k, v));
+        }
+    }
+    Ok(out)
+}
+
 fn kernel_has_function(name: &str) -> bool {
     let Ok(text) = std::fs::read_to_string("/proc/kallsyms") else {
         return true; // cannot tell: let the loader say
@@ -499,15 +513,8 @@ impl LatencyProbe {
 
     /// The callee times collected inside root calls (DARC's next level).
     pub fn callees(&self) -> Result<Vec<CalleeRow>> {
-        let map = &self.skel.maps.callee_times;
         let mut rows = Vec::new();
-        for kb in map.keys() {
-            let Some(v) = map
-                .lookup(&kb, MapFlags::ANY)
-                .map_err(|e| Error::Read(e.to_string()))?
-            else {
-                continue;
-            };
+        for (kb, v) in entries(&self.skel.maps.callee_times)? {
             // struct lat_callee_key: tgid u32, root u16, fnode u16, slot u32;
             // struct lat_callee_time: calls, ns, cause_ns[CAUSES].
             if kb.len() < 12 || v.len() < 8 * (2 + CAUSES) {
@@ -533,15 +540,9 @@ impl LatencyProbe {
 
     /// The kernel wait sites of system calls, with their stacks.
     pub fn wait_sites(&self) -> Result<Vec<SiteRow>> {
-        let (map, stacks) = (&self.skel.maps.wait_sites, &self.skel.maps.wait_stacks);
+        let stacks = &self.skel.maps.wait_stacks;
         let mut rows = Vec::new();
-        for kb in map.keys() {
-            let Some(v) = map
-                .lookup(&kb, MapFlags::ANY)
-                .map_err(|e| Error::Read(e.to_string()))?
-            else {
-                continue;
-            };
+        for (kb, v) in entries(&self.skel.maps.wait_sites)? {
             // struct lat_site_key: tgid, nr, slot, stack (s32), cause;
             // struct lat_site_time: count, ns.
             if kb.len() < 20 || v.len() < 16 {
