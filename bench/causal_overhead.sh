@@ -8,10 +8,16 @@
 # slowdown of each, and the experiments per minute each profiler completed.
 # The slowdown includes the delays that virtual speedups insert: that is
 # the method's price, paid by both profilers.
-# usage: bench/causal_overhead.sh [ROUNDS]   (as root)
+# causal_procpipe is two processes (a pipe writer and its forked reader):
+# holdup profiles it with `causal run --system`; COZ runs it too but sees
+# only the first process.
+# usage: bench/causal_overhead.sh [ROUNDS [PROGRAM...]]   (as root)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
+shift $(($# > 0 ? 1 : 0))
+programs=("$@")
+[ $# -gt 0 ] || programs=(barrier odirect lock pool procpipe)
 cargo build --release --quiet -p holdup-cli -p holdup-causal
 target=${CARGO_TARGET_DIR:-$(pwd)/target}
 holdup=$target/release/holdup
@@ -20,7 +26,7 @@ trap 'rm -rf "$work"' EXIT
 have_coz=1
 command -v coz >/dev/null || { echo "coz not installed (apt install coz-profiler): holdup only" >&2; have_coz=0; }
 
-for w in barrier odirect lock pool; do
+for w in barrier odirect lock pool procpipe; do
 	cc -O1 -gdwarf-3 -gstrict-dwarf -fno-omit-frame-pointer -pthread -o "$work/$w" "workloads/causal_$w.c"
 done
 # Same work in every run: calibrate the spin loop once.
@@ -42,10 +48,10 @@ run() {
 	case $mode in
 		plain) "$@" >/dev/null 2>&1 ;;
 		coz) (cd "$work" && coz run -o "$prof" --- "$@" >/dev/null 2>&1) ;;
-		holdup) "$holdup" causal run -o "$prof" -- "$@" >/dev/null 2>&1 ;;
+		holdup) "$holdup" causal run $system -o "$prof" -- "$@" >/dev/null 2>&1 ;;
 		# Every experiment at 0%: the price of sampling and bookkeeping
 		# alone, without the delays that virtual speedups insert.
-		holdup0) "$holdup" causal run --speedup 0 -o "$prof" -- "$@" >/dev/null 2>&1 ;;
+		holdup0) "$holdup" causal run $system --speedup 0 -o "$prof" -- "$@" >/dev/null 2>&1 ;;
 	esac
 	t1=$(date +%s.%N)
 	echo "$t1 - $t0" | bc -l
@@ -56,14 +62,17 @@ declare -A cmds=(
 	[odirect]="$work/odirect $work 1500 20 4"
 	[lock]="$work/lock 3000 2 1"
 	[pool]="$work/pool 1500 1 2"
+	[procpipe]="$work/procpipe 4000"
 )
 modes=(plain holdup holdup0)
 [ "$have_coz" = 1 ] && modes=(plain coz holdup holdup0)
 
 printf "%-8s %9s %9s %9s %8s %8s %9s %10s %10s\n" program plain_s coz_s holdup_s coz_% holdup_% holdup0_% coz_exp/m holdup_exp/m
 sum_coz=0 sum_holdup=0 sum_hold0=0 n=0
-for name in barrier odirect lock pool; do
+for name in "${programs[@]}"; do
 	declare -A times=() exps=()
+	system=
+	[ "$name" = procpipe ] && system=--system
 	for r in $(seq "$rounds"); do
 		for m in "${modes[@]}"; do
 			prof="$work/$name.$m.$r.coz"
