@@ -18,11 +18,8 @@ rounds=${1:-3}
 shift $(($# > 0 ? 1 : 0))
 programs=("$@")
 [ $# -gt 0 ] || programs=(barrier odirect lock pool procpipe)
-cargo build --release --quiet -p holdup-cli -p holdup-causal
-target=${CARGO_TARGET_DIR:-$(pwd)/target}
-holdup=$target/release/holdup
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+. bench/common.sh
+bench_setup holdup-cli holdup-causal
 have_coz=1
 command -v coz >/dev/null || { echo "coz not installed (apt install coz-profiler): holdup only" >&2; have_coz=0; }
 
@@ -38,7 +35,6 @@ cc -O1 -o "$work/cal" "$work/cal.c"
 CAUSAL_ITERS_PER_MS=$(env -u CAUSAL_ITERS_PER_MS "$work/cal")
 export CAUSAL_ITERS_PER_MS
 
-median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 
 # mode, profile, command... → wall seconds; the profile gets the experiments
 run() {

@@ -14,15 +14,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-5}
 calls=${2:-2000000}
-cargo build --release --quiet -p holdup-cli
-target=${CARGO_TARGET_DIR:-$(pwd)/target}
-holdup=$target/release/holdup
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+. bench/common.sh
+bench_setup holdup-cli
 cc -O2 -g -o "$work/lat_bench" workloads/lat_bench.c
 bin=$work/lat_bench
 
-median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 per_call() { "$@" 2>"$work/err" | sed -n 's/^ns_per_call=//p'; }
 
 kfunc=vfs_read

@@ -15,15 +15,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-7}
-cargo build --release --quiet -p holdup-cli
+. bench/common.sh
+bench_setup holdup-cli
 cargo build --release --quiet -p holdup-trace --examples
-target=${CARGO_TARGET_DIR:-$(pwd)/target}
-holdup=$target/release/holdup
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 cc -O1 -g -fno-omit-frame-pointer -pthread -o "$work/demo" workloads/demo.c
 
-median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 pct() { echo "($1/$2 - 1)*100" | bc -l; }
 
 # run TOOL... -- CMD...: prints "<program time> <wall time>"; the tool's

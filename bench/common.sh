@@ -1,0 +1,16 @@
+# Shared by the bench scripts (sourced after they cd to the repository).
+
+# bench_setup PACKAGE...: build them (release), set $target and $holdup, and
+# make a scratch directory $work that is removed at exit.
+bench_setup() {
+	local p args=()
+	for p in "$@"; do args+=(-p "$p"); done
+	cargo build --release --quiet "${args[@]}"
+	target=${CARGO_TARGET_DIR:-$(pwd)/target}
+	holdup=$target/release/holdup
+	work=$(mktemp -d)
+	trap 'rm -rf "$work"' EXIT
+}
+
+# The median of the numbers on stdin.
+median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
