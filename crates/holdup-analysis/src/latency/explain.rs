@@ -200,32 +200,46 @@ mod tests {
     use crate::latency::{find_peaks, Histogram};
     use holdup_trace::latency::CalleeTime;
 
-    #[test]
-    fn each_peak_splits_into_its_causes() {
-        // Fast calls on CPU; slow calls mostly waiting for I/O.
-        let mut count = vec![0; 12];
-        let mut ns = vec![0; 12];
-        let mut causes = vec![vec![0; 12]; 4];
-        count[3] = 100;
-        ns[3] = 1000;
-        count[10] = 50;
-        ns[10] = 60_000;
-        causes[0][10] = 45_000; // iowait
-        causes[2][10] = 5_000; // preempted
-        causes[2][3] = 100;
-        let hist = Histogram {
-            count,
-            ns,
-            cause_ns: causes,
+    /// An operation of `slots` buckets: (slot, calls, ns) and
+    /// (cause, slot, ns) filled in, its peaks found.
+    fn operation(
+        name: &str,
+        slots: usize,
+        buckets: &[(usize, u64, u64)],
+        causes: &[(usize, usize, u64)],
+    ) -> Operation {
+        let mut hist = Histogram {
+            count: vec![0; slots],
+            ns: vec![0; slots],
+            cause_ns: vec![vec![0; slots]; 4],
         };
-        let op = Operation {
-            op: "syscall:read".into(),
+        for &(slot, calls, ns) in buckets {
+            hist.count[slot] = calls;
+            hist.ns[slot] = ns;
+        }
+        for &(cause, slot, ns) in causes {
+            hist.cause_ns[cause][slot] = ns;
+        }
+        Operation {
+            op: name.into(),
             pid: 1,
-            comm: "r".into(),
+            comm: "w".into(),
             peaks: find_peaks(&hist),
             hist,
             steps: Vec::new(),
-        };
+        }
+    }
+
+    #[test]
+    fn each_peak_splits_into_its_causes() {
+        // Fast calls on CPU; slow calls mostly waiting for I/O.
+        let op = operation(
+            "syscall:read",
+            12,
+            &[(3, 100, 1000), (10, 50, 60_000)],
+            // iowait and preempted
+            &[(0, 10, 45_000), (2, 10, 5_000), (2, 3, 100)],
+        );
         let e = explain(&op, &LatencyData::default()).unwrap();
         assert_eq!(e.len(), 2);
         assert_eq!(e[0].causes[0].0, ON_CPU);
@@ -241,27 +255,12 @@ mod tests {
     fn the_path_descends_into_the_callee_that_makes_the_peak() {
         // handle() calls parse() (every call, 300 us) and store(); store()
         // calls flush() in one call of eight, which sleeps 2 ms.
-        let mut count = vec![0; 24];
-        let mut ns = vec![0; 24];
-        let mut causes = vec![vec![0; 24]; 4];
-        count[18] = 700;
-        ns[18] = 700 * 330_000;
-        count[21] = 100;
-        ns[21] = 100 * 2_340_000;
-        causes[3][21] = 100 * 2_000_000;
-        let hist = Histogram {
-            count,
-            ns,
-            cause_ns: causes,
-        };
-        let op = Operation {
-            op: "func:handle".into(),
-            pid: 1,
-            comm: "w".into(),
-            peaks: find_peaks(&hist),
-            hist,
-            steps: Vec::new(),
-        };
+        let op = operation(
+            "func:handle",
+            24,
+            &[(18, 700, 700 * 330_000), (21, 100, 100 * 2_340_000)],
+            &[(3, 21, 100 * 2_000_000)],
+        );
         // spin() is called by both parse() and store(): one call path each.
         let node = |id: u32, parent: Option<u32>, func: &str| CallPath {
             op: "func:handle".into(),
