@@ -54,24 +54,26 @@ fn explain_json(data: &Path, op: &str) -> serde_json::Value {
     ])
 }
 
+/// (name, share) of each entry of a JSON list, the name under `key`.
+fn shares(list: &serde_json::Value, key: &str) -> Vec<(String, f64)> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c[key].as_str().unwrap().to_string(),
+                c["share"].as_f64().unwrap(),
+            )
+        })
+        .collect()
+}
+
 fn explain(data: &Path, op: &str) -> Vec<std::collections::HashMap<String, f64>> {
     explain_json(data, op)["paths"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|p| {
-            p["causes"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|c| {
-                    (
-                        c["cause"].as_str().unwrap().to_string(),
-                        c["share"].as_f64().unwrap(),
-                    )
-                })
-                .collect()
-        })
+        .map(|p| shares(&p["causes"], "cause").into_iter().collect())
         .collect()
 }
 
@@ -81,13 +83,7 @@ fn path_ends(data: &Path, op: &str) -> Vec<(String, f64)> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|p| {
-            let last = p["path"].as_array().unwrap().last().unwrap().clone();
-            (
-                last["frame"].as_str().unwrap().to_string(),
-                last["share"].as_f64().unwrap(),
-            )
-        })
+        .map(|p| shares(&p["path"], "frame").pop().unwrap())
         .collect()
 }
 
@@ -359,19 +355,7 @@ fn explain_descends_to_the_callee_that_makes_the_slow_peak() {
     let peaks = e["operations"][0]["peaks"].as_array().unwrap().clone();
     assert!(peaks.len() >= 2, "{e}");
     let paths = e["paths"].as_array().unwrap();
-    let path = |i: usize| -> Vec<(String, f64)> {
-        paths[i]["path"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|f| {
-                (
-                    f["frame"].as_str().unwrap().to_string(),
-                    f["share"].as_f64().unwrap(),
-                )
-            })
-            .collect()
-    };
+    let path = |i: usize| shares(&paths[i]["path"], "frame");
     let truth = |i: usize| {
         let p = &peaks[i];
         callee_truth(
