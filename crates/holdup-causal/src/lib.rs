@@ -16,6 +16,7 @@ pub use holdup_coz::lines;
 pub mod clock;
 pub mod config;
 pub mod domain;
+pub mod fork;
 pub mod modules;
 pub mod points;
 pub mod processor;

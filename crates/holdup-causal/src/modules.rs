@@ -51,12 +51,12 @@ impl Modules {
     /// this runtime.
     pub fn load(runtime_addr: u64) -> Modules {
         let mut list: Vec<Module> = Vec::new();
-        unsafe {
+        crate::fork::with_loader(|| unsafe {
             libc::dl_iterate_phdr(
                 Some(collect),
                 &mut list as *mut Vec<Module> as *mut libc::c_void,
-            );
-        }
+            )
+        });
         let exe = std::fs::read_link("/proc/self/exe")
             .map(|p| p.to_string_lossy().into_owned())
             .unwrap_or_default();

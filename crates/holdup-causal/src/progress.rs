@@ -214,13 +214,6 @@ pub fn follow_domain(d: &'static crate::domain::Domain) {
     }
 }
 
-/// In a forked child: the parent's points are the parent's to report.
-pub fn forget_points() {
-    if let Ok(mut points) = POINTS.try_lock() {
-        points.clear();
-    }
-}
-
 /// The perf event fds of the uprobe points in a list for [`add_probes`].
 pub fn probe_fds(list: &str) -> Vec<i32> {
     list.lines()

@@ -21,6 +21,7 @@
 use crate::clock::{now_ns, sleep_ns};
 use crate::config::Config;
 use crate::domain::Domain;
+use crate::fork;
 use crate::processor::{Experiment, Processor};
 use crate::profiler::Profiler;
 use crate::progress;
@@ -192,7 +193,11 @@ fn start(cfg: Config, source: Source, domain: Option<&'static Domain>) {
     rt.register_current_thread(rt.global.load(Ordering::Acquire));
     if first {
         unsafe {
-            libc::pthread_atfork(None, None, Some(after_fork_in_child));
+            libc::pthread_atfork(
+                Some(fork::prepare),
+                Some(fork::parent),
+                Some(after_fork_in_child),
+            );
             libc::atexit(at_exit);
         }
     }
@@ -228,19 +233,35 @@ fn scrub_environment(cfg: &Config) {
     }
 }
 
+/// How long the exit of a program waits for its profiler thread to write
+/// the last records.
+const PROFILER_STOP_S: i64 = 10;
+
+/// Join thread `t` unless it runs `seconds` longer; true if joined.
+fn join_within(t: libc::pthread_t, seconds: i64) -> bool {
+    let mut deadline: libc::timespec = unsafe { std::mem::zeroed() };
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut deadline) };
+    deadline.tv_sec += seconds;
+    // The real function: this is the runtime's wait, not the program's.
+    let rc =
+        unsafe { (crate::real::real().pthread_timedjoin_np)(t, std::ptr::null_mut(), &deadline) };
+    rc == 0
+}
+
 /// In a forked child, the parent's runtime is a copy whose threads and
 /// profiler are gone. Thread-level: nothing of it works there. `--system`:
 /// the child is one more process of the program, with a runtime of its own
 /// in the same domain.
 extern "C" fn after_fork_in_child() {
+    let system = get().and_then(|rt| rt.cfg.system.clone());
+    fork::child(system.is_some());
     let Some(rt) = get() else { return };
     rt.disabled.store(true, Ordering::Release);
-    let Some(dir) = rt.cfg.system.clone() else {
+    let Some(dir) = system else {
         return;
     };
     // The forking thread's state belongs to the parent's table.
     threads::detach();
-    progress::forget_points();
     if let Some(source) = Source::connect(&dir.join(holdup_coz::SAMPLES_SOCKET)) {
         start(rt.cfg.clone(), source, rt.domain);
     }
@@ -495,10 +516,12 @@ impl Runtime {
         }
         self.stopping.store(true, Ordering::Release);
         let t = self.profiler_thread.load(Ordering::Acquire);
-        if t != 0 {
-            unsafe {
-                (crate::real::real().pthread_join)(t as libc::pthread_t, std::ptr::null_mut())
-            };
+        if t != 0 && !join_within(t as libc::pthread_t, PROFILER_STOP_S) {
+            // The program's exit must not wait on its profiler.
+            eprintln!(
+                "holdup causal: the profiler of process {} did not stop within {PROFILER_STOP_S} s; its last records are lost",
+                self.pid
+            );
         }
         self.active.store(false, Ordering::Release);
     }

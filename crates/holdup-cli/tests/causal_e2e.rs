@@ -37,10 +37,7 @@ fn build(name: &str, extra: &[&str]) -> PathBuf {
     static CALIBRATED: OnceLock<()> = OnceLock::new();
     CALIBRATED.get_or_init(|| {
         let misc = workload_with("causal_misc", &[]);
-        let out = Command::new(misc)
-            .arg("calibrate")
-            .output()
-            .expect("calibration runs");
+        let out = Command::new(misc).arg("calibrate").bounded_output();
         let per_ms = String::from_utf8_lossy(&out.stdout).trim().to_string();
         assert!(
             per_ms.parse::<u64>().is_ok(),
@@ -75,10 +72,7 @@ fn values(out: &str) -> Vec<(String, f64)> {
 type Values = Vec<(String, f64)>;
 
 fn run_workload(bin: &Path, args: &[&str]) -> Values {
-    let out = Command::new(bin)
-        .args(args)
-        .output()
-        .expect("workload runs");
+    let out = Command::new(bin).args(args).bounded_output();
     assert!(
         out.status.success(),
         "{} failed: {}",
@@ -517,8 +511,7 @@ fn progress_point_that_does_not_exist_is_one_clear_error() {
             .args(["causal", "run", "-o", "/dev/null", opt, spec, "--"])
             .arg(&bin)
             .arg("10")
-            .output()
-            .unwrap();
+            .bounded_output();
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{err}");
         assert!(err.contains(says) && err.lines().count() == 1, "{err}");
@@ -543,8 +536,7 @@ fn no_progress_point_says_what_to_do() {
             "noprogress",
             "1500",
         ])
-        .output()
-        .unwrap();
+        .bounded_output();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{err}");
     assert!(
@@ -571,8 +563,7 @@ fn crash_keeps_experiments_done_so_far() {
             "crash",
             "3000",
         ])
-        .output()
-        .unwrap();
+        .bounded_output();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(128 + libc::SIGSEGV), "{err}");
     assert!(

@@ -17,8 +17,7 @@ fn export(dir: &Path, format: &str, out: &str) -> PathBuf {
     let o = holdup()
         .current_dir(dir)
         .args(["export", "-f", format, "-i", "small.data", "-o", out])
-        .output()
-        .unwrap();
+        .bounded_output();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     dir.join(out)
 }
@@ -411,8 +410,7 @@ fn go_tool_pprof_reads_the_profile() {
             .args(["tool", "pprof"])
             .args(args)
             .arg(&prof)
-            .output()
-            .unwrap();
+            .bounded_output();
         let text = String::from_utf8_lossy(&o.stdout).to_string();
         assert!(
             o.status.success(),
@@ -1030,8 +1028,7 @@ fn exports_match_the_golden_files() {
     let script = holdup()
         .current_dir(&dir)
         .args(["script", "-i", "small.data"])
-        .output()
-        .unwrap();
+        .bounded_output();
     assert_eq!(
         folded.as_bytes(),
         script.stdout,
@@ -1084,8 +1081,7 @@ fn html_is_one_self_contained_page_with_every_name_escaped() {
         .current_dir(&dir)
         .args(["html", "-i", "small.data", "-o", "report.html"])
         .args(["--causal", "profile.coz"])
-        .output()
-        .unwrap();
+        .bounded_output();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let page = std::fs::read_to_string(dir.join("report.html")).unwrap();
 
@@ -1122,8 +1118,7 @@ fn html_is_one_self_contained_page_with_every_name_escaped() {
             ])
             .args(extra)
             .arg(url)
-            .output()
-            .unwrap();
+            .bounded_output();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let err = String::from_utf8_lossy(&o.stderr).to_string();
         let console: Vec<&str> = err.lines().filter(|l| l.contains(":CONSOLE")).collect();
@@ -1158,8 +1153,7 @@ fn html_without_graphviz_has_the_wait_for_graph_as_text() {
         .current_dir(&dir)
         .env("PATH", "/nonexistent")
         .args(["html", "-i", "small.data", "-o", "report.html"])
-        .output()
-        .unwrap();
+        .bounded_output();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let page = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert!(!page.contains("<svg"), "no picture without dot");
@@ -1310,8 +1304,7 @@ fn a_recorded_trace_reads_the_same_in_every_format() {
     let top = std::process::Command::new(go())
         .args(["tool", "pprof", "-top", "-sample_index=blocked"])
         .arg(&prof)
-        .output()
-        .unwrap();
+        .bounded_output();
     assert!(top.status.success());
     assert!(String::from_utf8_lossy(&top.stdout).contains("half_sleeper"));
 
@@ -1323,8 +1316,7 @@ fn a_recorded_trace_reads_the_same_in_every_format() {
         .args(["--headless", "--no-sandbox", "--disable-gpu"])
         .args(["--enable-logging=stderr", "--v=0", "--dump-dom"])
         .arg(format!("file://{}", page.display()))
-        .output()
-        .unwrap();
+        .bounded_output();
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!err.contains(":CONSOLE"), "{err}");
     assert!(String::from_utf8_lossy(&o.stdout).contains("data-ready=\"1\""));
@@ -1391,7 +1383,7 @@ fn perfetto_wakeup_arrows_go_from_the_server_to_the_client() {
 }
 
 fn fails_with(dir: &Path, args: &[&str], needle: &str) {
-    let out = holdup().current_dir(dir).args(args).output().unwrap();
+    let out = holdup().current_dir(dir).args(args).bounded_output();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
     assert!(err.contains(needle), "{args:?}: {err}");
@@ -1544,8 +1536,7 @@ fn push(dir: &Path, url: &str, extra: &[&str]) -> std::process::Output {
         .current_dir(dir)
         .args(["push", "-i", "small.data", "--url", url])
         .args(extra)
-        .output()
-        .unwrap()
+        .bounded_output()
 }
 
 #[test]
@@ -1812,8 +1803,7 @@ fn record_push_sends_the_profile_and_survives_a_server_that_is_down() {
         holdup()
             .args(["record", "-o", data, "--push", url, "--push-timeout", "2"])
             .args(["--service", "half", "--", "sh", "-c", &script])
-            .output()
-            .unwrap()
+            .bounded_output()
     };
 
     // Server up: the pushed profile is the trace's pprof export.

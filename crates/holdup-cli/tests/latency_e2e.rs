@@ -99,7 +99,7 @@ fn peak_counts(op: &serde_json::Value) -> Vec<u64> {
 /// One line on stderr, a non-zero exit, no panic.
 #[track_caller]
 fn assert_one_line_error(args: &[&str], says: &str) {
-    let out = holdup().args(args).output().unwrap();
+    let out = holdup().args(args).bounded_output();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{args:?} succeeded");
     assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
@@ -563,8 +563,7 @@ fn bad_functions_are_one_clear_line() {
     std::fs::copy(&bin, &stripped).unwrap();
     assert!(std::process::Command::new("strip")
         .arg(&stripped)
-        .status()
-        .unwrap()
+        .bounded_status()
         .success());
     assert_one_line_error(
         &[

@@ -17,7 +17,7 @@ fn setup(test: &str) -> PathBuf {
 }
 
 fn run(dir: &Path, args: &[&str]) -> String {
-    let out = holdup().current_dir(dir).args(args).output().unwrap();
+    let out = holdup().current_dir(dir).args(args).bounded_output();
     assert!(
         out.status.success(),
         "holdup {args:?}: {}",

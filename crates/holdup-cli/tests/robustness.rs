@@ -23,7 +23,7 @@ fn one_line_error(out: &Output) -> String {
 }
 
 fn holdup_out(args: &[&str]) -> Output {
-    holdup().args(args).output().unwrap()
+    holdup().args(args).bounded_output()
 }
 
 /// A small valid trace recorded once (needs root).
@@ -106,8 +106,7 @@ fn not_root_is_one_clear_line() {
         ])
         .arg(env!("CARGO_BIN_EXE_holdup"))
         .args(["record", "-o", "/tmp/holdup-nobody.data", "--", "true"])
-        .output()
-        .expect("setpriv runs");
+        .bounded_output();
     let err = one_line_error(&out);
     assert!(err.contains("needs root"), "{err}");
 }
@@ -419,4 +418,23 @@ fn lost_events_are_counted_and_reported() {
     assert!(lost > 0, "the ring must have overflowed");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(&format!("{lost} events were lost")), "{err}");
+}
+
+/// The tests' own guard: a command that hangs (here a shell and the child
+/// it waits for) is killed with its children within the limit, and the
+/// failure says what each process was doing.
+#[test]
+fn a_hung_command_is_killed_and_described() {
+    let started = std::time::Instant::now();
+    let err = output_within(
+        Command::new("sh").args(["-c", "sleep 300 & wait"]),
+        Duration::from_millis(500),
+    )
+    .expect_err("the command should have been stopped");
+    assert!(started.elapsed() < Duration::from_secs(20), "{err}");
+    assert!(err.contains("still ran after 0.5 s"), "{err}");
+    for comm in ["process", " sh ", " sleep "] {
+        assert!(err.contains(comm), "no {comm:?} in: {err}");
+    }
+    assert!(err.contains("wchan"), "{err}");
 }

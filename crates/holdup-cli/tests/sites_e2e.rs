@@ -22,8 +22,7 @@ fn cpp_workload(name: &str) -> PathBuf {
         .args(["-O2", "-g", "-fomit-frame-pointer", "-pthread", "-o"])
         .arg(&bin)
         .arg(&src)
-        .status()
-        .expect("c++ runs");
+        .bounded_status();
     assert!(status.success(), "compiling {}", src.display());
     bin
 }

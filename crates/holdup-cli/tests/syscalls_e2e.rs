@@ -297,8 +297,7 @@ fn a_trace_without_system_calls_is_refused_with_one_line() {
     write_trace(&data, false);
     let out = holdup()
         .args(["syscalls", "-i", data.to_str().unwrap()])
-        .output()
-        .unwrap();
+        .bounded_output();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("recorded without --syscalls"), "{err}");

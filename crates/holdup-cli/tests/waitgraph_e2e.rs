@@ -353,8 +353,7 @@ fn direct_reads_behind_a_barrier_knot_is_the_reader_and_the_disk() {
     let file = std::env::temp_dir().join("holdup-wg_dioread.dat");
     let made = std::process::Command::new(workload("wg_dioread"))
         .args([file.to_str().unwrap(), "0", "0"])
-        .status()
-        .unwrap();
+        .bounded_status();
     assert!(made.success());
     let (_dir, data) = record_workload(
         "wg_dioread",
@@ -410,8 +409,7 @@ fn a_trace_without_segments_says_so() {
     let data = record(&dir, &["--no-segments"], &["/bin/sleep", "0.05"]);
     let out = holdup()
         .args(["waitgraph", "-i", data.to_str().unwrap()])
-        .output()
-        .unwrap();
+        .bounded_output();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -470,7 +468,7 @@ fn finish(at: u64) -> Record {
 }
 
 fn fails_with(args: &[&str], needle: &str) {
-    let out = holdup().args(args).output().unwrap();
+    let out = holdup().args(args).bounded_output();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
     assert!(err.contains(needle), "{args:?}: {err}");
@@ -608,7 +606,7 @@ fn text_and_dot_match_the_golden_files() {
         (vec!["waitgraph", "-i", "small.data"], "small.txt"),
         (vec!["waitgraph", "--dot", "-i", "small.data"], "small.dot"),
     ] {
-        let out = holdup().current_dir(&dir).args(&args).output().unwrap();
+        let out = holdup().current_dir(&dir).args(&args).bounded_output();
         assert!(
             out.status.success(),
             "{}",

@@ -8,7 +8,142 @@
 pub mod small_trace;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A test must fail, not hang: a command still running after this long is
+/// killed with every process it started, and the test panics saying what
+/// each of them was doing (the longest e2e command takes about 2 minutes).
+pub const COMMAND_LIMIT: Duration = Duration::from_secs(480);
+
+/// `Command::output` and `status` within [`COMMAND_LIMIT`].
+pub trait Bounded {
+    fn bounded_output(&mut self) -> Output;
+    fn bounded_status(&mut self) -> std::process::ExitStatus;
+}
+
+impl Bounded for Command {
+    fn bounded_output(&mut self) -> Output {
+        output_within(self, COMMAND_LIMIT).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn bounded_status(&mut self) -> std::process::ExitStatus {
+        let out = self.bounded_output();
+        std::io::Write::write_all(&mut std::io::stderr(), &out.stderr).unwrap();
+        out.status
+    }
+}
+
+/// Run `cmd` to its end, capturing its output; if it runs longer than
+/// `limit`, kill it and every process it started, and say what each was
+/// doing.
+pub fn output_within(cmd: &mut Command, limit: Duration) -> Result<Output, String> {
+    use std::os::unix::process::CommandExt;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    // Its own process group, so that a kill reaches the programs it
+    // launched too (they hold the output pipes open).
+    cmd.process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    let group = child.id() as i32;
+    let hung: Arc<Mutex<Option<String>>> = Arc::default();
+    let done = Arc::new(AtomicBool::new(false));
+    let watchdog = {
+        let (hung, done) = (hung.clone(), done.clone());
+        std::thread::spawn(move || {
+            let deadline = Instant::now() + limit;
+            while Instant::now() < deadline {
+                if done.load(Ordering::Acquire) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            *hung.lock().unwrap() = Some(describe_group(group));
+            unsafe { libc::kill(-group, libc::SIGKILL) };
+        })
+    };
+    let out = child.wait_with_output().expect("waiting for a command");
+    done.store(true, Ordering::Release);
+    watchdog.join().unwrap();
+    let what = hung.lock().unwrap().take();
+    match what {
+        None => Ok(out),
+        Some(what) => Err(format!(
+            "{cmd:?} still ran after {:.1} s and was killed; its processes were:\n{what}stderr:\n{}",
+            limit.as_secs_f64(),
+            String::from_utf8_lossy(&out.stderr)
+        )),
+    }
+}
+
+/// What every process of a process group is doing, thread by thread: state,
+/// kernel wait channel, system call and kernel stack, and the user stacks
+/// when gdb is installed.
+fn describe_group(group: i32) -> String {
+    let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+    let mut text = String::new();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return text;
+    };
+    for entry in procs.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let stat = read(&entry.path().join("stat"));
+        // After "(comm)": state, ppid, pgrp.
+        let Some((comm, rest)) = stat.rsplit_once(") ") else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split(' ').collect();
+        if fields.get(2) != Some(&group.to_string().as_str()) {
+            continue;
+        }
+        let comm = comm.split_once(" (").map_or(comm, |(_, c)| c);
+        text += &format!("process {pid} {comm} ppid {}\n", fields[1]);
+        let Ok(tasks) = std::fs::read_dir(entry.path().join("task")) else {
+            continue;
+        };
+        for task in tasks.flatten() {
+            let t = task.path();
+            let state = read(&t.join("stat"))
+                .rsplit_once(") ")
+                .map(|(_, r)| r.chars().next().unwrap_or('?'))
+                .unwrap_or('?');
+            text += &format!(
+                "  thread {} {state} wchan {} syscall {}\n",
+                task.file_name().to_string_lossy(),
+                read(&t.join("wchan")),
+                read(&t.join("syscall")).trim()
+            );
+            for frame in read(&t.join("stack")).lines() {
+                text += &format!("    {frame}\n");
+            }
+        }
+        if let Ok(gdb) = Command::new("gdb")
+            .args([
+                "-batch",
+                "-p",
+                &pid.to_string(),
+                "-ex",
+                "thread apply all bt",
+            ])
+            .stdin(Stdio::null())
+            .output()
+        {
+            for line in String::from_utf8_lossy(&gdb.stdout).lines() {
+                if line.starts_with('#') || line.starts_with("Thread") {
+                    text += &format!("    {line}\n");
+                }
+            }
+        }
+    }
+    text
+}
 
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -43,8 +178,7 @@ pub fn workload_with(name: &str, extra: &[&str]) -> PathBuf {
         .arg(&src)
         .args(extra)
         .arg("-lm")
-        .status()
-        .expect("cc runs");
+        .bounded_status();
     assert!(status.success(), "compiling {}", src.display());
     bin
 }
@@ -63,7 +197,7 @@ pub fn is_root() -> bool {
 
 /// Run holdup with `args`; panics with its stderr if it fails.
 pub fn run_ok(args: &[&str]) -> Output {
-    let out = holdup().args(args).output().expect("holdup runs");
+    let out = holdup().args(args).bounded_output();
     assert!(
         out.status.success(),
         "holdup {:?} failed: {}\n{}",
