@@ -1,5 +1,6 @@
 //! Analyses: pure functions over a loaded trace. No root, no BPF needed to test them.
 
+pub mod advice;
 pub mod causal;
 pub mod folded;
 pub mod fxhash;

@@ -1,5 +1,5 @@
 //! Print the raw blocked samples of a process, for debugging the recorder.
-use holdup_bpf::records::Record;
+use holdup_bpf::records::RawRecord;
 use holdup_bpf::{Recorder, RecorderOptions, Target};
 
 fn main() {
@@ -12,7 +12,7 @@ fn main() {
     for _ in 0..10 {
         std::thread::sleep(std::time::Duration::from_millis(100));
         rec.drain_records(|r| {
-            if let Record::Sample(s) = r {
+            if let RawRecord::Sample(s) = r {
                 if s.rec.class != 0 {
                     println!(
                         "tid {} class {} w {}+{} flags {:#x} ip {:#x} sp {:#x} bp {:#x} k {} fp {} copy {}",

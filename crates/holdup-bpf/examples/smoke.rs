@@ -1,4 +1,4 @@
-use holdup_bpf::records::Record;
+use holdup_bpf::records::RawRecord;
 use holdup_bpf::{Recorder, RecorderOptions, Target};
 use std::collections::HashMap;
 
@@ -38,7 +38,7 @@ fn main() {
         rec.drain_address_events(|_m| mm += 1);
         rec.drain_records(|r| {
             let k = match r {
-                Record::Sample(s) => {
+                RawRecord::Sample(s) => {
                     weights[s.rec.class as usize] += s.rec.weight as u64;
                     sched_w += s.rec.sched_weight as u64;
                     if s.rec.flags & holdup_bpf::records::SF_LATE_USTACK != 0 {
@@ -49,15 +49,15 @@ fn main() {
                     copy += s.rec.copy_len as u64;
                     "sample"
                 }
-                Record::Segment(_) => "segment",
-                Record::Fork(_) => "fork",
-                Record::Exec(_) => "exec",
-                Record::Comm(_) => "comm",
-                Record::Exit(_) => "exit",
-                Record::BioIssue(_) => "bio_issue",
-                Record::BioDone(_) => "bio_done",
-                Record::SyscallStack(_) => "syscall_stack",
-                Record::Syscall(_) => "syscall",
+                RawRecord::Segment(_) => "segment",
+                RawRecord::Fork(_) => "fork",
+                RawRecord::Exec(_) => "exec",
+                RawRecord::Comm(_) => "comm",
+                RawRecord::Exit(_) => "exit",
+                RawRecord::BioIssue(_) => "bio_issue",
+                RawRecord::BioDone(_) => "bio_done",
+                RawRecord::SyscallStack(_) => "syscall_stack",
+                RawRecord::Syscall(_) => "syscall",
             };
             *counts.entry(k).or_default() += 1;
         });
@@ -65,7 +65,7 @@ fn main() {
     rec.flush_open().unwrap();
     let mut tail = 0;
     rec.drain_records(|r| {
-        if let Record::Sample(s) = r {
+        if let RawRecord::Sample(s) = r {
             if s.rec.flags & holdup_bpf::records::SF_BLOCKED_TAIL != 0 {
                 tail += 1
             }

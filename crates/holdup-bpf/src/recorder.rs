@@ -2,7 +2,7 @@
 
 use crate::bpf_skel::{OpenRecorderSkel, RecorderSkel, RecorderSkelBuilder};
 use crate::perf::{self, AddressEvent, MmapEvents};
-use crate::records::{Record, SyscallKey, SyscallTotals, REC_KINDS};
+use crate::records::{RawRecord, SyscallKey, SyscallTotals, REC_KINDS};
 use crate::ringbuf::RingReader;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags};
@@ -336,7 +336,7 @@ impl Recorder {
 
     /// Hand new ring-buffer records to `f`. Records the parser does not
     /// understand are counted, never dropped silently.
-    pub fn drain_records(&mut self, mut f: impl FnMut(Record<'_>)) -> DrainStats {
+    pub fn drain_records(&mut self, mut f: impl FnMut(RawRecord<'_>)) -> DrainStats {
         let mut stats = DrainStats::default();
         stats.records = self.ring.drain(|bytes| match crate::records::parse(bytes) {
             Ok(r) => f(r),

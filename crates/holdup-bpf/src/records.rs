@@ -212,16 +212,41 @@ const _: () = assert!(size_of::<ExecRec>() == 296);
 const _: () = assert!(size_of::<TaskRec>() == 40);
 const _: () = assert!(size_of::<BioRec>() == 48);
 
+/// What a sample carries of a thread's user stack, for the unwinders (the
+/// recorder's and the causal runtime's).
+#[derive(Clone, Copy, Debug)]
+pub struct UserStack<'a> {
+    pub ip: u64,
+    pub sp: u64,
+    pub bp: u64,
+    /// Frame-pointer walk done in the kernel starting at bp: (frame address,
+    /// return address) pairs, i.e. pair i = (bp_i, *(bp_i + 8)) with
+    /// bp_0 = bp, bp_{i+1} = *bp_i.
+    pub fp_chain: &'a [(u64, u64)],
+    /// Copy of user stack memory starting at `sp` (typically 1–4 KiB, may be
+    /// shorter or empty).
+    pub copy: &'a [u8],
+}
+
+impl UserStack<'_> {
+    /// The 8 bytes at `addr`, if they lie in the copy.
+    pub fn read(&self, addr: u64) -> Option<u64> {
+        let off = usize::try_from(addr.checked_sub(self.sp)?).ok()?;
+        let bytes = self.copy.get(off..off.checked_add(8)?)?;
+        Some(u64::from_le_bytes(bytes.try_into().ok()?))
+    }
+}
+
 /// A sample with its variable-length tail.
 #[derive(Clone, Copy, Debug)]
-pub struct Sample<'a> {
+pub struct RawSample<'a> {
     pub rec: SampleRec,
     kstack: &'a [u8],
     fp: &'a [u8],
     pub copy: &'a [u8],
 }
 
-impl<'a> Sample<'a> {
+impl<'a> RawSample<'a> {
     /// Kernel frames, leaf first.
     pub fn kstack(&self) -> impl Iterator<Item = u64> + 'a {
         self.kstack
@@ -248,8 +273,8 @@ impl<'a> Sample<'a> {
 }
 
 #[derive(Clone, Copy, Debug)]
-pub enum Record<'a> {
-    Sample(Sample<'a>),
+pub enum RawRecord<'a> {
+    Sample(RawSample<'a>),
     Segment(SegmentRec),
     Fork(ForkRec),
     Exec(ExecRec),
@@ -257,8 +282,8 @@ pub enum Record<'a> {
     Exit(TaskRec),
     BioIssue(BioRec),
     BioDone(BioRec),
-    /// The stacks of the next [`Record::Syscall`] of the same thread.
-    SyscallStack(Sample<'a>),
+    /// The stacks of the next [`RawRecord::Syscall`] of the same thread.
+    SyscallStack(RawSample<'a>),
     Syscall(SyscallRec),
 }
 
@@ -293,7 +318,7 @@ fn read<T: Copy>(bytes: &[u8]) -> Result<T, ParseError> {
 }
 
 /// Parse one ring-buffer record.
-pub fn parse(bytes: &[u8]) -> Result<Record<'_>, ParseError> {
+pub fn parse(bytes: &[u8]) -> Result<RawRecord<'_>, ParseError> {
     let hdr: RecHdr = read(bytes)?;
     let fixed = |size: usize| -> Result<(), ParseError> {
         if bytes.len() < size {
@@ -313,26 +338,26 @@ pub fn parse(bytes: &[u8]) -> Result<Record<'_>, ParseError> {
             let c = rec.copy_len as usize;
             let base = size_of::<SampleRec>();
             fixed(base + k + f + c)?;
-            let s = Sample {
+            let s = RawSample {
                 rec,
                 kstack: &bytes[base..base + k],
                 fp: &bytes[base + k..base + k + f],
                 copy: &bytes[base + k + f..base + k + f + c],
             };
             if hdr.kind == REC_SAMPLE {
-                Record::Sample(s)
+                RawRecord::Sample(s)
             } else {
-                Record::SyscallStack(s)
+                RawRecord::SyscallStack(s)
             }
         }
-        REC_SYSCALL => Record::Syscall(read(bytes)?),
-        REC_SEGMENT => Record::Segment(read(bytes)?),
-        REC_FORK => Record::Fork(read(bytes)?),
-        REC_EXEC => Record::Exec(read(bytes)?),
-        REC_COMM => Record::Comm(read(bytes)?),
-        REC_EXIT => Record::Exit(read(bytes)?),
-        REC_BIO_ISSUE => Record::BioIssue(read(bytes)?),
-        REC_BIO_DONE => Record::BioDone(read(bytes)?),
+        REC_SYSCALL => RawRecord::Syscall(read(bytes)?),
+        REC_SEGMENT => RawRecord::Segment(read(bytes)?),
+        REC_FORK => RawRecord::Fork(read(bytes)?),
+        REC_EXEC => RawRecord::Exec(read(bytes)?),
+        REC_COMM => RawRecord::Comm(read(bytes)?),
+        REC_EXIT => RawRecord::Exit(read(bytes)?),
+        REC_BIO_ISSUE => RawRecord::BioIssue(read(bytes)?),
+        REC_BIO_DONE => RawRecord::BioDone(read(bytes)?),
         k => return Err(ParseError::UnknownKind(k)),
     })
 }
@@ -400,7 +425,7 @@ mod tests {
         bytes[base + 16..base + 24].copy_from_slice(&0x7ffc_0000_1000u64.to_ne_bytes());
         bytes[base + 24..base + 32].copy_from_slice(&0x40_1234u64.to_ne_bytes());
         bytes[base + 32..].copy_from_slice(&[1, 2, 3]);
-        let Record::Sample(s) = parse(&bytes).unwrap() else {
+        let RawRecord::Sample(s) = parse(&bytes).unwrap() else {
             panic!("not a sample")
         };
         assert_eq!(s.kstack().next(), Some(0xffff_ffff_8100_0000));

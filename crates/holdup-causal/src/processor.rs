@@ -10,18 +10,18 @@ use crate::runtime::Runtime;
 use crate::source::Source;
 use crate::threads::{ThreadState, ThreadTable};
 use crate::unwind::{Unwinder, UserStack};
-use holdup_bpf::records::{self, Record};
+use holdup_bpf::records::{self, RawRecord};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Target {
+pub enum SpeedupTarget {
     Line(u32),
     Subclass(Subclass),
 }
 
 pub struct Experiment {
-    pub target: Target,
+    pub target: SpeedupTarget,
     pub start_ns: u64,
     pub delay_ns: u64,
     pub selected: u64,
@@ -44,7 +44,7 @@ pub struct Processor {
     pub sched_points: u64,
     pub(crate) exp: Option<Experiment>,
     /// Weighted reservoir of candidate targets since the last experiment began.
-    pub(crate) pick: Option<Target>,
+    pub(crate) pick: Option<SpeedupTarget>,
     pub(crate) pick_total: u64,
     pub(crate) rng: Rng,
     pub(crate) allow_subclasses: bool,
@@ -86,32 +86,32 @@ impl Processor {
     }
 
     /// What the profile calls target `t`.
-    pub fn target_name(&self, t: Target) -> String {
+    pub fn target_name(&self, t: SpeedupTarget) -> String {
         match (t, &self.binary) {
-            (Target::Subclass(sc), _) => sc.name().to_string(),
-            (Target::Line(l), None) => self.locs.name(l).to_string(),
-            (Target::Line(l), Some(bin)) => format!("{bin}:{}", self.locs.name(l)),
+            (SpeedupTarget::Subclass(sc), _) => sc.name().to_string(),
+            (SpeedupTarget::Line(l), None) => self.locs.name(l).to_string(),
+            (SpeedupTarget::Line(l), Some(bin)) => format!("{bin}:{}", self.locs.name(l)),
         }
     }
 
-    /// Target `name` (of any process, or a user's FILE:LINE) in this process.
-    pub fn resolve(&self, name: &str) -> Option<Target> {
+    /// SpeedupTarget `name` (of any process, or a user's FILE:LINE) in this process.
+    pub fn resolve(&self, name: &str) -> Option<SpeedupTarget> {
         match name {
-            "subclass:io" => return Some(Target::Subclass(Subclass::Io)),
-            "subclass:sched" => return Some(Target::Subclass(Subclass::Sched)),
+            "subclass:io" => return Some(SpeedupTarget::Subclass(Subclass::Io)),
+            "subclass:sched" => return Some(SpeedupTarget::Subclass(Subclass::Sched)),
             _ => {}
         }
         if let (Some((bin, line)), Some(mine)) = (name.split_once(':'), &self.binary) {
             if bin == mine {
                 if let Some(l) = self.locs.id(line) {
-                    return Some(Target::Line(l));
+                    return Some(SpeedupTarget::Line(l));
                 }
             }
         }
-        self.locs.find(name).map(Target::Line)
+        self.locs.find(name).map(SpeedupTarget::Line)
     }
 
-    fn offer(&mut self, t: Target, w: u64) {
+    fn offer(&mut self, t: SpeedupTarget, w: u64) {
         if w == 0 {
             return;
         }
@@ -143,7 +143,7 @@ impl Processor {
     }
 
     pub fn process(&mut self, rt: &'static Runtime, bytes: &[u8]) {
-        let Ok(Record::Sample(s)) = records::parse(bytes) else {
+        let Ok(RawRecord::Sample(s)) = records::parse(bytes) else {
             return;
         };
         let r = s.rec;
@@ -169,7 +169,7 @@ impl Processor {
         self.unwinder.unwind(&self.modules, &stack, &mut frames);
 
         let target_line = match self.exp.as_ref().map(|e| e.target) {
-            Some(Target::Line(l)) => Some(l),
+            Some(SpeedupTarget::Line(l)) => Some(l),
             _ => None,
         };
         let mut first = None;
@@ -229,10 +229,10 @@ impl Processor {
             let (target, start, delay) = (exp.target, exp.start_ns, exp.delay_ns);
             let p = points_of(&r, start);
             let credit = match target {
-                Target::Line(_) if hit => p.line,
-                Target::Line(_) => 0,
-                Target::Subclass(Subclass::Io) => p.io,
-                Target::Subclass(Subclass::Sched) => p.sched,
+                SpeedupTarget::Line(_) if hit => p.line,
+                SpeedupTarget::Line(_) => 0,
+                SpeedupTarget::Subclass(Subclass::Io) => p.io,
+                SpeedupTarget::Subclass(Subclass::Sched) => p.sched,
             };
             if credit > 0 {
                 if let Some(e) = self.exp.as_mut() {
@@ -253,12 +253,12 @@ impl Processor {
         }
         if let Some(loc) = first {
             if !lines::is_progress_header(self.locs.name(loc)) {
-                self.offer(Target::Line(loc), all.line);
+                self.offer(SpeedupTarget::Line(loc), all.line);
             }
         }
         if self.allow_subclasses {
-            self.offer(Target::Subclass(Subclass::Io), all.io);
-            self.offer(Target::Subclass(Subclass::Sched), all.sched);
+            self.offer(SpeedupTarget::Subclass(Subclass::Io), all.io);
+            self.offer(SpeedupTarget::Subclass(Subclass::Sched), all.sched);
         }
     }
 

@@ -5,7 +5,7 @@ use crate::clock::{now_ns, sleep_ns, Rng};
 use crate::config::scope_match;
 use crate::lines::{self, Locations};
 use crate::modules::{Modules, Role};
-use crate::processor::{runtime_address, Experiment, Target};
+use crate::processor::{runtime_address, Experiment, SpeedupTarget};
 use crate::progress::{self, Point, Snapshot};
 use crate::runtime::{log, Runtime};
 use holdup_coz::profile::{key, kind, Line};
@@ -184,7 +184,7 @@ impl Profiler {
                 },
                 State::Running(until) if now >= until && !rt.cfg.end_to_end => {
                     if let Some(s) = saved.take() {
-                        self.finish(s);
+                        self.end_experiment(s);
                     }
                     State::CoolOff(now_ns() + COOL_OFF_NS)
                 }
@@ -194,7 +194,7 @@ impl Profiler {
         }
         rt.process_pending();
         if let Some(s) = saved.take() {
-            self.finish(s);
+            self.end_experiment(s);
         }
         self.log_samples();
         if let Ok(p) = rt.processor.lock() {
@@ -284,7 +284,7 @@ impl Profiler {
 
     /// The next experiment's target, here (None with `--system`: every
     /// process finds it in its own tables) and by name.
-    fn next_target(&mut self) -> Option<(Option<Target>, String)> {
+    fn next_target(&mut self) -> Option<(Option<SpeedupTarget>, String)> {
         let rt = self.rt;
         if let Some(d) = rt.domain {
             let name = match (&rt.cfg.line, rt.cfg.subclass) {
@@ -295,9 +295,9 @@ impl Profiler {
             return Some((None, name));
         }
         let target = if rt.cfg.line.is_some() {
-            self.fixed_line.map(Target::Line)
+            self.fixed_line.map(SpeedupTarget::Line)
         } else if let Some(s) = rt.cfg.subclass {
-            Some(Target::Subclass(s))
+            Some(SpeedupTarget::Subclass(s))
         } else {
             rt.processor.lock().ok()?.pick.take()
         }?;
@@ -318,7 +318,7 @@ impl Profiler {
         }
     }
 
-    fn start(&mut self, target: Option<Target>, name: String) -> Saved {
+    fn start(&mut self, target: Option<SpeedupTarget>, name: String) -> Saved {
         let rt = self.rt;
         let speedup_pct = match rt.cfg.speedup {
             Some(s) => s as u64,
@@ -374,7 +374,7 @@ impl Profiler {
         }
     }
 
-    fn finish(&mut self, mut s: Saved) {
+    fn end_experiment(&mut self, mut s: Saved) {
         let rt = self.rt;
         rt.process_pending();
         let end_ns = now_ns();
@@ -507,7 +507,7 @@ impl Profiler {
             let mut locs: Vec<(&u32, &u64)> = p.counts.iter().filter(|(_, &c)| c > 0).collect();
             locs.sort();
             for (&loc, &count) in locs {
-                text.push_str(&samples(&p.target_name(Target::Line(loc)), count));
+                text.push_str(&samples(&p.target_name(SpeedupTarget::Line(loc)), count));
             }
             for (name, count) in [
                 ("subclass:io", p.io_points),

@@ -14,6 +14,8 @@ use gimli::UnwindSection;
 use holdup_bpf::records::{fp_continue, UNMAPPED_OK};
 use std::collections::HashMap;
 
+pub use holdup_bpf::records::UserStack;
+
 const RSP: u16 = 7;
 const RBP: u16 = 6;
 const RA: u16 = 16;
@@ -27,25 +29,6 @@ struct Step {
     ra_offset: i64,
     /// Where the caller's rbp was saved, if it was.
     rbp_offset: Option<i64>,
-}
-
-/// The stack of one sample.
-pub struct UserStack<'a> {
-    pub ip: u64,
-    pub sp: u64,
-    pub bp: u64,
-    /// (frame address, return address) pairs, leaf first.
-    pub fp_chain: &'a [(u64, u64)],
-    /// Bytes of stack from `sp`.
-    pub copy: &'a [u8],
-}
-
-impl UserStack<'_> {
-    fn read(&self, addr: u64) -> Option<u64> {
-        let off = addr.checked_sub(self.sp)? as usize;
-        let b = self.copy.get(off..off.checked_add(8)?)?;
-        Some(u64::from_ne_bytes(b.try_into().ok()?))
-    }
 }
 
 #[derive(Default)]

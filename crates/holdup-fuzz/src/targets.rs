@@ -23,7 +23,7 @@ pub fn run_one(input: &[u8]) {
 /// `holdup causal report`: the COZ-format profile parser, analysis and
 /// both renderings.
 fn causal_profile(input: &[u8]) {
-    if let Ok(p) = causal::Profile::parse(input) {
+    if let Ok(p) = causal::CozProfile::parse(input) {
         let c = causal::analyze(&p);
         let _ = holdup_render::causal::write_text(&c, sink());
         let _ = holdup_render::causal::write_json(&c, sink());

@@ -4,7 +4,7 @@
 
 use holdup_analysis::fxhash::FxHashMap;
 use holdup_bpf::perf::AddressEvent;
-use holdup_bpf::records::{self as raw, c_str, Record as RawRecord};
+use holdup_bpf::records::{self as raw, c_str, RawRecord};
 use holdup_symbolize::{AddressSpaces, Mapping, Unwinder, UserStack};
 use holdup_trace::{
     self as trace, Class, DsoId, Frame, Record, StackId, Waker, KERNEL_DSO, UNKNOWN_DSO,
@@ -316,7 +316,7 @@ impl<W: Write> Drainer<W> {
     }
 
     /// The kernel and user stack of a sample-shaped record, deduplicated.
-    fn sample_stack(&mut self, s: &raw::Sample<'_>) -> std::io::Result<StackId> {
+    fn sample_stack(&mut self, s: &raw::RawSample<'_>) -> std::io::Result<StackId> {
         let r = &s.rec;
         self.frames.clear();
         let leaf_is_ip = r.flags & raw::SF_KSTACK_LEAF_IS_IP != 0;
@@ -347,7 +347,7 @@ impl<W: Write> Drainer<W> {
         self.stack_id()
     }
 
-    fn sample(&mut self, s: &raw::Sample<'_>) -> std::io::Result<()> {
+    fn sample(&mut self, s: &raw::RawSample<'_>) -> std::io::Result<()> {
         let r = &s.rec;
         self.name(r.pid, r.tid, r.end, None)?;
         let stack = self.sample_stack(s)?;

@@ -75,7 +75,7 @@ fn cache_key(path: &Path, build_id: &[u8]) -> Option<Vec<u8>> {
     use std::os::unix::fs::MetadataExt;
     let stamp = |m: std::fs::Metadata| [m.len(), m.mtime() as u64, m.mtime_nsec() as u64];
     let file = stamp(std::fs::metadata(path).ok()?);
-    let hex = holdup_symbolize::hex(build_id);
+    let hex = holdup_trace::build_id_hex(build_id);
     let debug = (hex.len() > 2)
         .then(|| {
             std::fs::metadata(format!(

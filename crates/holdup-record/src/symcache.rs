@@ -87,7 +87,7 @@ impl SymbolCache {
     }
 
     fn name(key: &[u8]) -> String {
-        format!("{}.sym", holdup_symbolize::hex(key))
+        format!("{}.sym", holdup_trace::build_id_hex(key))
     }
 
     fn open_file(&self, name: &str, flags: i32) -> Option<OwnedFd> {

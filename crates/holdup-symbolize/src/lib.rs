@@ -83,13 +83,3 @@ pub enum Error {
         source: blazesym::Error,
     },
 }
-
-/// Lowercase hex, the way `readelf -n` prints build-ids.
-pub fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
-}

@@ -1,7 +1,7 @@
 //! File offsets and kernel addresses to functions and source lines.
 
 use crate::kallsyms::KernelSymbols;
-use crate::{hex, Error};
+use crate::Error;
 use blazesym::symbolize::source::{Elf, Source};
 use blazesym::symbolize::{CodeInfo, Input, Sym, Symbolized};
 use std::collections::HashMap;
@@ -86,8 +86,10 @@ impl Symbolizer {
             if found.as_deref() != Some(expected) {
                 return Err(Error::BuildIdMismatch {
                     path: path.to_path_buf(),
-                    expected: hex(expected),
-                    found: found.as_deref().map_or_else(|| "none".into(), hex),
+                    expected: holdup_trace::build_id_hex(expected),
+                    found: found
+                        .as_deref()
+                        .map_or_else(|| "none".into(), holdup_trace::build_id_hex),
                 });
             }
         }

@@ -18,6 +18,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub use holdup_bpf::records::UserStack;
+
 /// No stack is longer than this.
 pub const MAX_FRAMES: usize = 128;
 
@@ -30,33 +32,6 @@ const PRUNE_EVERY: u64 = 4096;
 /// afresh, so no two live module lists can share a generation and take each
 /// other's cached rules.
 const GENERATIONS_PER_EPOCH: usize = 16384;
-
-/// What the BPF recorder captured of a thread's user stack.
-#[derive(Clone, Copy, Debug)]
-pub struct UserStack<'a> {
-    pub ip: u64,
-    pub sp: u64,
-    pub bp: u64,
-    /// Frame-pointer walk done in the kernel starting at bp: (frame address,
-    /// return address) pairs, i.e. pair i = (bp_i, *(bp_i + 8)) with
-    /// bp_0 = bp, bp_{i+1} = *bp_i.
-    pub fp_chain: &'a [(u64, u64)],
-    /// Copy of user stack memory starting at `sp` (typically 1–4 KiB, may be
-    /// shorter or empty).
-    pub copy: &'a [u8],
-}
-
-impl UserStack<'_> {
-    /// The 8 bytes at `addr`, if they lie in the copy.
-    fn read(&self, addr: u64) -> Result<u64, ()> {
-        let off = usize::try_from(addr.checked_sub(self.sp).ok_or(())?).map_err(|_| ())?;
-        let bytes = self
-            .copy
-            .get(off..off.checked_add(8).ok_or(())?)
-            .ok_or(())?;
-        Ok(u64::from_le_bytes(bytes.try_into().map_err(|_| ())?))
-    }
-}
 
 /// How the frames of the stacks unwound so far were found.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -183,7 +158,7 @@ impl Unwinder {
 
         let mut regs = UnwindRegsX86_64::new(stack.ip, stack.sp, stack.bp);
         let mut address = FrameAddress::from_instruction_pointer(stack.ip);
-        let mut read = |addr| stack.read(addr);
+        let mut read = |addr| stack.read(addr).ok_or(());
         // Registers of the frame where CFI gave up, if it did.
         let fallback = loop {
             if out.len() >= MAX_FRAMES {

@@ -196,6 +196,16 @@ pub struct Mmap {
     pub dso: DsoId,
 }
 
+/// A build-id in lowercase hex, the way `readelf -n` prints it.
+pub fn build_id_hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Dso {
     pub id: DsoId,

@@ -69,7 +69,7 @@ pub struct Experiment {
 
 /// A parsed profile.
 #[derive(Clone, Debug, Default)]
-pub struct Profile {
+pub struct CozProfile {
     pub experiments: Vec<Experiment>,
     /// Last cumulative sample count per location.
     pub samples: BTreeMap<String, u64>,
@@ -107,10 +107,10 @@ fn fields(line: &str) -> Option<(String, HashMap<String, String>)> {
     Some((kind.to_string(), map))
 }
 
-impl Profile {
+impl CozProfile {
     /// Parse a profile; records this version does not know are skipped.
-    pub fn parse(reader: impl BufRead) -> Result<Profile, Error> {
-        let mut p = Profile::default();
+    pub fn parse(reader: impl BufRead) -> Result<CozProfile, Error> {
+        let mut p = CozProfile::default();
         let mut current: Option<Experiment> = None;
         let mut samples_of: std::collections::HashMap<(String, String), u64> =
             std::collections::HashMap::new();
@@ -327,7 +327,7 @@ impl Acc {
 }
 
 /// Curves for every target of `profile`, best first.
-pub fn analyze(profile: &Profile) -> CausalProfile {
+pub fn analyze(profile: &CozProfile) -> CausalProfile {
     let points = profile.progress_points();
     // The point visited most carries the most information.
     let mut visits: HashMap<&str, u64> = HashMap::new();
@@ -599,7 +599,7 @@ experiment\tselected=/src/b.c:20\tspee";
 
     #[test]
     fn parses_coz_format_and_cut_lines() {
-        let p = Profile::parse(PROFILE.as_bytes()).unwrap();
+        let p = CozProfile::parse(PROFILE.as_bytes()).unwrap();
         assert_eq!(p.experiments.len(), 6);
         assert_eq!(p.samples["/src/a.c:10"], 90);
         assert_eq!(p.progress_points_reached, Some(1));
@@ -611,7 +611,7 @@ experiment\tselected=/src/b.c:20\tspee";
         let text = "{\"type\":\"startup\",\"time\":1}\n\
 {\"type\":\"experiment\",\"selected\":\"x.c:1\",\"speedup\":0.0,\"duration\":100,\"selected_samples\":1}\n\
 {\"type\":\"throughput_point\",\"name\":\"p\",\"delta\":4}\n";
-        let p = Profile::parse(text.as_bytes()).unwrap();
+        let p = CozProfile::parse(text.as_bytes()).unwrap();
         assert_eq!(p.experiments.len(), 1);
         assert_eq!(
             p.experiments[0].measures[0],
@@ -625,7 +625,7 @@ experiment\tselected=/src/b.c:20\tspee";
 
     #[test]
     fn curves_rank_the_line_that_matters_first() {
-        let p = Profile::parse(PROFILE.as_bytes()).unwrap();
+        let p = CozProfile::parse(PROFILE.as_bytes()).unwrap();
         let c = analyze(&p);
         assert_eq!(c.progress_point.as_deref(), Some("round"));
         assert_eq!(c.baseline_ns, 100.0);

@@ -19,8 +19,8 @@ use holdup_trace::{
 use std::collections::{BTreeMap, VecDeque};
 use std::hash::Hasher;
 
-mod finish;
-use finish::finish;
+mod assemble;
+use assemble::assemble;
 
 /// A request completion wakes its waiter within this long (same interrupt).
 const COMPLETION_TO_WAKE_NS: u64 = 200_000;
@@ -784,13 +784,13 @@ pub fn run(src: &mut dyn Source, opts: &Options) -> Result<WaitGraph, Error> {
     }
     b.stats.late_events = sweep.late;
     b.stats.cycles = sweep.cycles;
-    let weights = sweep.finish();
+    let weights = sweep.into_edge_weights();
     for (e, w) in b.edges.iter_mut().zip(weights) {
         e.weight = w;
     }
 
     b.stats.lost_events = b.lost.values().sum();
-    Ok(finish(
+    Ok(assemble(
         b,
         duration,
         &virtual_of,

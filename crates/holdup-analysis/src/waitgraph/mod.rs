@@ -20,7 +20,6 @@
 //! # Ok::<(), holdup_analysis::waitgraph::Error>(())
 //! ```
 
-mod advice;
 mod build;
 mod knots;
 mod merge;

@@ -4,6 +4,7 @@
 
 use super::knots::{find_knots, KnotGraph};
 use super::*;
+use crate::advice;
 
 /// Knots and sinks, most important first, and the number of edges too
 /// light to matter that were ignored while finding them.
@@ -114,7 +115,7 @@ pub(super) fn knots_of(
                 trimmed: k.trimmed,
                 advice: String::new(),
             };
-            knot.advice = advice::advise(nodes, edges, &knot, duration);
+            knot.advice = advice::knot::advise(nodes, edges, &knot, duration);
             knot
         })
         .collect();
@@ -169,7 +170,7 @@ fn add_cpu_bound(nodes: &[Node], spans: &[u64], duration: u64, knots: &mut Vec<K
         };
         knot.background = false;
         knot.cpu_bound = true;
-        knot.advice = advice::cpu_bound(n);
+        knot.advice = advice::knot::cpu_bound(n);
         knots.push(knot);
     }
 }
@@ -178,6 +179,5 @@ fn add_cpu_bound(nodes: &[Node], spans: &[u64], duration: u64, knots: &mut Vec<K
 /// tenth of the recording (a short burst is not a bottleneck).
 fn is_saturated(n: &Node, span: u64, duration: u64) -> bool {
     let life = n.cpu_ns + n.runnable_ns + n.wait_ns;
-    let busy = n.cpu_ns + n.runnable_ns;
-    life > 0 && busy * 10 > life * 9 && life.max(span) * 10 >= duration
+    advice::is_cpu_bound(n.cpu_ns + n.runnable_ns, life) && life.max(span) * 10 >= duration
 }

@@ -355,7 +355,7 @@ impl Sweep {
     }
 
     /// Apply every remaining event; returns the weights by edge.
-    pub fn finish(mut self) -> Vec<u64> {
+    pub fn into_edge_weights(mut self) -> Vec<u64> {
         // Bucket by bucket while any is filled, then from one remaining
         // event to the next: a gap of years in a corrupt trace costs one
         // step, not one per bucket.
@@ -450,7 +450,7 @@ mod tests {
             sw.advance(s.wake);
         }
         assert_eq!(sw.late, 0);
-        let w = sw.finish();
+        let w = sw.into_edge_weights();
         ids.iter()
             .enumerate()
             .map(|(i, k)| (*k, w[i]))
@@ -550,7 +550,7 @@ mod tests {
             start: segs[1].2,
             wake: segs[1].3,
         });
-        let w = sw.finish();
+        let w = sw.into_edge_weights();
         assert_eq!(w[0] + w[1], 30 * MS, "one direct, one cascaded once");
         assert!(w[0] >= 10 * MS && w[1] >= 10 * MS);
     }
@@ -651,7 +651,7 @@ mod tests {
             wake: 1000 * MS,
         });
         assert_eq!(sw.late, 2);
-        let w = sw.finish();
+        let w = sw.into_edge_weights();
         assert_eq!(w[0], 10 * MS);
         assert_eq!(w[1], 0);
         let swept = (500 * MS) >> MIN_SHIFT << MIN_SHIFT;
@@ -684,7 +684,7 @@ mod tests {
             wake: 6 * MS,
         });
         assert_eq!(sw.late, 1);
-        let w = sw.finish();
+        let w = sw.into_edge_weights();
         assert_eq!(w[0], 2 * MS);
         assert_eq!(w[1], 0);
     }

@@ -9,7 +9,7 @@
 mod system;
 
 use anyhow::{bail, Context};
-use holdup_analysis::causal::{analyze, Profile};
+use holdup_analysis::causal::{analyze, CozProfile};
 use holdup_bpf::{Recorder, RecorderOptions, Target};
 use holdup_record::launch::{self, ExitStatus};
 use std::io::BufReader;
@@ -309,7 +309,7 @@ fn causal_run(a: RunArgs) -> anyhow::Result<ExitCode> {
     }
     unsafe { libc::close(fd) };
     drop(rec);
-    finish(&cfg, last)
+    report_outcome(&cfg, last)
 }
 
 /// `--system`: the runtimes get their samples from here, and the command
@@ -341,13 +341,14 @@ fn system_run(cfg: &RunConfig, rec: &Recorder) -> anyhow::Result<ExitCode> {
         );
     }
     drop(fwd);
-    finish(cfg, status)
+    report_outcome(cfg, status)
 }
 
-fn finish(cfg: &RunConfig, status: ExitStatus) -> anyhow::Result<ExitCode> {
+/// What the run left: one line on the profile written, or why there is none.
+fn report_outcome(cfg: &RunConfig, status: ExitStatus) -> anyhow::Result<ExitCode> {
     let file = std::fs::File::open(&cfg.output)
         .with_context(|| format!("cannot read {}", cfg.output.display()))?;
-    let profile = Profile::parse(BufReader::new(file))?;
+    let profile = CozProfile::parse(BufReader::new(file))?;
     let n = profile.experiments.len();
     let name = cfg.output.display();
     match status {
@@ -384,7 +385,7 @@ fn finish(cfg: &RunConfig, status: ExitStatus) -> anyhow::Result<ExitCode> {
 fn report(a: ReportArgs) -> anyhow::Result<ExitCode> {
     let file = std::fs::File::open(&a.input)
         .with_context(|| format!("cannot open {}", a.input.display()))?;
-    let profile = Profile::parse(BufReader::new(file))?;
+    let profile = CozProfile::parse(BufReader::new(file))?;
     let causal = analyze(&profile);
     let stdout = std::io::stdout();
     let out = stdout.lock();

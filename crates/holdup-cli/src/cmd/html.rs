@@ -4,7 +4,7 @@
 use super::input::load_trace;
 use super::report::FilterArgs;
 use anyhow::Context;
-use holdup_analysis::causal::{analyze, Profile as CozProfile};
+use holdup_analysis::causal::{analyze, CozProfile};
 use holdup_analysis::profile;
 use holdup_analysis::waitgraph::{self, Options, TraceFile};
 use holdup_render::html::{self, Page, WaitGraph};

@@ -88,15 +88,8 @@ pub struct RecordArgs {
     /// switch-out to switch-in (the `lock` operation).
     #[arg(long)]
     pub lock: bool,
-    /// Existing processes (comma-separated pids) instead of a command.
-    #[arg(short, long, value_delimiter = ',', conflicts_with = "all")]
-    pub pid: Vec<u32>,
-    /// Every process on the system.
-    #[arg(short, long)]
-    pub all: bool,
-    /// Stop after this many seconds.
-    #[arg(long)]
-    pub duration: Option<f64>,
+    #[command(flatten)]
+    pub target: super::record::TargetArgs,
     /// Time-lapse resolution kept in the file (e.g. 1s, 250ms).
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub interval: Duration,
@@ -287,7 +280,7 @@ fn user_funcs(a: &RecordArgs) -> anyhow::Result<Vec<UserFunc>> {
             return resolve_program(argv0)
                 .with_context(|| format!("cannot find program '{argv0}'"));
         }
-        if let Some(pid) = a.pid.first() {
+        if let Some(pid) = a.target.pid.first() {
             return std::fs::read_link(format!("/proc/{pid}/exe"))
                 .with_context(|| format!("cannot read the executable of pid {pid}"));
         }
@@ -444,15 +437,9 @@ fn op_name(row: &HistRow, opts: &LatencyOptions) -> String {
 }
 
 fn record(a: RecordArgs) -> anyhow::Result<ExitCode> {
-    let target =
-        super::record::choose_target(a.all, &a.pid, !a.command.is_empty(), ("time", "latency"))?;
-    let duration = match a.duration {
-        Some(s) if !(s > 0.0 && s.is_finite()) => {
-            bail!("--duration must be a positive number of seconds")
-        }
-        Some(s) => Some(Duration::from_secs_f64(s)),
-        None => None,
-    };
+    let (target, duration) = a
+        .target
+        .resolve(!a.command.is_empty(), ("time", "latency"))?;
     if a.interval < Duration::from_millis(10) {
         bail!("--interval must be at least 10ms");
     }

@@ -16,15 +16,8 @@ pub struct Args {
     /// Trace file to write.
     #[arg(short, long, default_value = "holdup.data")]
     pub output: PathBuf,
-    /// Record existing processes (comma-separated pids) instead of a command.
-    #[arg(short, long, value_delimiter = ',', conflicts_with = "all")]
-    pub pid: Vec<u32>,
-    /// Record every task on the system.
-    #[arg(short, long)]
-    pub all: bool,
-    /// Stop after this many seconds.
-    #[arg(long)]
-    pub duration: Option<f64>,
+    #[command(flatten)]
+    pub target: TargetArgs,
     /// Do not follow processes forked by the target.
     #[arg(long)]
     pub no_inherit: bool,
@@ -75,18 +68,13 @@ impl TryFrom<Args> for Config {
     type Error = anyhow::Error;
 
     fn try_from(a: Args) -> anyhow::Result<Config> {
-        let target = choose_target(a.all, &a.pid, !a.command.is_empty(), ("record", "record"))?;
+        let (target, duration) = a
+            .target
+            .resolve(!a.command.is_empty(), ("record", "record"))?;
         if !a.ring_mb.is_power_of_two() {
             bail!("--ring-mb must be a power of two");
         }
         let period_ns = 1_000_000_000 / a.freq;
-        let duration = match a.duration {
-            Some(s) if !(s > 0.0 && s.is_finite()) => {
-                bail!("--duration must be a positive number of seconds")
-            }
-            Some(s) => Some(Duration::from_secs_f64(s)),
-            None => None,
-        };
         Ok(Config {
             output: a.output,
             command: a.command,
@@ -115,7 +103,44 @@ impl TryFrom<Args> for Config {
 /// What `-a`, `-p PID,…` and a command ask to record (a command starts
 /// with no pid: it is added once launched). For none of them the error
 /// says there is nothing to `verb` and shows `holdup SUBCOMMAND -- CMD`.
-pub fn choose_target(
+/// What to record, for `record` and `latency`: a command (the default),
+/// existing processes or the whole system, and for how long.
+#[derive(clap::Args, Debug)]
+pub struct TargetArgs {
+    /// Existing processes (comma-separated pids) instead of a command.
+    #[arg(short, long, value_delimiter = ',', conflicts_with = "all")]
+    pub pid: Vec<u32>,
+    /// Every process on the system.
+    #[arg(short, long)]
+    pub all: bool,
+    /// Stop after this many seconds.
+    #[arg(long)]
+    pub duration: Option<f64>,
+}
+
+impl TargetArgs {
+    /// The target and the duration; `verb` and `subcommand` word the error
+    /// when there is nothing to record.
+    pub fn resolve(
+        &self,
+        has_command: bool,
+        words: (&str, &str),
+    ) -> anyhow::Result<(Target, Option<Duration>)> {
+        let duration = match self.duration {
+            Some(s) if !(s > 0.0 && s.is_finite()) => {
+                bail!("--duration must be a positive number of seconds")
+            }
+            Some(s) => Some(Duration::from_secs_f64(s)),
+            None => None,
+        };
+        Ok((
+            choose_target(self.all, &self.pid, has_command, words)?,
+            duration,
+        ))
+    }
+}
+
+fn choose_target(
     all: bool,
     pids: &[u32],
     has_command: bool,

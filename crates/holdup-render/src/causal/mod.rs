@@ -142,7 +142,7 @@ pub fn write_text(p: &CausalProfile, mut w: impl Write) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use holdup_analysis::causal::{analyze, Profile};
+    use holdup_analysis::causal::{analyze, CozProfile};
 
     #[test]
     fn json_has_the_contract_fields() {
@@ -151,7 +151,7 @@ experiment\tselected=/a.c:1\tspeedup=0.00\tduration=100\tselected-samples=1\n\
 throughput-point\tname=p\tdelta=10\n\
 experiment\tselected=/a.c:1\tspeedup=0.50\tduration=100\tselected-samples=1\n\
 throughput-point\tname=p\tdelta=15\n";
-        let p = analyze(&Profile::parse(text.as_bytes()).unwrap());
+        let p = analyze(&CozProfile::parse(text.as_bytes()).unwrap());
         let v = json(&p);
         assert_eq!(v["schema"], SCHEMA);
         assert_eq!(v["progress_points"][0], "p");

@@ -180,7 +180,10 @@ fn mappings(trace: &Trace, samples: &[StackSample]) -> BTreeMap<DsoId, Mapping> 
             id => match trace.dsos.get(&id) {
                 Some(d) => (
                     d.path.clone(),
-                    d.build_id.as_deref().map(hex).unwrap_or_default(),
+                    d.build_id
+                        .as_deref()
+                        .map(holdup_trace::build_id_hex)
+                        .unwrap_or_default(),
                 ),
                 None => (trace.dso_name(id), String::new()),
             },
@@ -230,10 +233,6 @@ fn mappings(trace: &Trace, samples: &[StackSample]) -> BTreeMap<DsoId, Mapping> 
         out.insert(dso, m);
     }
     out
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 struct Builder {

@@ -10,7 +10,7 @@
 //! `domain` module); it is private (0700) and removed at the end.
 
 use anyhow::Context;
-use holdup_bpf::records::{self, Record};
+use holdup_bpf::records::{self, RawRecord};
 use holdup_bpf::ringbuf::RingReader;
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
@@ -132,7 +132,7 @@ impl Forwarder {
         let peers = &mut self.peers;
         let (mut sent, mut lost) = (0, 0);
         self.ring.drain(|bytes| {
-            let Ok(Record::Sample(s)) = records::parse(bytes) else {
+            let Ok(RawRecord::Sample(s)) = records::parse(bytes) else {
                 return;
             };
             match peers.get_mut(&s.rec.pid) {

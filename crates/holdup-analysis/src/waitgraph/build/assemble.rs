@@ -15,7 +15,7 @@ struct VAcc {
     span: u64,
 }
 
-pub(super) fn finish(
+pub(super) fn assemble(
     mut b: Build,
     duration: u64,
     virtual_of: &FxMap<u32, u32>,

@@ -2,7 +2,8 @@
 //! blocking I/O → batch or make it asynchronous; lock contention → finer
 //! locks; load imbalance → finer tasks).
 
-use super::{Edge, Knot, KnotKind, Node, NodeKind};
+use super::{cpu_bound_text, pct};
+use crate::waitgraph::{Edge, Knot, KnotKind, Node, NodeKind};
 use holdup_trace::Class;
 
 fn any_stack(edges: &[Edge], es: &[usize], words: &[&str]) -> bool {
@@ -38,12 +39,11 @@ const LOCK: [&str; 5] = [
 
 /// The advice for a thread saturated on its CPU.
 pub fn cpu_bound(n: &Node) -> String {
-    let life = (n.cpu_ns + n.runnable_ns + n.wait_ns).max(1) as f64;
+    let life = n.cpu_ns + n.runnable_ns + n.wait_ns;
     format!(
-        "{} is on CPU {:.0}%, runnable {:.0}%: CPU-bound — more cores / more worker threads / faster code (holdup report --tid {})",
+        "{} is {} (holdup report --tid {})",
         n.label,
-        n.cpu_ns as f64 * 100.0 / life,
-        n.runnable_ns as f64 * 100.0 / life,
+        cpu_bound_text(pct(n.cpu_ns, life), pct(n.runnable_ns, life)),
         n.tids.first().copied().unwrap_or(0)
     )
 }
