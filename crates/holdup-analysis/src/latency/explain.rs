@@ -84,14 +84,7 @@ pub fn explain(op: &Operation, data: &LatencyData) -> Option<Vec<PeakCauses>> {
                 for (c, v) in h.cause_ns.iter().enumerate() {
                     root.cause_ns[c] = sum(v);
                 }
-                let total = root.ns;
-                let share = |ns: u64| {
-                    if total > 0 {
-                        ns as f64 / total as f64
-                    } else {
-                        0.0
-                    }
-                };
+                let share = |ns: u64| share_of(ns, root.ns);
                 let mut causes: Vec<(&'static str, u64, f64)> = root
                     .split()
                     .into_iter()
@@ -109,17 +102,20 @@ pub fn explain(op: &Operation, data: &LatencyData) -> Option<Vec<PeakCauses>> {
     )
 }
 
+/// `ns` as a share of `total` (0 when there is no total).
+fn share_of(ns: u64, total: u64) -> f64 {
+    if total > 0 {
+        ns as f64 / total as f64
+    } else {
+        0.0
+    }
+}
+
 /// The root-cause path of peak `p` of `op`, whose calls took `root`.
 fn descend(op: &Operation, p: &Peak, root: Time, data: &LatencyData) -> Vec<(String, f64)> {
     let (callees, fnodes) = (&data.callees, &data.fnodes);
     let total = root.ns;
-    let share = |ns: u64| {
-        if total > 0 {
-            ns as f64 / total as f64
-        } else {
-            0.0
-        }
-    };
+    let share = |ns: u64| share_of(ns, total);
     let mut times: BTreeMap<u32, Time> = BTreeMap::new();
     for c in callees.iter().filter(|c| {
         c.op == op.op && c.pid == op.pid && (p.lo_slot..=p.hi_slot).contains(&(c.slot as usize))

@@ -355,6 +355,25 @@ impl<'o> Build<'o> {
     }
 
     #[inline]
+    /// The wait of `node` for `parent` from `start` to `wake`, on their edge.
+    fn wait_seg(
+        &mut self,
+        node: u32,
+        parent: u32,
+        kind: EdgeKind,
+        start: u64,
+        wake: u64,
+    ) -> WaitSeg {
+        let edge = self.edge(node, parent, kind);
+        WaitSeg {
+            node,
+            parent,
+            edge,
+            start,
+            wake,
+        }
+    }
+
     fn edge(&mut self, from: u32, to: u32, kind: EdgeKind) -> u32 {
         let c = &mut self.acc[from as usize].cache;
         if c[0].0 == to {
@@ -432,14 +451,7 @@ impl<'o> Build<'o> {
         } else {
             self.node(Key::Outside(b.dev))
         };
-        let edge = self.edge(node, parent, EdgeKind::DeviceIdle);
-        let seg = WaitSeg {
-            node,
-            parent,
-            edge,
-            start,
-            wake,
-        };
+        let seg = self.wait_seg(node, parent, EdgeKind::DeviceIdle, start, wake);
         Some((seg, wake - start > self.long_ns))
     }
 
@@ -481,14 +493,7 @@ impl<'o> Build<'o> {
                         if let Some((k, start, wake)) = self.wait_of(s) {
                             let node = self.node(Key::Thread(s.tid));
                             let parent = self.node(k);
-                            let edge = self.edge(node, parent, EdgeKind::Wait);
-                            let seg = WaitSeg {
-                                node,
-                                parent,
-                                edge,
-                                start,
-                                wake,
-                            };
+                            let seg = self.wait_seg(node, parent, EdgeKind::Wait, start, wake);
                             self.keep_long(long, seg, s.end - s.start);
                         }
                     }
