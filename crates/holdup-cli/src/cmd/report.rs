@@ -89,7 +89,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         writeln!(out)?;
     } else {
         let (section, order) = parse_sort(&a.sort)?;
-        p.threads = profile::group(&p, section);
+        if section != profile::Section::Thread {
+            p.threads = profile::group(&p, section);
+        }
         match order {
             Some(Order::Class(class)) => p
                 .threads
@@ -108,6 +110,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         text::render(&mut out, &p, &o)?;
     }
     out.flush()?;
+    // The process ends here: freeing a million samples one by one would
+    // only delay the exit.
+    std::mem::forget((trace, p));
     Ok(ExitCode::SUCCESS)
 }
 
