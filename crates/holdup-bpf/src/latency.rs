@@ -100,7 +100,9 @@ pub struct LatencyOptions {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    #[error("holdup latency needs root (or CAP_BPF and CAP_PERFMON) to load its eBPF programs")]
+    #[error(
+        "holdup latency needs root: it loads eBPF programs and reads the stacks of other processes"
+    )]
     Permission,
     #[error("at most {MAX_KFUNCS} kernel functions can be timed at once")]
     TooManyKfuncs,

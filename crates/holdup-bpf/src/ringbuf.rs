@@ -138,3 +138,58 @@ impl Drop for RingReader {
         }
     }
 }
+
+/// Read-only views of a ring's positions: whether anything is waiting, told
+/// without the reader (the causal runtime's reader sits behind a lock).
+pub struct RingPeek {
+    consumer: *const AtomicU64,
+    producer: *const AtomicU64,
+}
+
+// SAFETY: two read-only mappings owned by this value, read through atomics.
+unsafe impl Send for RingPeek {}
+unsafe impl Sync for RingPeek {}
+
+impl RingPeek {
+    pub fn new(fd: BorrowedFd<'_>) -> io::Result<Self> {
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+        let map = |off: usize| {
+            let p = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    page,
+                    libc::PROT_READ,
+                    libc::MAP_SHARED,
+                    fd.as_raw_fd(),
+                    off as libc::off_t,
+                )
+            };
+            if p == libc::MAP_FAILED {
+                Err(io::Error::last_os_error())
+            } else {
+                Ok(p as *const AtomicU64)
+            }
+        };
+        Ok(RingPeek {
+            consumer: map(0)?,
+            producer: map(page)?,
+        })
+    }
+
+    /// Records are waiting.
+    pub fn pending(&self) -> bool {
+        unsafe {
+            (*self.producer).load(Ordering::Acquire) > (*self.consumer).load(Ordering::Acquire)
+        }
+    }
+}
+
+impl Drop for RingPeek {
+    fn drop(&mut self) {
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+        unsafe {
+            libc::munmap(self.consumer as *mut libc::c_void, page);
+            libc::munmap(self.producer as *mut libc::c_void, page);
+        }
+    }
+}

@@ -27,7 +27,7 @@ use crate::profiler::Profiler;
 use crate::progress;
 use crate::source::Source;
 use crate::threads::{self, ThreadState, ThreadTable};
-use holdup_bpf::ringbuf::RingReader;
+use holdup_bpf::ringbuf::{RingPeek, RingReader};
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -36,41 +36,6 @@ use std::sync::Mutex;
 const DELAY_TICK_NS: u64 = 2_000_000;
 /// Most of a delay's overshoot that is credited (see add_delays).
 const MAX_OVERSHOOT_NS: u64 = 1_000_000;
-
-/// Read-only views of the ring's positions, to tell without the lock
-/// whether anything is waiting.
-struct RingPeek {
-    cons: *const AtomicU64,
-    prod: *const AtomicU64,
-}
-
-unsafe impl Send for RingPeek {}
-unsafe impl Sync for RingPeek {}
-
-impl RingPeek {
-    fn new(fd: i32) -> Option<RingPeek> {
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
-        let map = |off: usize| unsafe {
-            let p = libc::mmap(
-                std::ptr::null_mut(),
-                page,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                fd,
-                off as libc::off_t,
-            );
-            (p != libc::MAP_FAILED).then_some(p as *const AtomicU64)
-        };
-        Some(RingPeek {
-            cons: map(0)?,
-            prod: map(page)?,
-        })
-    }
-
-    fn pending(&self) -> bool {
-        unsafe { (*self.prod).load(Ordering::Acquire) > (*self.cons).load(Ordering::Acquire) }
-    }
-}
 
 pub struct Runtime {
     pub cfg: Config,
@@ -157,7 +122,7 @@ pub fn init() {
 /// Build the runtime, register the calling thread and start the profiler.
 fn start(cfg: Config, source: Source, domain: Option<&'static Domain>) {
     let peek = match &source {
-        Source::Ring(_) => RingPeek::new(cfg.ring_fd),
+        Source::Ring(_) => RingPeek::new(unsafe { BorrowedFd::borrow_raw(cfg.ring_fd) }).ok(),
         Source::Socket { .. } => None,
     };
     let (active, delay, global) = match domain {
