@@ -7,7 +7,9 @@
 #   uprobe   an empty user function, uprobe/uretprobe          (target ≤ 2 µs)
 # and the floors of the syscall and uprobe rows: the same calls while the
 # programs are attached for another process only (tracepoint or trap and the
-# pid filter, no histogram update).
+# pid filter, no histogram update). Then the slowdown of a program while
+# `explain` is recorded (--callees 3 below a ~0.7 ms function, 10 k calls;
+# target ≤ 5%), from the time the program measures in that function.
 # bcc's funclatency needs kprobes and is compared only where it runs.
 # usage: bench/latency_overhead.sh [ROUNDS] [CALLS]   (as root)
 set -euo pipefail
@@ -17,9 +19,12 @@ calls=${2:-2000000}
 . bench/common.sh
 bench_setup holdup-cli
 cc -O2 -g -o "$work/lat_bench" workloads/lat_bench.c
+cc -O1 -g -fno-omit-frame-pointer -o "$work/lat_callees" workloads/lat_callees.c
 bin=$work/lat_bench
 
 per_call() { "$@" 2>"$work/err" | sed -n 's/^ns_per_call=//p'; }
+# Seconds lat_callees spent in handle(), summed over its buckets.
+in_handle() { "$@" 2>"$work/err" | sed -n 's/.*handle_ns=\([0-9]*\).*/\1/p' | awk '{s += $1} END {printf "%.3f", s / 1e9}'; }
 
 kfunc=vfs_read
 fentry_ok=1
@@ -51,6 +56,8 @@ for _ in $(seq "$rounds"); do
 	ns[plain_func]+="$(per_call "$bin" func "$calls") "
 	ns[syscall]+="$(per_call "$holdup" latency -o "$work/s.data" --syscalls -- "$bin" syscall "$calls") "
 	ns[uprobe]+="$(per_call "$holdup" latency -o "$work/u.data" --func bench_func -- "$bin" func "$((calls / 20))") "
+	ns[plain_handle]+="$(in_handle "$work/lat_callees" 10000) "
+	ns[explain]+="$(in_handle "$holdup" latency -o "$work/e.data" --func handle --callees 3 -- "$work/lat_callees" 10000) "
 	if [ "$fentry_ok" = 1 ]; then
 		ns[plain_read]+="$(per_call "$bin" read "$calls") "
 		ns[fentry]+="$(per_call "$holdup" latency -o "$work/k.data" --kfunc "$kfunc" -- "$bin" read "$calls") "
@@ -73,6 +80,8 @@ else
 fi
 row ufloor plain_func ufloor "(uprobe + uretprobe trap + pid filter)"
 row uprobe plain_func uprobe "≤ 2000 ns added"
+p=$(med plain_handle); t=$(med explain)
+printf '%-8s %10.3f s %10.3f s %+11.1f%%  %s\n' explain "$p" "$t" "$(echo "($t / $p - 1) * 100" | bc -l)" "≤ 5% (10 k calls of handle, --callees 3)"
 if command -v funclatency-bpfcc >/dev/null || command -v funclatency >/dev/null; then
 	echo "bcc funclatency is installed; it attaches kprobes/uprobes (run it by hand for comparison)"
 else

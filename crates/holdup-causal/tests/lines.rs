@@ -78,3 +78,18 @@ fn scope_filter_drops_files() {
     assert!(locs.find("prog.c:5").is_none());
     assert!(table.is_empty() || locs.len() < 3);
 }
+
+/// `holdup latency --func FILE:LINE`: a line names the function whose code
+/// holds it; the line of a function's name (no code of its own) names that
+/// function too.
+#[test]
+fn a_line_names_its_function() {
+    let bin = compile("function_at", &["-g"]);
+    for (line, function) in [(3, "work"), (5, "work"), (7, "main")] {
+        let spec = format!("prog.c:{line}");
+        let got = holdup_coz::probe::function_at(&bin, &spec);
+        assert_eq!(got.as_deref(), Ok(function), "{spec}");
+    }
+    let err = holdup_coz::probe::function_at(&bin, "prog.c:100").unwrap_err();
+    assert!(err.contains("has no code"), "{err}");
+}

@@ -203,10 +203,16 @@ fn contended_mutex_makes_two_peaks_and_the_fix_removes_one() {
         "{causes:?}"
     );
 
+    // The same function, named by the line of its definition.
+    let src = std::fs::read_to_string(repo_root().join("workloads/lat_mutex.c")).unwrap();
+    let line = 1 + src
+        .lines()
+        .position(|l| l.contains("void take_lock(void)"))
+        .unwrap();
     let (after, out) = latency(
         &dir,
         "after.data",
-        &["--func", "take_lock"],
+        &["--func", &format!("lat_mutex.c:{line}")],
         &[bin, "--no-contention", "2000"],
     );
     assert_eq!(measured(&out, "contended"), 0);

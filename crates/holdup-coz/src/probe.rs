@@ -72,6 +72,48 @@ fn line_address(binary: &Path, spec: &str) -> Result<u64, String> {
         })
 }
 
+/// How far below a line without code `function_at` looks for one.
+const NEXT_LINES: u32 = 20;
+
+/// The function whose code holds line `file_line` (`FILE:LINE`) of
+/// `binary`: its symbol, for tools that time whole functions.
+///
+/// The line of a function's name often has no code of its own (its entry
+/// is the line of the opening brace): as a debugger's breakpoint does, the
+/// first line with code at or after the given one counts.
+pub fn function_at(binary: &Path, file_line: &str) -> Result<String, String> {
+    let mut locs = Locations::default();
+    let table = lines::load(binary, &mut locs, &|_| true)
+        .map_err(|e| format!("{}: {e}", binary.display()))?;
+    let no_code = || {
+        format!(
+            "line {file_line} has no code in {} (is it built with -g?)",
+            binary.display()
+        )
+    };
+    let (file, line) = file_line.rsplit_once(':').ok_or_else(no_code)?;
+    let line: u32 = line.parse().map_err(|_| no_code())?;
+    let svma = (line..line.saturating_add(NEXT_LINES))
+        .find_map(|l| {
+            locs.find(&format!("{file}:{l}"))
+                .and_then(|loc| table.first_address(loc))
+        })
+        .ok_or_else(no_code)?;
+    let data = std::fs::read(binary).map_err(|e| format!("{}: {e}", binary.display()))?;
+    let file = object::File::parse(&*data).map_err(|e| format!("{}: {e}", binary.display()))?;
+    file.symbols()
+        .chain(file.dynamic_symbols())
+        .filter(|s| s.is_definition() && s.kind() == object::SymbolKind::Text)
+        .find(|s| s.address() <= svma && svma < s.address() + s.size())
+        .and_then(|s| s.name().ok().map(str::to_string))
+        .ok_or_else(|| {
+            format!(
+                "line {file_line} of {} is in no function of its symbol table (stripped?)",
+                binary.display()
+            )
+        })
+}
+
 /// Where static address `svma` lies in the file.
 fn file_offset(file: &object::File<'_>, svma: u64) -> Option<u64> {
     file.segments().find_map(|seg| {

@@ -73,8 +73,9 @@ pub struct RecordArgs {
     #[arg(long = "kfunc", value_name = "FUNCTION")]
     pub kfuncs: Vec<String>,
     /// Time a user function (uprobe): SYMBOL in the command's (or -p
-    /// process's) executable, or BINARY:SYMBOL; repeatable.
-    #[arg(long = "func", value_name = "[BINARY:]SYMBOL")]
+    /// process's) executable, or BINARY:SYMBOL; FILE:LINE names the
+    /// function whose code holds that line; repeatable.
+    #[arg(long = "func", value_name = "[BINARY:]SYMBOL|FILE:LINE")]
     pub funcs: Vec<String>,
     /// Also time the functions each --func function calls, this many
     /// levels down, inside its calls only: `explain` then follows a peak
@@ -289,19 +290,10 @@ fn user_funcs(a: &RecordArgs) -> anyhow::Result<Vec<UserFunc>> {
     a.funcs
         .iter()
         .map(|f| {
-            let (binary, symbol) = match f.rsplit_once(':') {
-                Some((bin, sym)) if !bin.is_empty() => (PathBuf::from(bin), sym),
-                _ => (default_binary()?, f.as_str()),
-            };
-            if symbol.is_empty() {
-                bail!("--func '{f}': no symbol given");
-            }
-            if !binary.is_file() {
-                bail!("--func '{f}': no such file {}", binary.display());
-            }
+            let (binary, symbol) = func_spec(f, &default_binary)?;
             Ok(UserFunc {
                 binary,
-                symbol: symbol.to_string(),
+                symbol,
                 role: if a.callees > 0 {
                     UfuncRole::Root
                 } else {
@@ -310,6 +302,36 @@ fn user_funcs(a: &RecordArgs) -> anyhow::Result<Vec<UserFunc>> {
             })
         })
         .collect()
+}
+
+/// One `--func`: `[BINARY:]SYMBOL`, or `[BINARY:]FILE:LINE` for the
+/// function whose code holds that line; as (binary, symbol).
+fn func_spec(
+    f: &str,
+    default_binary: &dyn Fn() -> anyhow::Result<PathBuf>,
+) -> anyhow::Result<(PathBuf, String)> {
+    let is_line = f
+        .rsplit_once(':')
+        .is_some_and(|(head, n)| !head.is_empty() && n.parse::<u32>().is_ok());
+    let (binary, what) = match f.split_once(':') {
+        // BINARY:FILE:LINE, BINARY:SYMBOL; a FILE:LINE alone has one colon.
+        Some((bin, rest)) if !bin.is_empty() && (!is_line || rest.contains(':')) => {
+            (PathBuf::from(bin), rest)
+        }
+        _ => (default_binary()?, f),
+    };
+    if what.is_empty() {
+        bail!("--func '{f}': no symbol given");
+    }
+    if !binary.is_file() {
+        bail!("--func '{f}': no such file {}", binary.display());
+    }
+    let symbol = if is_line {
+        holdup_coz::probe::function_at(&binary, what).map_err(|e| anyhow::anyhow!("--func {e}"))?
+    } else {
+        what.to_string()
+    };
+    Ok((binary, symbol))
 }
 
 /// DARC's ftree below each root in `funcs`: the call paths of its
