@@ -124,14 +124,10 @@ fn describe_group(group: i32) -> String {
                 text += &format!("    {frame}\n");
             }
         }
-        if let Ok(gdb) = Command::new("gdb")
-            .args([
-                "-batch",
-                "-p",
-                &pid.to_string(),
-                "-ex",
-                "thread apply all bt",
-            ])
+        // Bounded: a debugger must not hang the guard against hangs.
+        if let Ok(gdb) = Command::new("timeout")
+            .args(["30", "gdb", "-batch", "-p", &pid.to_string()])
+            .args(["-ex", "thread apply all bt"])
             .stdin(Stdio::null())
             .output()
         {
