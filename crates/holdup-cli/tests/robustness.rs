@@ -438,8 +438,8 @@ fn a_hung_command_is_killed_and_described() {
     }
     assert!(err.contains("wchan"), "{err}");
     // With gdb (the test set-up installs it), the user stacks too.
-    let gdb = Command::new("gdb").arg("--version").bounded_output();
-    if gdb.status.success() {
+    let gdb = Command::new("gdb").arg("--version").output();
+    if gdb.is_ok_and(|o| o.status.success()) {
         assert!(err.contains("#0 "), "no user stack: {err}");
     }
 }
