@@ -18,6 +18,8 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 
 const NAME_BYTES: usize = 240;
 const MAX_POINTS: usize = 32;
+/// The longest wait for the table of progress points.
+const POINTS_LOCK_NS: u64 = 1_000_000_000;
 
 /// A name written by one process and read by others; `state` orders them.
 #[repr(C)]
@@ -174,13 +176,19 @@ impl Domain {
     }
 
     /// The shared counter(s) of progress point `name`, created on first use.
+    /// None if the table is full, or if its lock stays taken (a process
+    /// killed while holding it must not hang the others).
     pub fn point(&self, kind: i32, name: &str) -> Option<&SharedPoint> {
+        let deadline = crate::clock::now_ns() + POINTS_LOCK_NS;
         while self
             .points_lock
             .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
             .is_err()
         {
-            std::hint::spin_loop();
+            if crate::clock::now_ns() > deadline {
+                return None;
+            }
+            unsafe { libc::sched_yield() };
         }
         let mut found = None;
         for p in &self.points {
@@ -206,5 +214,33 @@ impl Domain {
             let k = p.kind.load(Ordering::Acquire);
             (k != 0).then(|| (k, p.name.load(), p))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mapped() -> &'static Domain {
+        let path = std::env::temp_dir().join(format!("holdup-domain-test-{}", std::process::id()));
+        std::fs::File::create(&path)
+            .and_then(|f| f.set_len(DOMAIN_BYTES as u64))
+            .unwrap();
+        let d = Domain::map(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        d
+    }
+
+    #[test]
+    fn a_point_is_shared_by_name_and_a_stuck_lock_does_not_hang() {
+        let d = mapped();
+        let a = d.point(1, "item").unwrap() as *const SharedPoint;
+        assert_eq!(d.point(1, "item").unwrap() as *const SharedPoint, a);
+        assert_ne!(d.point(1, "other").unwrap() as *const SharedPoint, a);
+        // A process died holding the lock: the others go on without it.
+        d.points_lock.store(true, Ordering::Release);
+        let t0 = std::time::Instant::now();
+        assert!(d.point(1, "item").is_none());
+        assert!(t0.elapsed() < std::time::Duration::from_secs(5));
     }
 }
