@@ -16,7 +16,7 @@ use crate::clock::now_ns;
 use crate::progress::{Point, POINTS};
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::MutexGuard;
+use std::sync::{MutexGuard, TryLockError};
 
 /// Held by the runtime around `dl_iterate_phdr`, and by a fork.
 static LOADER: AtomicBool = AtomicBool::new(false);
@@ -59,10 +59,15 @@ pub extern "C" fn prepare() {
         unsafe { libc::sched_yield() };
         loader = try_acquire(&LOADER);
     }
-    let mut points = POINTS.try_lock().ok();
+    let try_points = || match POINTS.try_lock() {
+        Ok(g) => Some(g),
+        Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+        Err(TryLockError::WouldBlock) => None,
+    };
+    let mut points = try_points();
     while points.is_none() && now_ns() < deadline {
         unsafe { libc::sched_yield() };
-        points = POINTS.try_lock().ok();
+        points = try_points();
     }
     HELD.with(|h| *h.borrow_mut() = Held { loader, points });
 }
