@@ -404,3 +404,29 @@ fn a_context_switch_storm_loses_nothing() {
     assert!(threads(&r).len() >= 400, "{} threads", threads(&r).len());
     assert_coverage(&r);
 }
+
+/// Code in the vDSO (no file on disk) is named and unwound through: a loop
+/// reading the clock spends its time in `[vdso]` clock_gettime, under its
+/// caller.
+#[test]
+#[ignore = "needs root and BPF"]
+fn time_in_the_vdso_is_named_and_has_its_caller() {
+    let _serial = serial();
+    let dir = scratch("vdso_loop");
+    let bin = workload("vdso_loop");
+    let data = record(&dir, &[], &[bin.to_str().unwrap()]);
+    let r = report(&data);
+    let t = &threads_with(&r, "poll_clock")[0];
+    let thread_total = total(&t["samples"]);
+    let in_vdso: f64 = functions_matching(t, |s| s.contains("clock_gettime"))
+        .into_iter()
+        .filter(|f| f["dso"] == "[vdso]")
+        .map(|f| total(&f["self"]))
+        .sum();
+    assert!(
+        in_vdso > 0.5 * thread_total,
+        "{in_vdso} of {thread_total} in the vDSO: {t}"
+    );
+    // Unwound through the vDSO: its time is under poll_clock.
+    assert!(total(&function(t, "poll_clock")["total"]) > 0.9 * thread_total);
+}

@@ -50,28 +50,17 @@ pub struct Drainer<W: Write> {
 
 const VDSO: &str = "[vdso]";
 
-/// The copy lives in a fresh private directory (mkdtemp: 0700, a new
-/// random name), never at a predictable path in a shared /tmp where another
-/// user could plant a symlink for the recorder (root) to write through.
-struct VdsoCopy(std::path::PathBuf);
-
-/// Create a new directory only we can enter, under the temporary directory.
-fn private_dir(prefix: &str) -> Option<std::path::PathBuf> {
-    use std::os::unix::ffi::OsStringExt;
-    let template = std::env::temp_dir().join(format!("{prefix}XXXXXX"));
-    let mut bytes = std::ffi::CString::new(template.into_os_string().into_vec())
-        .ok()?
-        .into_bytes_with_nul();
-    // SAFETY: a NUL-terminated, writable template that mkdtemp fills in.
-    if unsafe { libc::mkdtemp(bytes.as_mut_ptr() as *mut libc::c_char) }.is_null() {
-        return None;
-    }
-    bytes.pop();
-    Some(std::ffi::OsString::from_vec(bytes).into())
+/// The copy is an anonymous memory file (memfd), read through its
+/// /proc/self/fd path: nothing is written to a shared directory, and
+/// nothing is left behind, whatever ends the recording.
+struct VdsoCopy {
+    path: std::path::PathBuf,
+    _file: std::fs::File,
 }
 
 impl VdsoCopy {
     fn new() -> Option<Self> {
+        use std::os::fd::FromRawFd;
         let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
         let line = maps.lines().find(|l| l.ends_with(VDSO))?;
         let (range, _) = line.split_once(' ')?;
@@ -82,25 +71,18 @@ impl VdsoCopy {
         // of the process.
         let image =
             unsafe { std::slice::from_raw_parts(start as *const u8, (end - start) as usize) };
-        let dir = private_dir("holdup-vdso-")?;
-        let path = dir.join("vdso.so");
-        let written = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .and_then(|mut f| f.write_all(image));
-        let copy = Self(path);
-        written.ok()?;
-        Some(copy)
-    }
-}
-
-impl Drop for VdsoCopy {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-        if let Some(dir) = self.0.parent() {
-            let _ = std::fs::remove_dir(dir);
+        // Close-on-exec: the recorded command must not inherit it.
+        let fd = unsafe { libc::memfd_create(c"holdup-vdso".as_ptr(), libc::MFD_CLOEXEC) };
+        if fd < 0 {
+            return None;
         }
+        // SAFETY: a new fd that nothing else owns.
+        let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
+        file.write_all(image).ok()?;
+        Some(Self {
+            path: format!("/proc/self/fd/{fd}").into(),
+            _file: file,
+        })
     }
 }
 
@@ -159,7 +141,7 @@ impl<W: Write> Drainer<W> {
                 .cloned()
                 .map(|mut m| {
                     if m.path == VDSO {
-                        m.path = copy.0.display().to_string();
+                        m.path = copy.path.display().to_string();
                     }
                     m
                 })
@@ -199,7 +181,7 @@ impl<W: Write> Drainer<W> {
             match self.address_events.pop_front().unwrap() {
                 AddressEvent::Mmap(m) => {
                     let path = match (&self.vdso, m.path.as_str()) {
-                        (Some(copy), VDSO) => copy.0.display().to_string(),
+                        (Some(copy), VDSO) => copy.path.display().to_string(),
                         _ => m.path,
                     };
                     self.spaces.add_mapping(
@@ -267,7 +249,7 @@ impl<W: Write> Drainer<W> {
         self.dso_ids.insert(key, id);
         self.dsos.push((id, path.to_string(), build_id.clone()));
         let shown = match &self.vdso {
-            Some(copy) if copy.0.to_str() == Some(path) => VDSO,
+            Some(copy) if copy.path.to_str() == Some(path) => VDSO,
             _ => path,
         };
         self.writer.write(&Record::Dso(trace::Dso {
@@ -496,7 +478,6 @@ fn bio(b: &raw::BioRec) -> trace::Bio {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
     /// Raw recorder records, as the ring buffer holds them, replayed
     /// through the converter: a blocked sample (kernel stack only) and the
@@ -584,29 +565,15 @@ mod tests {
     }
 
     #[test]
-    fn the_vdso_copy_never_writes_through_a_planted_symlink() {
-        // The path an older recorder wrote to, planted as a symlink to a
-        // file that must stay untouched.
-        let dir = std::env::temp_dir();
-        let victim = dir.join(format!("holdup-victim-{}", std::process::id()));
-        std::fs::write(&victim, b"precious").unwrap();
-        let planted = dir.join(format!("holdup-vdso-{}.so", std::process::id()));
-        let _ = std::fs::remove_file(&planted);
-        std::os::unix::fs::symlink(&victim, &planted).unwrap();
-
+    fn the_vdso_copy_is_an_elf_image_in_memory_not_a_file() {
         let copy = VdsoCopy::new().expect("a vDSO copy");
-        let image = std::fs::read(&copy.0).unwrap();
-        let parent = std::fs::metadata(copy.0.parent().unwrap()).unwrap();
-        let victim_after = std::fs::read(&victim).unwrap();
-        let copy_dir = copy.0.parent().unwrap().to_path_buf();
-        drop(copy);
-        let _ = std::fs::remove_file(&planted);
-        let _ = std::fs::remove_file(&victim);
-
-        assert_eq!(victim_after, b"precious");
+        let image = std::fs::read(&copy.path).unwrap();
         assert!(image.starts_with(b"\x7fELF"));
-        assert_eq!(parent.permissions().mode() & 0o777, 0o700);
-        assert_eq!(parent.uid(), unsafe { libc::geteuid() });
-        assert!(!copy_dir.exists(), "the private directory is removed");
+        let target = std::fs::read_link(&copy.path).unwrap();
+        assert!(
+            target.to_string_lossy().starts_with("/memfd:holdup-vdso"),
+            "{}",
+            target.display()
+        );
     }
 }
