@@ -181,23 +181,27 @@ fn contended_mutex_makes_two_peaks_and_the_fix_removes_one() {
     assert!(contended > 60, "too little contention to test: {out}");
     let take = operation(&before, "func:take_lock");
     assert_eq!(take["count"], 2000);
+    // The free takes and the contended ones are two peaks; the slowest is
+    // the contended one. (A virtual machine may add a small bump of a few
+    // µs, e.g. waking from idle: that is a peak too, but not this one.)
     let counts = peak_counts(&take);
-    assert_eq!(counts.len(), 2, "{take}");
+    assert!(counts.len() >= 2, "{take}");
+    let slow = counts.len() - 1;
     // A contended call that arrives just before the holder lets go waits
     // only microseconds: it belongs to the fast peak.
     assert_near(
-        "contended calls (peak 2)",
-        counts[1] as f64,
+        "contended calls (slowest peak)",
+        counts[slow] as f64,
         contended as f64,
         0.03 * contended as f64 + 3.0,
     );
     assert!(
-        take["peaks"][1]["lo_ns"].as_u64().unwrap() >= 100_000,
+        take["peaks"][slow]["lo_ns"].as_u64().unwrap() >= 100_000,
         "{take}"
     );
-    // explain: the slow peak is the lock wait.
+    // explain: the slow peak is the lock wait, the fast one is not.
     let causes = explain(&before, "func:take_lock");
-    assert!(causes[1]["futex_wait"] > 0.8, "{causes:?}");
+    assert!(causes[slow]["futex_wait"] > 0.8, "{causes:?}");
     assert!(
         causes[0].get("futex_wait").copied().unwrap_or(0.0) < 0.5,
         "{causes:?}"
@@ -216,7 +220,15 @@ fn contended_mutex_makes_two_peaks_and_the_fix_removes_one() {
         &[bin, "--no-contention", "2000"],
     );
     assert_eq!(measured(&out, "contended"), 0);
-    assert_eq!(peak_counts(&operation(&after, "func:take_lock")).len(), 1);
+    let take_after = operation(&after, "func:take_lock");
+    assert_eq!(take_after["count"], 2000);
+    let slow_after: Vec<&serde_json::Value> = take_after["peaks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["lo_ns"].as_u64().unwrap() >= 100_000)
+        .collect();
+    assert!(slow_after.is_empty(), "the slow peak is gone: {take_after}");
 
     let d = json(&[
         "latency",
@@ -229,12 +241,25 @@ fn contended_mutex_makes_two_peaks_and_the_fix_removes_one() {
     let first = &d["operations"][0];
     assert_eq!(first["op"], "func:take_lock", "ranked first: {d}");
     assert!(first["emd"].as_f64().unwrap() > 0.3, "{first}");
+    // The contended peak vanished; or, when the machine left a bump of
+    // slower free takes whose range reaches it, it "moved" there, at least
+    // four times faster.
     let changes = first["changes"].as_array().unwrap();
-    assert_eq!(changes.len(), 1, "{first}");
-    assert_eq!(changes[0]["change"], "vanished");
+    let gone = changes
+        .iter()
+        .find(|c| c["from"]["index"] == slow + 1)
+        .unwrap_or_else(|| panic!("no change of the contended peak: {first}"));
+    let mean = |p: &serde_json::Value| {
+        p["total_ns"].as_f64().unwrap() / p["count"].as_f64().unwrap().max(1.0)
+    };
+    match gone["change"].as_str().unwrap() {
+        "vanished" => {}
+        "moved" => assert!(mean(&gone["to"]) * 4.0 < mean(&gone["from"]), "{gone}"),
+        other => panic!("the contended peak {other}: {first}"),
+    }
     assert_near(
-        "vanished peak's calls",
-        changes[0]["from"]["count"].as_u64().unwrap() as f64,
+        "the contended peak's calls",
+        gone["from"]["count"].as_u64().unwrap() as f64,
         contended as f64,
         0.03 * contended as f64 + 3.0,
     );
@@ -244,7 +269,9 @@ fn contended_mutex_makes_two_peaks_and_the_fix_removes_one() {
         before.to_str().unwrap(),
         after.to_str().unwrap(),
     ]);
-    assert!(String::from_utf8_lossy(&text.stdout).contains("peak 2 vanished"));
+    let text = String::from_utf8_lossy(&text.stdout);
+    let said = format!("peak {} {}", slow + 1, gone["change"].as_str().unwrap());
+    assert!(text.contains(&said), "{text}");
 }
 
 #[test]
