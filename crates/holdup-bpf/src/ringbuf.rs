@@ -18,6 +18,29 @@ const BUSY_BIT: u32 = 1 << 31;
 const DISCARD_BIT: u32 = 1 << 30;
 const HDR_SIZE: u64 = 8;
 
+fn page_size() -> usize {
+    unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
+}
+
+/// Map `len` bytes of the ring at offset `off`, shared, with `prot`.
+fn map(fd: BorrowedFd<'_>, off: usize, len: usize, prot: libc::c_int) -> io::Result<*mut u8> {
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            prot,
+            libc::MAP_SHARED,
+            fd.as_raw_fd(),
+            off as libc::off_t,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(p.cast())
+    }
+}
+
 pub struct RingReader {
     consumer: *mut u8,
     producer: *mut u8,
@@ -33,38 +56,16 @@ impl RingReader {
     /// Map the ring buffer whose map fd is `fd` and data size `data_size`
     /// (the map's max_entries, a power of two multiple of the page size).
     pub fn new(fd: BorrowedFd<'_>, data_size: u64) -> io::Result<Self> {
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
-        let consumer = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                page,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if consumer == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let producer = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                page + 2 * data_size as usize,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                page as libc::off_t,
-            )
-        };
-        if producer == libc::MAP_FAILED {
-            let err = io::Error::last_os_error();
-            unsafe { libc::munmap(consumer, page) };
-            return Err(err);
-        }
+        let page = page_size();
+        let consumer = map(fd, 0, page, libc::PROT_READ | libc::PROT_WRITE)?;
+        let producer = map(fd, page, page + 2 * data_size as usize, libc::PROT_READ).inspect_err(
+            |_| unsafe {
+                libc::munmap(consumer.cast(), page);
+            },
+        )?;
         Ok(Self {
-            consumer: consumer as *mut u8,
-            producer: producer as *mut u8,
+            consumer,
+            producer,
             data_size,
             page,
         })
@@ -152,27 +153,14 @@ unsafe impl Sync for RingPeek {}
 
 impl RingPeek {
     pub fn new(fd: BorrowedFd<'_>) -> io::Result<Self> {
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
-        let map = |off: usize| {
-            let p = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    page,
-                    libc::PROT_READ,
-                    libc::MAP_SHARED,
-                    fd.as_raw_fd(),
-                    off as libc::off_t,
-                )
-            };
-            if p == libc::MAP_FAILED {
-                Err(io::Error::last_os_error())
-            } else {
-                Ok(p as *const AtomicU64)
-            }
-        };
+        let page = page_size();
+        let consumer = map(fd, 0, page, libc::PROT_READ)?;
+        let producer = map(fd, page, page, libc::PROT_READ).inspect_err(|_| unsafe {
+            libc::munmap(consumer.cast(), page);
+        })?;
         Ok(RingPeek {
-            consumer: map(0)?,
-            producer: map(page)?,
+            consumer: consumer.cast(),
+            producer: producer.cast(),
         })
     }
 
@@ -186,7 +174,7 @@ impl RingPeek {
 
 impl Drop for RingPeek {
     fn drop(&mut self) {
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+        let page = page_size();
         unsafe {
             libc::munmap(self.consumer as *mut libc::c_void, page);
             libc::munmap(self.producer as *mut libc::c_void, page);
