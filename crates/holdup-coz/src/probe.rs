@@ -24,17 +24,24 @@ pub fn resolve(default_binary: Option<&Path>, spec: &str) -> Result<Site, String
             None => return Err(format!("'{spec}': give the binary as BINARY:{spec}")),
         },
     };
-    let svma = match what.rsplit_once(':') {
-        Some((_, n)) if n.parse::<u32>().is_ok() => line_address(&binary, what)?,
-        _ => symbol_address(&binary, what)?,
+    let line_svma = match what.rsplit_once(':') {
+        Some((_, n)) if n.parse::<u32>().is_ok() => Some(line_address(&binary, what, 0)?),
+        _ => None,
     };
-    let data = std::fs::read(&binary).map_err(|e| format!("{}: {e}", binary.display()))?;
-    let file = object::File::parse(&*data).map_err(|e| format!("{}: {e}", binary.display()))?;
-    let offset = file_offset(&file, svma).ok_or_else(|| {
-        format!(
-            "'{what}' in {}: address {svma:#x} is in no loaded segment",
-            binary.display()
-        )
+    let offset = with_elf(&binary, |file| {
+        let svma = match line_svma {
+            Some(svma) => svma,
+            None => text_symbols(file)
+                .find(|s| s.name() == Ok(what))
+                .map(|s| s.address())
+                .ok_or_else(|| format!("no function '{what}' in {}", binary.display()))?,
+        };
+        file_offset(file, svma).ok_or_else(|| {
+            format!(
+                "'{what}' in {}: address {svma:#x} is in no loaded segment",
+                binary.display()
+            )
+        })
     })?;
     Ok(Site { binary, offset })
 }
@@ -48,32 +55,47 @@ fn is_elf(path: &Path) -> bool {
         && magic == *b"\x7fELF"
 }
 
-fn symbol_address(binary: &Path, name: &str) -> Result<u64, String> {
+/// `f` of the parsed ELF file `binary`.
+fn with_elf<T>(
+    binary: &Path,
+    f: impl FnOnce(&object::File<'_>) -> Result<T, String>,
+) -> Result<T, String> {
     let data = std::fs::read(binary).map_err(|e| format!("{}: {e}", binary.display()))?;
     let file = object::File::parse(&*data).map_err(|e| format!("{}: {e}", binary.display()))?;
-    file.symbols()
-        .chain(file.dynamic_symbols())
-        .find(|s| s.is_definition() && s.kind() == object::SymbolKind::Text && s.name() == Ok(name))
-        .map(|s| s.address())
-        .ok_or_else(|| format!("no function '{name}' in {}", binary.display()))
+    f(&file)
 }
 
-fn line_address(binary: &Path, spec: &str) -> Result<u64, String> {
+/// The functions a file defines, from both symbol tables.
+fn text_symbols<'a>(file: &'a object::File<'_>) -> impl Iterator<Item = object::Symbol<'a, 'a>> {
+    file.symbols()
+        .chain(file.dynamic_symbols())
+        .filter(|s| s.is_definition() && s.kind() == object::SymbolKind::Text)
+}
+
+/// The lowest address of line `spec` (`FILE:LINE`), or of the first line
+/// with code among the `below` lines after it.
+fn line_address(binary: &Path, spec: &str, below: u32) -> Result<u64, String> {
     let mut locs = Locations::default();
     let table = lines::load(binary, &mut locs, &|_| true)
         .map_err(|e| format!("{}: {e}", binary.display()))?;
-    locs.find(spec)
-        .and_then(|loc| table.first_address(loc))
-        .ok_or_else(|| {
-            format!(
-                "line {spec} has no code in {} (is it built with -g?)",
-                binary.display()
-            )
+    let no_code = || {
+        format!(
+            "line {spec} has no code in {} (is it built with -g?)",
+            binary.display()
+        )
+    };
+    let (file, line) = spec.rsplit_once(':').ok_or_else(no_code)?;
+    let line: u32 = line.trim().parse().map_err(|_| no_code())?;
+    (line..=line.saturating_add(below))
+        .find_map(|l| {
+            locs.find(&format!("{file}:{l}"))
+                .and_then(|loc| table.first_address(loc))
         })
+        .ok_or_else(no_code)
 }
 
-/// How far below a line without code `function_at` looks for one.
-const NEXT_LINES: u32 = 20;
+/// How many lines below a line without code `function_at` looks at.
+const NEXT_LINES: u32 = 19;
 
 /// The function whose code holds line `file_line` (`FILE:LINE`) of
 /// `binary`: its symbol, for tools that time whole functions.
@@ -82,36 +104,18 @@ const NEXT_LINES: u32 = 20;
 /// is the line of the opening brace): as a debugger's breakpoint does, the
 /// first line with code at or after the given one counts.
 pub fn function_at(binary: &Path, file_line: &str) -> Result<String, String> {
-    let mut locs = Locations::default();
-    let table = lines::load(binary, &mut locs, &|_| true)
-        .map_err(|e| format!("{}: {e}", binary.display()))?;
-    let no_code = || {
-        format!(
-            "line {file_line} has no code in {} (is it built with -g?)",
-            binary.display()
-        )
-    };
-    let (file, line) = file_line.rsplit_once(':').ok_or_else(no_code)?;
-    let line: u32 = line.parse().map_err(|_| no_code())?;
-    let svma = (line..line.saturating_add(NEXT_LINES))
-        .find_map(|l| {
-            locs.find(&format!("{file}:{l}"))
-                .and_then(|loc| table.first_address(loc))
-        })
-        .ok_or_else(no_code)?;
-    let data = std::fs::read(binary).map_err(|e| format!("{}: {e}", binary.display()))?;
-    let file = object::File::parse(&*data).map_err(|e| format!("{}: {e}", binary.display()))?;
-    file.symbols()
-        .chain(file.dynamic_symbols())
-        .filter(|s| s.is_definition() && s.kind() == object::SymbolKind::Text)
-        .find(|s| s.address() <= svma && svma < s.address() + s.size())
-        .and_then(|s| s.name().ok().map(str::to_string))
-        .ok_or_else(|| {
-            format!(
-                "line {file_line} of {} is in no function of its symbol table (stripped?)",
-                binary.display()
-            )
-        })
+    let svma = line_address(binary, file_line, NEXT_LINES)?;
+    with_elf(binary, |file| {
+        text_symbols(file)
+            .find(|s| s.address() <= svma && svma < s.address() + s.size())
+            .and_then(|s| s.name().ok().map(str::to_string))
+            .ok_or_else(|| {
+                format!(
+                    "line {file_line} of {} is in no function of its symbol table (stripped?)",
+                    binary.display()
+                )
+            })
+    })
 }
 
 /// Where static address `svma` lies in the file.
