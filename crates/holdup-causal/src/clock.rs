@@ -4,6 +4,21 @@
 /// directly.
 pub use holdup_bpf::monotonic_ns as now_ns;
 
+/// Call `attempt` until it gives a value or the clock passes `deadline`
+/// (ns), yielding the CPU between tries: a wait on a lock that another
+/// process, or a thread gone in a fork, may never release.
+pub fn retry_until<T>(deadline: u64, mut attempt: impl FnMut() -> Option<T>) -> Option<T> {
+    loop {
+        if let Some(v) = attempt() {
+            return Some(v);
+        }
+        if now_ns() > deadline {
+            return None;
+        }
+        unsafe { libc::sched_yield() };
+    }
+}
+
 /// Sleep `ns` on CLOCK_MONOTONIC. Async-signal-safe.
 ///
 /// The syscall is issued from this library's own code rather than through

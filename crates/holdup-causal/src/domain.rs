@@ -11,6 +11,7 @@
 //! resolve the experiment's target in their own line tables, and offer
 //! targets from their samples.
 
+use crate::clock::{now_ns, retry_until};
 use crate::progress::Counter;
 use holdup_coz::DOMAIN_BYTES;
 use std::cell::UnsafeCell;
@@ -179,17 +180,11 @@ impl Domain {
     /// None if the table is full, or if its lock stays taken (a process
     /// killed while holding it must not hang the others).
     pub fn point(&self, kind: i32, name: &str) -> Option<&SharedPoint> {
-        let deadline = crate::clock::now_ns() + POINTS_LOCK_NS;
-        while self
-            .points_lock
-            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
-            .is_err()
-        {
-            if crate::clock::now_ns() > deadline {
-                return None;
-            }
-            unsafe { libc::sched_yield() };
-        }
+        retry_until(now_ns() + POINTS_LOCK_NS, || {
+            self.points_lock
+                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+                .ok()
+        })?;
         let mut found = None;
         for p in &self.points {
             let k = p.kind.load(Ordering::Acquire);

@@ -12,7 +12,7 @@
 //! So `fork` waits (atfork prepare) until the runtime is out of both, and
 //! holds them across the fork; parent and child then let go.
 
-use crate::clock::now_ns;
+use crate::clock::{now_ns, retry_until};
 use crate::progress::{Point, POINTS};
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -54,21 +54,12 @@ thread_local! {
 /// atfork prepare: take both locks, in this order.
 pub extern "C" fn prepare() {
     let deadline = now_ns() + PREPARE_NS;
-    let mut loader = try_acquire(&LOADER);
-    while !loader && now_ns() < deadline {
-        unsafe { libc::sched_yield() };
-        loader = try_acquire(&LOADER);
-    }
-    let try_points = || match POINTS.try_lock() {
+    let loader = retry_until(deadline, || try_acquire(&LOADER).then_some(())).is_some();
+    let points = retry_until(deadline, || match POINTS.try_lock() {
         Ok(g) => Some(g),
         Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
         Err(TryLockError::WouldBlock) => None,
-    };
-    let mut points = try_points();
-    while points.is_none() && now_ns() < deadline {
-        unsafe { libc::sched_yield() };
-        points = try_points();
-    }
+    });
     HELD.with(|h| *h.borrow_mut() = Held { loader, points });
 }
 
