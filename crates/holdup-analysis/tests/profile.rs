@@ -282,14 +282,14 @@ fn sections_merge_threads_and_keep_lifetimes_covered() {
     use holdup_analysis::profile::{group, Section};
     let t = trace();
     let p = profile(&t, &Filter::default());
-    let all = group(&p, Section::All);
+    let all = group(p.threads.clone(), Section::All);
     assert_eq!(all.len(), 1);
     assert_eq!(all[0].threads, 2);
     assert_eq!(all[0].samples.total(), 140);
     assert_eq!(all[0].samples.lock, 40);
-    let procs = group(&p, Section::Process);
+    let procs = group(p.threads.clone(), Section::Process);
     assert_eq!((procs.len(), procs[0].pid), (1, 10));
-    let by_name = group(&p, Section::Comm);
+    let by_name = group(p.threads.clone(), Section::Comm);
     assert_eq!(by_name.len(), 2);
     let main = all[0]
         .functions
@@ -303,14 +303,14 @@ fn sections_merge_threads_and_keep_lifetimes_covered() {
 fn a_section_of_one_thread_keeps_its_pid_and_tid() {
     use holdup_analysis::profile::{group, Section};
     let p = profile(&trace(), &Filter::default());
-    for g in group(&p, Section::Comm) {
+    for g in group(p.threads.clone(), Section::Comm) {
         assert_eq!(g.threads, 1);
         let t = p.threads.iter().find(|t| t.comm == g.comm).unwrap();
         assert_eq!((g.pid, g.tid), (t.pid, t.tid), "{}", g.comm);
         assert_ne!(g.tid, 0);
     }
     // Two threads of one process: the pid is shown, no single tid.
-    let procs = group(&p, Section::Process);
+    let procs = group(p.threads.clone(), Section::Process);
     assert_eq!((procs[0].pid, procs[0].tid), (10, 0));
 }
 
@@ -399,7 +399,8 @@ fn lock_waits_split_into_mutexes_and_signals() {
     assert_eq!(retake.lock_kind, Some(LockKind::Mutex));
     assert_eq!(retake.weight, 10);
     assert_eq!(retake.wakers[0].0, "locker:12");
-    let merged = holdup_analysis::profile::group(&p, holdup_analysis::profile::Section::All);
+    let merged =
+        holdup_analysis::profile::group(p.threads.clone(), holdup_analysis::profile::Section::All);
     assert_eq!(
         (merged[0].lock_split.mutex, merged[0].lock_split.signal),
         (50, 70)

@@ -47,7 +47,7 @@ fn trace(input: &[u8]) {
         Section::All,
     ] {
         let mut grouped = p.clone();
-        grouped.threads = profile::group(&p, section);
+        grouped.threads = profile::group(std::mem::take(&mut grouped.threads), section);
         let o = ReportOptions {
             children: section == Section::Thread,
             ..Default::default()

@@ -14,15 +14,15 @@ pub enum Section {
 }
 
 /// Merge thread profiles into sections: per process, per thread name, or
-/// one for everything. Lifetimes add up, so that samples × period still
-/// cover them.
-pub fn group(p: &Profile, by: Section) -> Vec<ThreadProfile> {
+/// one for everything; per thread, they stay as they are. Lifetimes add
+/// up, so that samples × period still cover them.
+pub fn group(threads: Vec<ThreadProfile>, by: Section) -> Vec<ThreadProfile> {
     if by == Section::Thread {
-        return p.threads.clone();
+        return threads;
     }
     let mut order: Vec<String> = Vec::new();
     let mut groups: HashMap<String, Vec<&ThreadProfile>> = HashMap::new();
-    for t in &p.threads {
+    for t in &threads {
         let key = match by {
             Section::Process => t.pid.to_string(),
             Section::Comm => t.comm.clone(),

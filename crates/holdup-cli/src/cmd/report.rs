@@ -89,9 +89,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         writeln!(out)?;
     } else {
         let (section, order) = parse_sort(&a.sort)?;
-        if section != profile::Section::Thread {
-            p.threads = profile::group(&p, section);
-        }
+        p.threads = profile::group(std::mem::take(&mut p.threads), section);
         match order {
             Some(Order::Class(class)) => p
                 .threads
