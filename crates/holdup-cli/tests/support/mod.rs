@@ -9,8 +9,7 @@ pub mod small_trace;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A test must fail, not hang: a command still running after this long is
 /// killed with every process it started, and the test panics saying what
@@ -40,7 +39,7 @@ impl Bounded for Command {
 /// doing.
 pub fn output_within(cmd: &mut Command, limit: Duration) -> Result<Output, String> {
     use std::os::unix::process::CommandExt;
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::mpsc::{channel, RecvTimeoutError};
     // Its own process group, so that a kill reaches the programs it
     // launched too (they hold the output pipes open).
     cmd.process_group(0)
@@ -51,27 +50,20 @@ pub fn output_within(cmd: &mut Command, limit: Duration) -> Result<Output, Strin
         .spawn()
         .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
     let group = child.id() as i32;
-    let hung: Arc<Mutex<Option<String>>> = Arc::default();
-    let done = Arc::new(AtomicBool::new(false));
-    let watchdog = {
-        let (hung, done) = (hung.clone(), done.clone());
-        std::thread::spawn(move || {
-            let deadline = Instant::now() + limit;
-            while Instant::now() < deadline {
-                if done.load(Ordering::Acquire) {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            *hung.lock().unwrap() = Some(describe_group(group));
+    // The watchdog hears when the command ends; if that takes too long, it
+    // says what the processes were doing and kills them.
+    let (ended, heard) = channel::<()>();
+    let watchdog = std::thread::spawn(move || match heard.recv_timeout(limit) {
+        Err(RecvTimeoutError::Timeout) => {
+            let what = describe_group(group);
             unsafe { libc::kill(-group, libc::SIGKILL) };
-        })
-    };
+            Some(what)
+        }
+        _ => None,
+    });
     let out = child.wait_with_output().expect("waiting for a command");
-    done.store(true, Ordering::Release);
-    watchdog.join().unwrap();
-    let what = hung.lock().unwrap().take();
-    match what {
+    let _ = ended.send(());
+    match watchdog.join().unwrap() {
         None => Ok(out),
         Some(what) => Err(format!(
             "{cmd:?} still ran after {:.1} s and was killed; its processes were:\n{what}stderr:\n{}",
