@@ -94,7 +94,7 @@ impl Processor {
         }
     }
 
-    /// SpeedupTarget `name` (of any process, or a user's FILE:LINE) in this process.
+    /// The target named `name` (of any process, or a user's FILE:LINE) in this process.
     pub fn resolve(&self, name: &str) -> Option<SpeedupTarget> {
         match name {
             "subclass:io" => return Some(SpeedupTarget::Subclass(Subclass::Io)),
