@@ -64,7 +64,7 @@ pub fn advise(nodes: &[Node], edges: &[Edge], k: &Knot, _duration: u64) -> Strin
     if !k.background && !k.unrecorded && all > 0 && run * 5 > all {
         s.push_str(&format!(
             "; its threads are runnable {:.0}% of the time: more cores or a higher priority would help",
-            run as f64 * 100.0 / all as f64
+            pct(run, all)
         ));
     }
     s
@@ -107,19 +107,13 @@ fn main(nodes: &[Node], edges: &[Edge], k: &Knot) -> String {
             let on: Vec<String> = away
                 .iter()
                 .take(3)
-                .map(|e| {
-                    format!(
-                        "{} ({:.0}%)",
-                        nodes[e.to].label,
-                        e.wait_ns as f64 * 100.0 / life as f64
-                    )
-                })
+                .map(|e| format!("{} ({:.0}%)", nodes[e.to].label, pct(e.wait_ns, life)))
                 .collect();
             return format!(
                 "{} waits only for {}, set aside; it is on CPU {:.0}% of the time: speed up its code, or its waits if they are in the critical path",
                 n.label,
                 on.join(", "),
-                n.cpu_ns as f64 * 100.0 / life as f64
+                pct(n.cpu_ns, life)
             );
         }
         return match n.kind {
@@ -135,7 +129,7 @@ fn main(nodes: &[Node], edges: &[Edge], k: &Knot) -> String {
             NodeKind::Device if n.cpu_ns + n.wait_ns > 0 && n.wait_ns * 10 < n.cpu_ns + n.wait_ns => format!(
                 "{} is busy {:.0}% of the time: a saturated device; less I/O or faster storage would pay",
                 n.label,
-                n.cpu_ns as f64 * 100.0 / (n.cpu_ns + n.wait_ns) as f64
+                pct(n.cpu_ns, n.cpu_ns + n.wait_ns)
             ),
             NodeKind::Device => format!("{} waits for nobody recorded: its requests come from outside the recording", n.label),
             NodeKind::Irq if n.id == "timer" => {
