@@ -15,9 +15,15 @@ pub const SLOTS: usize = 40;
 pub const MAX_KFUNCS: usize = 8;
 
 /// Causes, as in `latency.h`: off-CPU ones (I/O wait, futex wait,
-/// preempted, other blocking), then time taken by hard interrupts and by
-/// softirqs.
-pub const CAUSES: usize = 6;
+/// preempted, other blocking), then time taken by interrupts: the local
+/// timer, device interrupts (a slot each for the first few, then one for
+/// the rest) and each softirq vector.
+pub const CAUSES: usize = 20;
+pub const CAUSE_IRQ_TIMER: usize = 4;
+pub const CAUSE_IRQ_DEV: usize = 5;
+pub const IRQ_DEV_SLOTS: usize = 4;
+pub const CAUSE_IRQ_OTHER: usize = 9;
+pub const CAUSE_SOFTIRQ: usize = 10;
 
 /// Operation kinds, as in `latency.h`.
 pub const KIND_SYSCALL: u16 = 1;
@@ -574,6 +580,26 @@ impl LatencyProbe {
             });
         }
         Ok(rows)
+    }
+
+    /// The handler name (or number) of the device interrupt of each
+    /// device slot, `CAUSE_IRQ_DEV + i`; `None` for a slot never given.
+    pub fn device_irqs(&self) -> Vec<Option<String>> {
+        let map = &self.skel.maps.irq_names;
+        (0..IRQ_DEV_SLOTS as u32)
+            .map(|slot| {
+                // struct lat_irq_name: irq u32, name char[28].
+                let v = map.lookup(&slot.to_ne_bytes(), MapFlags::ANY).ok()??;
+                let irq = u32::from_ne_bytes(v.get(..4)?.try_into().ok()?);
+                let b = v.get(4..)?;
+                let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+                match &b[..end] {
+                    [] if irq == 0 => None,
+                    [] => Some(irq.to_string()),
+                    name => Some(String::from_utf8_lossy(name).into_owned()),
+                }
+            })
+            .collect()
     }
 
     /// The process names seen, by pid.

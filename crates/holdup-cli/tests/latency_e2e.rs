@@ -174,7 +174,7 @@ fn contended_mutex_makes_two_peaks_and_the_fix_removes_one() {
     let (before, out) = latency(
         &dir,
         "before.data",
-        &["--func", "take_lock"],
+        &["--func", "take_lock", "--callees", "1"],
         &[bin, "2000"],
     );
     let contended = measured(&out, "contended");
@@ -206,6 +206,17 @@ fn contended_mutex_makes_two_peaks_and_the_fix_removes_one() {
         causes[0].get("futex_wait").copied().unwrap_or(0.0) < 0.5,
         "{causes:?}"
     );
+    // The path descends into libc through the PLT: take_lock's time in the
+    // slow peak is pthread_mutex_lock's, and that is the futex wait.
+    let paths = explain_json(&before, "func:take_lock");
+    let slow_path = shares(&paths["paths"][slow]["path"], "frame");
+    let frames: Vec<&str> = slow_path.iter().map(|f| f.0.as_str()).collect();
+    assert_eq!(
+        frames,
+        ["func:take_lock", "pthread_mutex_lock", "futex_wait"],
+        "{slow_path:?}"
+    );
+    assert!(slow_path[1].1 > 0.9, "{slow_path:?}");
 
     // The same function, named by the line of its definition.
     let src = std::fs::read_to_string(repo_root().join("workloads/lat_mutex.c")).unwrap();
@@ -310,6 +321,18 @@ fn preempted_cpu_function_is_explained_by_preemption() {
         preempted / 1e6,
         offcpu / 1e6,
         0.1 * offcpu / 1e6 + 5.0,
+    );
+    // Interrupts are named: the scheduler tick that preempts the calls
+    // (DARC §8.1) runs inside them as `irq:timer`.
+    let timer: f64 = paths
+        .iter()
+        .flat_map(|p| p["causes"].as_array().unwrap())
+        .filter(|c| c["cause"] == "irq:timer")
+        .map(|c| c["total_ns"].as_f64().unwrap())
+        .sum();
+    assert!(
+        timer > 0.0,
+        "no timer interrupt inside 300 ms of calls: {r}"
     );
     // Preemption is what slows the slowest peak down: it is that peak's
     // first off-CPU cause, and it takes a larger share of it than of the
@@ -451,12 +474,18 @@ fn softirq_work_inside_a_call_is_its_own_cause() {
     // Each loopback datagram's delivery (NET_RX) runs inside its sendto().
     // When the machine is busy, some of it is left to ksoftirqd instead,
     // so only a lower bound is certain.
+    // Each softirq vector is a cause of its own: this one is NET_RX.
     let causes = explain(&data, "syscall:sendto");
-    let softirq: f64 = causes.iter().filter_map(|c| c.get("softirq")).sum();
+    let softirq: f64 = causes.iter().filter_map(|c| c.get("softirq:net_rx")).sum();
     assert!(softirq > 0.1, "{causes:?}");
     // A call without network work has none.
     let causes = explain(&data, "syscall:getppid");
-    let softirq: f64 = causes.iter().filter_map(|c| c.get("softirq")).sum();
+    let softirq: f64 = causes
+        .iter()
+        .flat_map(|c| c.iter())
+        .filter(|(name, _)| name.starts_with("softirq:"))
+        .map(|(_, share)| share)
+        .sum();
     assert!(softirq < 0.02, "{causes:?}");
     eprintln!("sendto causes {:?}", explain(&data, "syscall:sendto"));
 }

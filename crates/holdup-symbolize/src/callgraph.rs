@@ -1,92 +1,66 @@
-//! The static call graph of an executable below one function, for DARC's
-//! descent: the functions it calls directly, and theirs, some levels down.
+//! The static call graph below one function, for DARC's descent: the
+//! functions it calls, and theirs, some levels down.
 //!
-//! Direct calls only (`call rel32`, opcode E8), to the start of a function
-//! defined in the same file: calls through the PLT into shared libraries
-//! and indirect calls are not followed, so a library function's time stays
-//! in its caller. The bytes are scanned, not decoded instruction by
-//! instruction: a stray E8 inside another instruction would have to land
-//! exactly on a function's first byte to count, which does not happen in
-//! practice.
+//! Calls followed: `call rel32` (E8) to the start of a function of the same
+//! file; `call rel32` to a PLT stub (`jmp *GOT(%rip)`, with or without
+//! `endbr64`/`bnd`), and `call *GOT(%rip)` (FF 15, what `-fno-plt` emits),
+//! both named by the dynamic relocation of their GOT slot and found in the
+//! first library of the file's `DT_NEEDED` list that defines them, where
+//! the descent goes on. Calls through a pointer are not followed: their
+//! time stays in the caller. The bytes are scanned, not decoded
+//! instruction by instruction: a stray opcode inside another instruction
+//! would have to land exactly on a function's first byte or a GOT slot to
+//! count, which does not happen in practice.
 
 use crate::elf::map_file;
-use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
+use memmap2::Mmap;
+use object::read::elf::ElfFile64;
+use object::{
+    Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, RelocationTarget, SymbolKind,
+};
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-/// One function of the file: its address range and name.
-struct Function {
-    addr: u64,
-    size: u64,
-    name: String,
-    section: object::SectionIndex,
+/// A function of some ELF file: the file and the function's symbol.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Func {
+    pub binary: PathBuf,
+    pub symbol: String,
 }
 
-/// The functions `root` calls directly in the ELF file at `path`, and
-/// theirs, `depth` levels down: `(caller, callee)` edges, breadth first,
-/// each function expanded once. `Err` says why in one line.
-pub fn callees(path: &Path, root: &str, depth: usize) -> Result<Vec<(String, String)>, String> {
-    let map = map_file(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let file = object::File::parse(&*map).map_err(|e| format!("{}: {e}", path.display()))?;
-    if file.architecture() != object::Architecture::X86_64 {
-        return Err(format!("{}: only x86-64 code is read", path.display()));
-    }
-    let mut by_addr: BTreeMap<u64, Function> = BTreeMap::new();
-    let symbols = file.symbols().chain(file.dynamic_symbols());
-    for sym in symbols {
-        let (Ok(name), Some(section)) = (sym.name(), sym.section_index()) else {
-            continue;
-        };
-        if sym.kind() != SymbolKind::Text || sym.size() == 0 || name.is_empty() {
-            continue;
-        }
-        by_addr.entry(sym.address()).or_insert(Function {
-            addr: sym.address(),
-            size: sym.size(),
-            name: name.to_string(),
-            section,
-        });
-    }
-    let by_name: HashMap<&str, &Function> =
-        by_addr.values().map(|f| (f.name.as_str(), f)).collect();
-    let Some(&start) = by_name.get(root) else {
+/// The functions `root` of the ELF file at `path` calls, and theirs,
+/// `depth` levels down: `(caller, callee)` edges, breadth first, each
+/// function expanded once. `Err` says why in one line.
+pub fn callees(path: &Path, root: &str, depth: usize) -> Result<Vec<(Func, Func)>, String> {
+    let mut files: HashMap<PathBuf, Option<Code>> = HashMap::new();
+    let code = Code::load(path)?;
+    if !code.functions.values().any(|f| f.name == root) {
         return Err(format!(
             "function '{root}' not found in {} (no such symbol: misspelled, or the binary is stripped)",
             path.display()
         ));
-    };
-    let direct = |f: &Function| -> Vec<&Function> {
-        let Some(bytes) = file.section_by_index(f.section).ok().and_then(|s| {
-            let data = s.data().ok()?;
-            let off = f.addr.checked_sub(s.address())? as usize;
-            data.get(off..off.checked_add(f.size as usize)?)
-        }) else {
-            return Vec::new();
-        };
-        let mut out: Vec<&Function> = Vec::new();
-        for i in 0..bytes.len().saturating_sub(4) {
-            if bytes[i] != 0xe8 {
-                continue;
-            }
-            let rel = i32::from_le_bytes(bytes[i + 1..i + 5].try_into().unwrap());
-            let target = (f.addr + i as u64 + 5).wrapping_add(rel as i64 as u64);
-            if let Some(callee) = by_addr.get(&target) {
-                if callee.addr != f.addr && !out.iter().any(|o| o.addr == callee.addr) {
-                    out.push(callee);
-                }
-            }
-        }
-        out
+    }
+    files.insert(path.to_path_buf(), Some(code));
+    let start = Func {
+        binary: path.to_path_buf(),
+        symbol: root.to_string(),
     };
     let mut edges = Vec::new();
-    let mut seen: HashSet<u64> = HashSet::from([start.addr]);
+    let mut seen: HashSet<Func> = HashSet::from([start.clone()]);
     let mut level = vec![start];
     for _ in 0..depth {
         let mut next = Vec::new();
         for f in level {
-            for c in direct(f) {
-                edges.push((f.name.clone(), c.name.clone()));
-                if seen.insert(c.addr) {
+            let direct = match files.get(&f.binary) {
+                Some(Some(code)) => code.direct_callees(&f.symbol),
+                _ => continue,
+            };
+            for c in direct {
+                files
+                    .entry(c.binary.clone())
+                    .or_insert_with(|| Code::load(&c.binary).ok());
+                edges.push((f.clone(), c.clone()));
+                if seen.insert(c.clone()) {
                     next.push(c);
                 }
             }
@@ -94,4 +68,211 @@ pub fn callees(path: &Path, root: &str, depth: usize) -> Result<Vec<(String, Str
         level = next;
     }
     Ok(edges)
+}
+
+/// One function of a file: its address range and where its bytes are.
+struct Function {
+    addr: u64,
+    size: u64,
+    offset: u64,
+    name: String,
+}
+
+/// What the call scan needs of one ELF file.
+struct Code {
+    path: PathBuf,
+    map: Mmap,
+    /// Defined functions by address.
+    functions: BTreeMap<u64, Function>,
+    /// GOT slot → the imported function it holds.
+    got: HashMap<u64, String>,
+    /// The PLT sections: address range and file offset.
+    plt: Vec<(u64, u64, u64)>,
+    /// The libraries it needs, found on disk, in `DT_NEEDED` order.
+    needed: Vec<PathBuf>,
+}
+
+impl Code {
+    fn load(path: &Path) -> Result<Self, String> {
+        let err = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+        let map = map_file(path).map_err(|e| err(&e))?;
+        let file = ElfFile64::<object::Endianness>::parse(&*map).map_err(|e| err(&e))?;
+        if file.architecture() != object::Architecture::X86_64 {
+            return Err(err(&"only x86-64 code is read"));
+        }
+        let mut functions = BTreeMap::new();
+        for sym in file.symbols().chain(file.dynamic_symbols()) {
+            let (Ok(name), Some(index)) = (sym.name(), sym.section_index()) else {
+                continue;
+            };
+            if sym.kind() != SymbolKind::Text || sym.size() == 0 || name.is_empty() {
+                continue;
+            }
+            let Some(offset) = file.section_by_index(index).ok().and_then(|s| {
+                let (start, _) = s.file_range()?;
+                Some(start + sym.address().checked_sub(s.address())?)
+            }) else {
+                continue;
+            };
+            functions.entry(sym.address()).or_insert(Function {
+                addr: sym.address(),
+                size: sym.size(),
+                offset,
+                name: name.to_string(),
+            });
+        }
+        let mut got = HashMap::new();
+        for (slot, reloc) in file.dynamic_relocations().into_iter().flatten() {
+            if let RelocationTarget::Symbol(i) = reloc.target() {
+                if let Some(name) = file
+                    .dynamic_symbol_table()
+                    .and_then(|t| t.symbol_by_index(i).ok())
+                    .and_then(|s| s.is_undefined().then(|| s.name().ok()).flatten())
+                {
+                    got.insert(slot, name.to_string());
+                }
+            }
+        }
+        let plt = file
+            .sections()
+            .filter(|s| s.name().is_ok_and(|n| n.starts_with(".plt")))
+            .filter_map(|s| Some((s.address(), s.address() + s.size(), s.file_range()?.0)))
+            .collect();
+        let needed = needed_libraries(&file, path);
+        drop(file);
+        Ok(Self {
+            path: path.to_path_buf(),
+            map,
+            functions,
+            got,
+            plt,
+            needed,
+        })
+    }
+
+    /// The functions `name` calls directly, once each, in code order.
+    fn direct_callees(&self, name: &str) -> Vec<Func> {
+        let Some(f) = self.functions.values().find(|f| f.name == name) else {
+            return Vec::new();
+        };
+        let Some(bytes) = self
+            .map
+            .get(f.offset as usize..(f.offset + f.size) as usize)
+        else {
+            return Vec::new();
+        };
+        let mut out: Vec<Func> = Vec::new();
+        for i in 0..bytes.len().saturating_sub(5) {
+            let rel = |at: usize| i32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+            let next = |len: u64| f.addr + i as u64 + len;
+            let callee = match bytes[i] {
+                0xe8 => {
+                    let target = next(5).wrapping_add(rel(i + 1) as i64 as u64);
+                    match self.functions.get(&target) {
+                        Some(c) if c.addr != f.addr => Some(self.func(&c.name)),
+                        _ => self.plt_stub(target),
+                    }
+                }
+                0xff if bytes[i + 1] == 0x15 && i + 6 <= bytes.len() => {
+                    let slot = next(6).wrapping_add(rel(i + 2) as i64 as u64);
+                    self.import(slot)
+                }
+                _ => None,
+            };
+            if let Some(c) = callee {
+                if !out.contains(&c) {
+                    out.push(c);
+                }
+            }
+        }
+        out
+    }
+
+    fn func(&self, symbol: &str) -> Func {
+        Func {
+            binary: self.path.clone(),
+            symbol: symbol.to_string(),
+        }
+    }
+
+    /// The imported function a PLT stub at `addr` jumps to.
+    fn plt_stub(&self, addr: u64) -> Option<Func> {
+        let &(lo, _, offset) = self.plt.iter().find(|s| (s.0..s.1).contains(&addr))?;
+        let start = (offset + addr - lo) as usize;
+        let stub = self.map.get(start..start + 16)?;
+        let mut at = 0;
+        if stub.starts_with(&[0xf3, 0x0f, 0x1e, 0xfa]) {
+            at += 4; // endbr64
+        }
+        if stub[at] == 0xf2 {
+            at += 1; // bnd
+        }
+        if stub[at..at + 2] != [0xff, 0x25] {
+            return None;
+        }
+        let rel = i32::from_le_bytes(stub[at + 2..at + 6].try_into().unwrap());
+        self.import((addr + at as u64 + 6).wrapping_add(rel as i64 as u64))
+    }
+
+    /// The function imported through GOT slot `slot`, in the first needed
+    /// library that defines it.
+    fn import(&self, slot: u64) -> Option<Func> {
+        let name = self.got.get(&slot)?;
+        let lib = self.needed.iter().find(|lib| defines(lib, name))?;
+        Some(Func {
+            binary: lib.clone(),
+            symbol: name.clone(),
+        })
+    }
+}
+
+/// Whether the library at `path` defines function `name`.
+fn defines(path: &Path, name: &str) -> bool {
+    let Ok(map) = map_file(path) else {
+        return false;
+    };
+    let Ok(file) = object::File::parse(&*map) else {
+        return false;
+    };
+    file.dynamic_symbols().any(|s| {
+        s.kind() == SymbolKind::Text && !s.is_undefined() && s.name().is_ok_and(|n| n == name)
+    })
+}
+
+/// The `DT_NEEDED` libraries of `file`, found where the dynamic linker
+/// would look by default (`LD_LIBRARY_PATH`, then the system's library
+/// directories); one that is not found is left out.
+fn needed_libraries(file: &ElfFile64<object::Endianness>, path: &Path) -> Vec<PathBuf> {
+    let Ok(table) = file.elf_dynamic_table() else {
+        return Vec::new();
+    };
+    let mut dirs: Vec<PathBuf> = std::env::var("LD_LIBRARY_PATH")
+        .unwrap_or_default()
+        .split(':')
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .collect();
+    dirs.extend(
+        [
+            "/lib/x86_64-linux-gnu",
+            "/usr/lib/x86_64-linux-gnu",
+            "/lib64",
+            "/usr/lib64",
+            "/lib",
+            "/usr/lib",
+            "/usr/local/lib",
+        ]
+        .map(PathBuf::from),
+    );
+    table
+        .iter()
+        .filter(|d| d.tag == object::elf::DT_NEEDED)
+        .filter_map(|d| table.string(d).ok())
+        .filter_map(|name| {
+            let name = std::str::from_utf8(name).ok()?;
+            dirs.iter()
+                .map(|d| d.join(name))
+                .find(|p| p.is_file() && p != path)
+        })
+        .collect()
 }

@@ -13,7 +13,7 @@ use std::path::Path;
 
 pub const MAGIC: &[u8; 8] = b"HOLDUPLT";
 pub const MAJOR: u16 = 1;
-pub const MINOR: u16 = 3;
+pub const MINOR: u16 = 4;
 const HEADER_BYTES: usize = 8 + 2 + 2 + 8 + 4;
 /// Refuse bodies beyond this (a corrupt length must not allocate gigabytes).
 const MAX_BODY: u64 = 1 << 30;
@@ -44,6 +44,13 @@ pub struct LatencyData {
     /// Callee times inside root calls, per bucket of the root (format 1.2).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub callees: Vec<CalleeTime>,
+    /// The name of each `cause_ns` column (format 1.4): `iowait`,
+    /// `futex_wait`, `preempted`, `blocked`, then those interrupts that took
+    /// time: `irq:timer`, `irq:NAME` (a device interrupt's handler),
+    /// `irq:other`, `softirq:NAME`. An older file is given the columns its
+    /// format had ([`LEGACY_CAUSES`]) when read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub causes: Vec<String>,
 }
 
 /// The off-CPU time the calls of `op` (a system call) of process `pid` in
@@ -105,12 +112,12 @@ pub struct IntervalHistogram {
     pub cause_ns: Vec<Vec<u64>>,
 }
 
-/// The causes of `cause_ns`, in order: blocked with I/O wait, blocked in
-/// futex (lock), preempted (runnable, not running), other blocking (format
-/// 1.1), then time taken by hard interrupts (the local timer included) and
-/// by softirqs while the thread was on a CPU (format 1.3; a 1.1 file has
-/// the first four only).
-pub const CAUSES: [&str; 6] = [
+/// The causes of `cause_ns` before format 1.4, which names them in
+/// [`LatencyData::causes`]: blocked with I/O wait, blocked in futex (lock),
+/// preempted (runnable, not running), other blocking (format 1.1, the
+/// first four only), then time taken by hard interrupts (the local timer
+/// included) and by softirqs while the thread was on a CPU (format 1.3).
+pub const LEGACY_CAUSES: [&str; 6] = [
     "iowait",
     "futex_wait",
     "preempted",
@@ -119,8 +126,8 @@ pub const CAUSES: [&str; 6] = [
     "softirq",
 ];
 
-/// The causes of a format 1.1 file.
-pub const CAUSES_1_1: usize = 4;
+/// The off-CPU causes, the first columns of every file with causes.
+pub const OFF_CPU_CAUSES: usize = 4;
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -199,15 +206,35 @@ pub fn parse_latency(bytes: &[u8], path: &str) -> Result<LatencyData, LatencyFil
             why: "checksum mismatch".into(),
         });
     }
-    let data: LatencyData =
+    let mut data: LatencyData =
         serde_json::from_slice(body).map_err(|e| LatencyFileError::Corrupt {
             path: path.clone(),
             why: e.to_string(),
         })?;
+    if data.causes.is_empty() {
+        let width = data
+            .histograms
+            .iter()
+            .map(|h| h.cause_ns.len())
+            .chain(data.callees.iter().map(|c| c.cause_ns.len()))
+            .find(|&w| w > 0)
+            .unwrap_or(0);
+        if ![0, OFF_CPU_CAUSES, LEGACY_CAUSES.len()].contains(&width) {
+            return Err(LatencyFileError::Corrupt {
+                path,
+                why: format!("{width} cause columns"),
+            });
+        }
+        data.causes = LEGACY_CAUSES[..width]
+            .iter()
+            .map(|c| c.to_string())
+            .collect();
+    }
+    let width = data.causes.len();
     if let Some(h) = data.histograms.iter().find(|h| {
         h.count.len() != h.ns.len()
             || h.count.len() > 64
-            || ![0, CAUSES_1_1, CAUSES.len()].contains(&h.cause_ns.len())
+            || ![0, width].contains(&h.cause_ns.len())
             || h.cause_ns.iter().any(|c| c.len() != h.count.len())
     }) {
         return Err(LatencyFileError::Corrupt {
@@ -218,7 +245,7 @@ pub fn parse_latency(bytes: &[u8], path: &str) -> Result<LatencyData, LatencyFil
     if let Some(c) = data
         .callees
         .iter()
-        .find(|c| c.cause_ns.len() != CAUSES.len() || c.slot >= 64)
+        .find(|c| c.cause_ns.len() != width || c.slot >= 64)
     {
         return Err(LatencyFileError::Corrupt {
             path,
@@ -295,6 +322,16 @@ mod tests {
                 ns: 4,
                 cause_ns: vec![0, 0, 1, 0, 0, 0],
             }],
+            causes: [
+                "iowait",
+                "futex_wait",
+                "preempted",
+                "blocked",
+                "irq:timer",
+                "softirq:net_rx",
+            ]
+            .map(String::from)
+            .to_vec(),
             ..Default::default()
         }
     }
@@ -307,19 +344,38 @@ mod tests {
     }
 
     #[test]
-    fn a_file_with_the_four_off_cpu_causes_of_format_1_1_still_reads() {
+    fn older_files_get_the_cause_columns_of_their_format() {
+        // Format 1.3: six unnamed columns.
         let mut old = sample();
-        old.histograms[0].cause_ns.truncate(CAUSES_1_1);
+        old.causes.clear();
+        let mut buf = Vec::new();
+        write_latency(&mut buf, &old).unwrap();
+        let read = parse_latency(&buf, "x").unwrap();
+        assert_eq!(read.causes, LEGACY_CAUSES);
+        // Format 1.1: the four off-CPU causes.
+        old.histograms[0].cause_ns.truncate(OFF_CPU_CAUSES);
         old.fnodes.clear();
         old.callees.clear();
         old.wait_sites.clear();
         let mut buf = Vec::new();
         write_latency(&mut buf, &old).unwrap();
-        assert_eq!(parse_latency(&buf, "x").unwrap(), old);
+        let read = parse_latency(&buf, "x").unwrap();
+        assert_eq!(read.causes, LEGACY_CAUSES[..OFF_CPU_CAUSES]);
+        assert_eq!(read.histograms, old.histograms);
         old.histograms[0].cause_ns.truncate(3);
         let mut buf = Vec::new();
         write_latency(&mut buf, &old).unwrap();
         assert!(parse_latency(&buf, "x").is_err());
+    }
+
+    #[test]
+    fn columns_that_do_not_match_their_names_are_an_error() {
+        let mut bad = sample();
+        bad.causes.pop();
+        let mut buf = Vec::new();
+        write_latency(&mut buf, &bad).unwrap();
+        let e = parse_latency(&buf, "x").unwrap_err().to_string();
+        assert!(e.contains("inconsistent"), "{e}");
     }
 
     #[test]

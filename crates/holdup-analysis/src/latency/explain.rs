@@ -16,7 +16,7 @@
 //! and each level's share of the peak's time directly.
 
 use super::{Operation, Peak};
-use holdup_trace::latency::{CallPath, LatencyData, WaitSite, CAUSES};
+use holdup_trace::latency::{CallPath, LatencyData, WaitSite};
 use std::collections::{BTreeMap, HashSet};
 
 /// The name of on-CPU time in a path.
@@ -27,34 +27,38 @@ pub struct PeakCauses {
     pub peak: Peak,
     /// (cause, ns, share of the peak's time), largest first; on-CPU time
     /// is `ON_CPU`.
-    pub causes: Vec<(&'static str, u64, f64)>,
+    pub causes: Vec<(String, u64, f64)>,
     /// The root-cause path from the operation down: (frame, share of the
     /// peak's time); frames are the operation, callee functions, and last
     /// a cause.
     pub path: Vec<(String, f64)>,
 }
 
-/// Time within a peak: total and off-CPU by cause.
+/// Time within a peak: total, and by cause (the recording's columns).
 #[derive(Clone, Debug, Default)]
 struct Time {
     ns: u64,
-    cause_ns: [u64; CAUSES.len()],
+    cause_ns: Vec<u64>,
 }
 
 impl Time {
     fn add(&mut self, ns: u64, cause_ns: &[u64]) {
         self.ns += ns;
+        if self.cause_ns.len() < cause_ns.len() {
+            self.cause_ns.resize(cause_ns.len(), 0);
+        }
         for (m, t) in self.cause_ns.iter_mut().zip(cause_ns) {
             *m += t;
         }
     }
 
-    /// On-CPU and off-CPU time by cause, as (name, ns).
-    fn split(&self) -> Vec<(&'static str, u64)> {
-        let mut out: Vec<(&'static str, u64)> = CAUSES
+    /// Time by cause, and the rest on a CPU, as (name, ns); `names` names
+    /// the cause columns.
+    fn split<'a>(&self, names: &'a [String]) -> Vec<(&'a str, u64)> {
+        let mut out: Vec<(&str, u64)> = names
             .iter()
             .zip(&self.cause_ns)
-            .map(|(&name, &ns)| (name, ns.min(self.ns)))
+            .map(|(name, &ns)| (name.as_str(), ns.min(self.ns)))
             .collect();
         let off: u64 = out.iter().map(|c| c.1).sum();
         out.push((ON_CPU, self.ns.saturating_sub(off)));
@@ -77,21 +81,18 @@ pub fn explain(op: &Operation, data: &LatencyData) -> Option<Vec<PeakCauses>> {
                 let sum = |v: &[u64]| -> u64 {
                     v.get(p.lo_slot..=p.hi_slot).map_or(0, |s| s.iter().sum())
                 };
-                let mut root = Time {
+                let root = Time {
                     ns: sum(&h.ns),
-                    ..Default::default()
+                    cause_ns: h.cause_ns.iter().map(|v| sum(v)).collect(),
                 };
-                for (c, v) in h.cause_ns.iter().enumerate() {
-                    root.cause_ns[c] = sum(v);
-                }
                 let share = |ns: u64| share_of(ns, root.ns);
-                let mut causes: Vec<(&'static str, u64, f64)> = root
-                    .split()
+                let mut causes: Vec<(String, u64, f64)> = root
+                    .split(&data.causes)
                     .into_iter()
-                    .map(|(name, ns)| (name, ns, share(ns)))
+                    .map(|(name, ns)| (name.to_string(), ns, share(ns)))
                     .collect();
                 causes.retain(|c| c.1 > 0);
-                causes.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+                causes.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
                 PeakCauses {
                     path: descend(op, p, root, data),
                     peak: p.clone(),
@@ -146,7 +147,7 @@ fn descend(op: &Operation, p: &Peak, root: Time, data: &LatencyData) -> Vec<(Str
             }
         }
         let best_cause = own
-            .split()
+            .split(&data.causes)
             .into_iter()
             .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(a.0)));
         let best_kid = kids
@@ -196,6 +197,16 @@ mod tests {
     use crate::latency::{find_peaks, Histogram};
     use holdup_trace::latency::CalleeTime;
 
+    /// A recording with the four off-CPU cause columns.
+    fn off_cpu_causes() -> LatencyData {
+        LatencyData {
+            causes: ["iowait", "futex_wait", "preempted", "blocked"]
+                .map(String::from)
+                .to_vec(),
+            ..Default::default()
+        }
+    }
+
     /// An operation of `slots` buckets: (slot, calls, ns) and
     /// (cause, slot, ns) filled in, its peaks found.
     fn operation(
@@ -236,11 +247,11 @@ mod tests {
             // iowait and preempted
             &[(0, 10, 45_000), (2, 10, 5_000), (2, 3, 100)],
         );
-        let e = explain(&op, &LatencyData::default()).unwrap();
+        let e = explain(&op, &off_cpu_causes()).unwrap();
         assert_eq!(e.len(), 2);
         assert_eq!(e[0].causes[0].0, ON_CPU);
         assert!((e[0].causes[0].2 - 0.9).abs() < 1e-9);
-        assert_eq!(e[1].causes[0], ("iowait", 45_000, 0.75));
+        assert_eq!(e[1].causes[0], ("iowait".to_string(), 45_000, 0.75));
         assert_eq!(e[1].causes[1].0, ON_CPU);
         assert_eq!(e[1].path[1], ("iowait".to_string(), 0.75));
         let sum: f64 = e[1].causes.iter().map(|c| c.2).sum();
@@ -295,7 +306,7 @@ mod tests {
         let data = LatencyData {
             callees: callees.to_vec(),
             fnodes: fnodes.to_vec(),
-            ..Default::default()
+            ..off_cpu_causes()
         };
         let e = explain(&op, &data).unwrap();
         let frames = |i: usize| -> Vec<&str> { e[i].path.iter().map(|f| f.0.as_str()).collect() };
@@ -310,7 +321,7 @@ mod tests {
         assert!((p[2].1 - 2_010.0 / 2_340.0).abs() < 1e-9);
         assert!((p[3].1 - 2_000.0 / 2_340.0).abs() < 1e-9);
         // Without callee times the path stops at the first level.
-        let e = explain(&op, &LatencyData::default()).unwrap();
+        let e = explain(&op, &off_cpu_causes()).unwrap();
         assert_eq!(e[1].path[1].0, "blocked");
     }
 }

@@ -25,7 +25,8 @@
  *
  * Interrupts are causes too (DARC §3.6): time in hard interrupt handlers
  * and softirqs while a traced thread was on the CPU advances that
- * thread's irq and softirq clocks, so it is not counted as the call's own
+ * thread's clock of that interrupt (the local timer, each device
+ * interrupt, each softirq vector), so it is not counted as the call's own
  * on-CPU work.
  */
 #include "vmlinux.h"
@@ -651,7 +652,7 @@ struct irq_clock {
 	u64 softirq_at;
 	u64 softirq_irq_snap;	/* irq_total at softirq entry */
 	u32 irq_depth;
-	u32 pad;
+	u32 irq_cause;		/* of the outermost hard interrupt */
 };
 
 struct {
@@ -660,6 +661,23 @@ struct {
 	__type(key, u32);
 	__type(value, struct irq_clock);
 } irq_clocks SEC(".maps");
+
+/* Device interrupt → its cause slot, given on first sight. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, u32);
+	__type(value, u32);
+} irq_slots SEC(".maps");
+
+/* Cause slot - LAT_CAUSE_IRQ_DEV → the interrupt that has it; a slot is
+ * taken by inserting it, so two CPUs cannot take the same one. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, LAT_IRQ_DEV_SLOTS);
+	__type(key, u32);
+	__type(value, struct lat_irq_name);
+} irq_names SEC(".maps");
 
 static __always_inline struct irq_clock *irq_clock(void)
 {
@@ -672,17 +690,51 @@ static __always_inline void charge_current(u32 cause, u64 ns)
 {
 	struct thread_starts *s;
 
+	u64 i = cause;
+
 	s = bpf_task_storage_get(&starts, bpf_get_current_task_btf(), 0, 0);
-	if (s && cause < LAT_CAUSES)
-		s->off.ns[cause] += ns;
+	/* A 64-bit check on the index itself, next to its use: the
+	 * compiler would otherwise fold it into a caller's check or make it
+	 * on 32 bits, which the verifier does not carry over. */
+	asm volatile("" : "+r"(i));
+	if (s && i < LAT_CAUSES)
+		s->off.ns[i] += ns;
 }
 
-static __always_inline int irq_enter(void)
+/* The cause slot of device interrupt `irq`, given on first sight. Two
+ * CPUs seeing a new interrupt at once may both take a slot; the first
+ * insert into irq_slots wins and the other slot is never charged. */
+static __always_inline u32 irq_cause(int irq, struct irqaction *action)
+{
+	struct lat_irq_name n = { .irq = irq };
+	u32 key = irq, cause = LAT_CAUSE_IRQ_OTHER, *found;
+
+	found = bpf_map_lookup_elem(&irq_slots, &key);
+	if (found)
+		return *found;
+	BPF_CORE_READ_STR_INTO(&n.name, action, name);
+#pragma unroll
+	for (int i = 0; i < LAT_IRQ_DEV_SLOTS; i++) {
+		u32 slot = i;
+
+		if (bpf_map_update_elem(&irq_names, &slot, &n, BPF_NOEXIST) == 0) {
+			cause = LAT_CAUSE_IRQ_DEV + i;
+			break;
+		}
+	}
+	bpf_map_update_elem(&irq_slots, &key, &cause, BPF_NOEXIST);
+	found = bpf_map_lookup_elem(&irq_slots, &key);
+	return found ? *found : LAT_CAUSE_IRQ_OTHER;
+}
+
+static __always_inline int irq_enter(u32 cause)
 {
 	struct irq_clock *c = irq_clock();
 
-	if (c && c->irq_depth++ == 0)
+	if (c && c->irq_depth++ == 0) {
 		c->irq_at = bpf_ktime_get_ns();
+		c->irq_cause = cause;
+	}
 	return 0;
 }
 
@@ -697,7 +749,7 @@ static __always_inline int irq_exit(void)
 		d = bpf_ktime_get_ns() - c->irq_at;
 		c->irq_total += d;
 		c->irq_at = 0;
-		charge_current(LAT_CAUSE_IRQ, d);
+		charge_current(c->irq_cause, d);
 	}
 	return 0;
 }
@@ -705,7 +757,7 @@ static __always_inline int irq_exit(void)
 SEC("tp_btf/irq_handler_entry")
 int BPF_PROG(lat_irq_entry, int irq, struct irqaction *action)
 {
-	return irq_enter();
+	return irq_enter(irq_cause(irq, action));
 }
 
 SEC("tp_btf/irq_handler_exit")
@@ -717,7 +769,7 @@ int BPF_PROG(lat_irq_exit, int irq, struct irqaction *action, int ret)
 SEC("tp_btf/local_timer_entry")
 int BPF_PROG(lat_timer_entry, int vector)
 {
-	return irq_enter();
+	return irq_enter(LAT_CAUSE_IRQ_TIMER);
 }
 
 SEC("tp_btf/local_timer_exit")
@@ -751,8 +803,8 @@ int BPF_PROG(lat_softirq_exit, unsigned int vec)
 	c->softirq_at = 0;
 	/* In ksoftirqd the current task is no traced thread: nothing is
 	 * charged, its softirqs are not another thread's. */
-	if (d > irq)
-		charge_current(LAT_CAUSE_SOFTIRQ, d - irq);
+	if (d > irq && vec < LAT_SOFTIRQ_VECS)
+		charge_current(LAT_CAUSE_SOFTIRQ + vec, d - irq);
 	return 0;
 }
 

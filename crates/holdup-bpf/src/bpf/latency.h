@@ -39,16 +39,29 @@ enum latency_kind {
 };
 
 /* Where a call's time went besides its own work on a CPU (DARC's causes
- * below a peak): off-CPU causes, and time interrupts took from it; the
- * rest of the call's time was its own, on a CPU. */
+ * below a peak): off-CPU causes, and time interrupts took from it, per
+ * interrupt (DARC §3.6); the rest of the call's time was its own, on a
+ * CPU. Device interrupts get a slot each, in the order they are first
+ * seen, named by the loader from lat_irq_names; later ones share
+ * LAT_CAUSE_IRQ_OTHER. */
 enum latency_cause {
 	LAT_CAUSE_IO = 0,	/* blocked with in_iowait set */
 	LAT_CAUSE_LOCK = 1,	/* blocked in futex() */
 	LAT_CAUSE_RUNQ = 2,	/* preempted: runnable, not running */
 	LAT_CAUSE_OTHER = 3,	/* blocked otherwise (sleep, poll, pipe…) */
-	LAT_CAUSE_IRQ = 4,	/* in hard interrupt handlers (and the local timer) */
-	LAT_CAUSE_SOFTIRQ = 5,	/* in softirqs run on the thread's CPU time */
-	LAT_CAUSES = 6,
+	LAT_CAUSE_IRQ_TIMER = 4,	/* the local timer interrupt */
+	LAT_CAUSE_IRQ_DEV = 5,	/* first device interrupt slot */
+	LAT_IRQ_DEV_SLOTS = 4,
+	LAT_CAUSE_IRQ_OTHER = 9,	/* device interrupts beyond the slots */
+	LAT_CAUSE_SOFTIRQ = 10,	/* + vector: softirqs run on the thread's time */
+	LAT_SOFTIRQ_VECS = 10,
+	LAT_CAUSES = 20,
+};
+
+/* The name of a device interrupt slot (the irqaction's). */
+struct lat_irq_name {
+	u32 irq;
+	char name[28];
 };
 
 /* Why an event was not counted. */

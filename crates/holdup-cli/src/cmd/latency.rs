@@ -15,7 +15,7 @@ use holdup_record::launch::{self, ExitStatus, Launched};
 use holdup_record::session::{catch_signals, SIGNALS};
 use holdup_trace::latency::{
     read_latency, write_latency, CallPath, CalleeTime, IntervalHistogram, LatencyData, WaitSite,
-    CAUSES,
+    LEGACY_CAUSES, OFF_CPU_CAUSES,
 };
 use std::collections::HashMap;
 use std::io::Write;
@@ -368,26 +368,30 @@ fn call_paths(
             Ok(id)
         };
         let top = add(None, root_idx, &root.symbol)?;
-        let mut queue = std::collections::VecDeque::from([(top, vec![root.symbol.clone()])]);
+        let start = holdup_symbolize::callgraph::Func {
+            binary: root.binary.clone(),
+            symbol: root.symbol.clone(),
+        };
+        let mut queue = std::collections::VecDeque::from([(top, vec![start])]);
         while let Some((parent, ancestors)) = queue.pop_front() {
             if ancestors.len() > depth {
                 continue;
             }
             let caller = ancestors.last().unwrap();
             for (_, callee) in edges.iter().filter(|(c, _)| c == caller) {
-                let is = |f: &UserFunc| f.binary == root.binary && f.symbol == *callee;
+                let is = |f: &UserFunc| f.binary == callee.binary && f.symbol == callee.symbol;
                 if ancestors.contains(callee) || roots.iter().any(is) {
                     continue;
                 }
                 let idx = funcs.iter().position(is).unwrap_or_else(|| {
                     funcs.push(UserFunc {
-                        binary: root.binary.clone(),
-                        symbol: callee.clone(),
+                        binary: callee.binary.clone(),
+                        symbol: callee.symbol.clone(),
                         role: UfuncRole::Callee,
                     });
                     funcs.len() - 1
                 });
-                let id = add(Some(parent), idx, callee)?;
+                let id = add(Some(parent), idx, &callee.symbol)?;
                 let mut path = ancestors.clone();
                 path.push(callee.clone());
                 queue.push_back((id, path));
@@ -417,7 +421,9 @@ fn wait_sites(rows: &[holdup_bpf::latency::SiteRow]) -> Vec<WaitSite> {
                 op: format!("syscall:{}", syscall_name(r.nr)),
                 pid: r.tgid,
                 slot: r.slot,
-                cause: CAUSES.get(r.cause as usize)?.to_string(),
+                cause: LEGACY_CAUSES[..OFF_CPU_CAUSES]
+                    .get(r.cause as usize)?
+                    .to_string(),
                 frames,
                 count: r.count,
                 ns: r.ns,
@@ -425,6 +431,57 @@ fn wait_sites(rows: &[holdup_bpf::latency::SiteRow]) -> Vec<WaitSite> {
         })
         .filter(|w| !w.frames.is_empty())
         .collect()
+}
+
+/// The names of the kernel's cause columns that took any time (the
+/// off-CPU ones always), keeping only those columns in `histograms` and
+/// `callees`: most interrupts never run inside a traced call.
+fn keep_used_causes(
+    device_irqs: &[Option<String>],
+    histograms: &mut [IntervalHistogram],
+    callees: &mut [CalleeTime],
+) -> Vec<String> {
+    use holdup_bpf::latency::{
+        CAUSES, CAUSE_IRQ_DEV, CAUSE_IRQ_OTHER, CAUSE_IRQ_TIMER, CAUSE_SOFTIRQ,
+    };
+    let name = |c: usize| -> String {
+        match c {
+            _ if c < OFF_CPU_CAUSES => LEGACY_CAUSES[c].to_string(),
+            CAUSE_IRQ_TIMER => "irq:timer".into(),
+            CAUSE_IRQ_OTHER => "irq:other".into(),
+            _ if c >= CAUSE_SOFTIRQ => format!(
+                "softirq:{}",
+                holdup_trace::SOFTIRQ_NAMES
+                    .get(c - CAUSE_SOFTIRQ)
+                    .unwrap_or(&"?")
+            ),
+            _ => match device_irqs.get(c - CAUSE_IRQ_DEV) {
+                Some(Some(n)) => format!("irq:{n}"),
+                _ => "irq:other".into(),
+            },
+        }
+    };
+    let used = |c: usize| {
+        c < OFF_CPU_CAUSES
+            || histograms
+                .iter()
+                .any(|h| h.cause_ns.get(c).is_some_and(|v| v.iter().any(|&n| n > 0)))
+            || callees
+                .iter()
+                .any(|t| t.cause_ns.get(c).is_some_and(|&n| n > 0))
+    };
+    let keep: Vec<usize> = (0..CAUSES).filter(|&c| used(c)).collect();
+    let pick = |v: &Vec<u64>| keep.iter().map(|&c| v[c]).collect::<Vec<u64>>();
+    for h in histograms.iter_mut() {
+        h.cause_ns = keep
+            .iter()
+            .filter_map(|&c| h.cause_ns.get(c).cloned())
+            .collect();
+    }
+    for t in callees.iter_mut() {
+        t.cause_ns = pick(&t.cause_ns);
+    }
+    keep.into_iter().map(name).collect()
 }
 
 /// `block:vda` for a device number as the BPF side packs it (major << 20 | minor).
@@ -555,6 +612,7 @@ fn record(a: RecordArgs) -> anyhow::Result<ExitCode> {
     let site_rows = probe.wait_sites()?;
     let comms = probe.comms();
     let lost_events = probe.lost();
+    let device_irqs = probe.device_irqs();
     drop(probe);
 
     let comm_of = |pid: u32| {
@@ -588,7 +646,7 @@ fn record(a: RecordArgs) -> anyhow::Result<ExitCode> {
                 .map(|f| format!("func:{}", f.symbol)),
         )
         .collect();
-    let callees: Vec<CalleeTime> = callee_rows
+    let mut callees: Vec<CalleeTime> = callee_rows
         .iter()
         .filter_map(|c| {
             Some(CalleeTime {
@@ -602,6 +660,7 @@ fn record(a: RecordArgs) -> anyhow::Result<ExitCode> {
             })
         })
         .collect();
+    let causes = keep_used_causes(&device_irqs, &mut histograms, &mut callees);
     let calls: u64 = histograms.iter().flat_map(|h| &h.count).sum();
     let wait_sites = wait_sites(&site_rows);
     let data = LatencyData {
@@ -616,6 +675,7 @@ fn record(a: RecordArgs) -> anyhow::Result<ExitCode> {
         fnodes,
         wait_sites,
         callees,
+        causes,
     };
     let file = holdup_trace::create_private(&a.output)
         .with_context(|| format!("cannot create {}", a.output.display()))?;
