@@ -12,6 +12,10 @@
  * priority (when allowed) so that a busy machine preempts it less: the
  * fast calls then stay one peak.
  *
+ * lat_indirect is this program with handle() calling store() through a
+ * function pointer, which a scan of the binary's call instructions cannot
+ * follow.
+ *
  * usage: lat_callees [CALLS]
  * prints: calls=N slow=M, then per bucket B (handle() took [2^B, 2^(B+1)) ns):
  *         bucket=B calls= handle_ns= parse_ns= store_ns= flush_ns= write_ns=
@@ -81,6 +85,13 @@ __attribute__((noinline)) void parse(void)
 	spin_us(300);
 }
 
+#ifdef STORE_BY_POINTER
+static void (*volatile store_fn)(long) = store;
+#define STORE store_fn
+#else
+#define STORE store
+#endif
+
 __attribute__((noinline)) void handle(long i)
 {
 	long long t = now_ns();
@@ -89,7 +100,7 @@ __attribute__((noinline)) void handle(long i)
 	parse_ns += now_ns() - t;
 	lookup();
 	t = now_ns();
-	store(i);
+	STORE(i);
 	store_ns += now_ns() - t;
 }
 

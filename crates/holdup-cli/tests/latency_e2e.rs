@@ -465,6 +465,74 @@ fn explain_descends_to_the_callee_that_makes_the_slow_peak() {
 
 #[test]
 #[ignore = "needs root and BPF"]
+fn callees_called_through_a_pointer_come_from_a_recording() {
+    let _g = serial();
+    let dir = scratch("latency_indirect");
+    let bin = workload("lat_indirect");
+    let bin = bin.to_str().unwrap();
+    // The binary's code does not name store(): the slow peak stops at
+    // handle's own sleeping time.
+    let (alone, _) = latency(
+        &dir,
+        "alone.data",
+        &["--func", "handle", "--callees", "3"],
+        &[bin, "400"],
+    );
+    let e = explain_json(&alone, "func:handle");
+    let last = e["paths"].as_array().unwrap().last().unwrap().clone();
+    let frames: Vec<String> = shares(&last["path"], "frame")
+        .into_iter()
+        .map(|f| f.0)
+        .collect();
+    assert_eq!(frames, ["func:handle", "blocked"], "{e}");
+
+    // A recording's samples do: handle → store → flush → write_out.
+    let trace = dir.join("indirect.trace");
+    run_ok(&["record", "-o", trace.to_str().unwrap(), "--", bin, "200"]);
+    let (data, out) = latency(
+        &dir,
+        "indirect.data",
+        &[
+            "--func",
+            "handle",
+            "--callees",
+            "3",
+            "--callees-from",
+            trace.to_str().unwrap(),
+        ],
+        &[bin, "800"],
+    );
+    let e = explain_json(&data, "func:handle");
+    let peaks = e["operations"][0]["peaks"].as_array().unwrap().clone();
+    let paths = e["paths"].as_array().unwrap();
+    let truth = |i: usize| {
+        let p = &peaks[i];
+        callee_truth(
+            &out,
+            p["lo_ns"].as_u64().unwrap(),
+            p["hi_ns"].as_u64().unwrap(),
+        )
+    };
+    let slowest = (0..peaks.len())
+        .max_by(|&a, &b| truth(a)["write_ns"].total_cmp(&truth(b)["write_ns"]))
+        .unwrap();
+    let (slow, t) = (shares(&paths[slowest]["path"], "frame"), truth(slowest));
+    let frames: Vec<&str> = slow.iter().map(|f| f.0.as_str()).collect();
+    assert_eq!(
+        frames,
+        ["func:handle", "store", "flush", "write_out", "blocked"],
+        "{slow:?}"
+    );
+    assert_near(
+        "store in the slow peak",
+        slow[1].1,
+        t["store_ns"] / t["handle_ns"],
+        0.05,
+    );
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
 fn softirq_work_inside_a_call_is_its_own_cause() {
     let _g = serial();
     let dir = scratch("latency_softirq");
@@ -658,6 +726,25 @@ fn bad_functions_are_one_clear_line() {
     assert_one_line_error(
         &["latency", "-o", out, "--callees", "2", "--", "true"],
         "--callees needs a user function",
+    );
+    let not_a_trace = dir.join("not-a-trace");
+    std::fs::write(&not_a_trace, "garbage").unwrap();
+    assert_one_line_error(
+        &[
+            "latency",
+            "-o",
+            out,
+            "--func",
+            "take_lock",
+            "--callees",
+            "2",
+            "--callees-from",
+            not_a_trace.to_str().unwrap(),
+            "--",
+            bin.to_str().unwrap(),
+            "10",
+        ],
+        "not a holdup trace",
     );
 }
 

@@ -226,22 +226,35 @@ impl Code {
     }
 }
 
-/// Whether the library at `path` defines function `name`.
+/// Whether the library at `path` exports function `name`.
 fn defines(path: &Path, name: &str) -> bool {
+    has_function(path, name, false)
+}
+
+/// Whether the ELF file at `path` defines function `name` (in its symbol
+/// table or its dynamic one): a uprobe can be attached to it by name.
+pub fn defines_function(path: &Path, name: &str) -> bool {
+    has_function(path, name, true)
+}
+
+fn has_function(path: &Path, name: &str, local_too: bool) -> bool {
     let Ok(map) = map_file(path) else {
         return false;
     };
     let Ok(file) = object::File::parse(&*map) else {
         return false;
     };
-    file.dynamic_symbols().any(|s| {
+    let mut symbols = file
+        .dynamic_symbols()
+        .chain(local_too.then(|| file.symbols()).into_iter().flatten());
+    symbols.any(|s| {
         s.kind() == SymbolKind::Text && !s.is_undefined() && s.name().is_ok_and(|n| n == name)
     })
 }
 
 /// The `DT_NEEDED` libraries of `file`, found where the dynamic linker
 /// would look by default (`LD_LIBRARY_PATH`, then the system's library
-/// directories); one that is not found is left out.
+/// directories) and resolved; one that is not found is left out.
 fn needed_libraries(file: &ElfFile64<object::Endianness>, path: &Path) -> Vec<PathBuf> {
     let Ok(table) = file.elf_dynamic_table() else {
         return Vec::new();
@@ -270,9 +283,12 @@ fn needed_libraries(file: &ElfFile64<object::Endianness>, path: &Path) -> Vec<Pa
         .filter_map(|d| table.string(d).ok())
         .filter_map(|name| {
             let name = std::str::from_utf8(name).ok()?;
+            // Resolved, so that one library has one path whichever
+            // directory link led to it.
             dirs.iter()
                 .map(|d| d.join(name))
                 .find(|p| p.is_file() && p != path)
+                .map(|p| p.canonicalize().unwrap_or(p))
         })
         .collect()
 }

@@ -3,6 +3,7 @@
 
 pub mod explain;
 pub mod peaks;
+pub mod sampled_calls;
 
 pub use explain::{explain, PeakCauses};
 pub use peaks::{emd, find_peaks, Peak};

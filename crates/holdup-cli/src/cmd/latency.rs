@@ -13,6 +13,7 @@ use holdup_bpf::monotonic_ns;
 use holdup_bpf::Target;
 use holdup_record::launch::{self, ExitStatus, Launched};
 use holdup_record::session::{catch_signals, SIGNALS};
+use holdup_symbolize::callgraph::Func;
 use holdup_trace::latency::{
     read_latency, write_latency, CallPath, CalleeTime, IntervalHistogram, LatencyData, WaitSite,
     LEGACY_CAUSES, OFF_CPU_CAUSES,
@@ -82,6 +83,11 @@ pub struct RecordArgs {
     /// into the callees that make it (DARC).
     #[arg(long, value_name = "DEPTH", default_value_t = 0)]
     pub callees: usize,
+    /// With --callees: also the callees that the samples of this
+    /// recording (`holdup record`) show below each --func function, such
+    /// as calls through a pointer, which the binary's code does not name.
+    #[arg(long, value_name = "TRACE", requires = "callees")]
+    pub callees_from: Option<PathBuf>,
     /// Time block-device requests from issue to completion.
     #[arg(long)]
     pub block: bool,
@@ -342,12 +348,18 @@ fn func_spec(
 fn call_paths(
     funcs: &mut Vec<UserFunc>,
     depth: usize,
+    sampled: &[(Func, Func)],
 ) -> anyhow::Result<(Vec<FNode>, Vec<CallPath>)> {
     let roots: Vec<UserFunc> = funcs.clone();
     let (mut tree, mut paths) = (Vec::new(), Vec::new());
     for (root_idx, root) in roots.iter().enumerate() {
-        let edges = holdup_symbolize::callgraph::callees(&root.binary, &root.symbol, depth)
+        let mut edges = holdup_symbolize::callgraph::callees(&root.binary, &root.symbol, depth)
             .map_err(|e| anyhow::anyhow!("--callees: {e}"))?;
+        for e in sampled {
+            if !edges.contains(e) {
+                edges.push(e.clone());
+            }
+        }
         let op = format!("func:{}", root.symbol);
         let mut add = |parent: Option<u32>, func: usize, name: &str| -> anyhow::Result<u32> {
             if tree.len() >= MAX_FNODES {
@@ -368,7 +380,7 @@ fn call_paths(
             Ok(id)
         };
         let top = add(None, root_idx, &root.symbol)?;
-        let start = holdup_symbolize::callgraph::Func {
+        let start = Func {
             binary: root.binary.clone(),
             symbol: root.symbol.clone(),
         };
@@ -399,6 +411,58 @@ fn call_paths(
         }
     }
     Ok((tree, paths))
+}
+
+/// The calls a recording's samples show below the roots in `funcs`,
+/// `depth` levels down, as edges between functions that have a symbol in
+/// their file (a uprobe needs one); the others are counted in a warning.
+fn sampled_edges(
+    trace: &Path,
+    funcs: &[UserFunc],
+    depth: usize,
+) -> anyhow::Result<Vec<(Func, Func)>> {
+    let trace = super::input::load_trace(trace)?;
+    let same_file = |a: &Path, b: &Path| {
+        a == b
+            || a.canonicalize()
+                .ok()
+                .is_some_and(|a| b.canonicalize().ok() == Some(a))
+    };
+    let edges = holdup_analysis::latency::sampled_calls::sampled_callees(
+        &trace,
+        |path, name| {
+            funcs
+                .iter()
+                .any(|f| f.symbol == name && same_file(&f.binary, Path::new(path)))
+        },
+        depth,
+    );
+    // One path per file, as the static call graph names it: the roots'
+    // files as given, the others resolved (a library may be mapped by
+    // another path of the same file).
+    let as_func = |(path, symbol): (String, String)| {
+        let path = PathBuf::from(path);
+        let binary = match funcs.iter().find(|u| same_file(&u.binary, &path)) {
+            Some(u) => u.binary.clone(),
+            None => path.canonicalize().unwrap_or(path),
+        };
+        Func { binary, symbol }
+    };
+    let (mut kept, mut dropped) = (Vec::new(), 0);
+    for (caller, callee) in edges {
+        let (caller, callee) = (as_func(caller), as_func(callee));
+        if holdup_symbolize::callgraph::defines_function(&callee.binary, &callee.symbol) {
+            kept.push((caller, callee));
+        } else {
+            dropped += 1;
+        }
+    }
+    if dropped > 0 {
+        eprintln!(
+            "holdup: warning: --callees-from: {dropped} sampled callees have no symbol in their file and are not timed"
+        );
+    }
+    Ok(kept)
 }
 
 /// The wait sites of system calls, their stacks named by the kernel's
@@ -527,7 +591,11 @@ fn record(a: RecordArgs) -> anyhow::Result<ExitCode> {
         bail!("--callees needs a user function to start from (--func)");
     }
     let (ftree, fnodes) = if a.callees > 0 {
-        call_paths(&mut ufuncs, a.callees)?
+        let sampled = match &a.callees_from {
+            Some(path) => sampled_edges(path, &ufuncs, a.callees)?,
+            None => Vec::new(),
+        };
+        call_paths(&mut ufuncs, a.callees, &sampled)?
     } else {
         Default::default()
     };
