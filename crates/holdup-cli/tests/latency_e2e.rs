@@ -174,7 +174,7 @@ fn contended_mutex_makes_two_peaks_and_the_fix_removes_one() {
     let (before, out) = latency(
         &dir,
         "before.data",
-        &["--func", "take_lock", "--callees", "1"],
+        &["--func", "take_lock", "--callees", "1", "--callees-libs"],
         &[bin, "2000"],
     );
     let contended = measured(&out, "contended");

@@ -2,7 +2,7 @@
 //! functions it calls, and theirs, some levels down.
 //!
 //! Calls followed: `call rel32` (E8) to the start of a function of the same
-//! file; `call rel32` to a PLT stub (`jmp *GOT(%rip)`, with or without
+//! file; and, with [`Follow::Libraries`], `call rel32` to a PLT stub (`jmp *GOT(%rip)`, with or without
 //! `endbr64`/`bnd`), and `call *GOT(%rip)` (FF 15, what `-fno-plt` emits),
 //! both named by the dynamic relocation of their GOT slot and found in the
 //! first library of the file's `DT_NEEDED` list that defines them, where
@@ -28,10 +28,24 @@ pub struct Func {
     pub symbol: String,
 }
 
+/// Which calls the call graph follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Follow {
+    /// Calls to functions of the same file.
+    SameFile,
+    /// Those, and calls into shared libraries.
+    Libraries,
+}
+
 /// The functions `root` of the ELF file at `path` calls, and theirs,
 /// `depth` levels down: `(caller, callee)` edges, breadth first, each
 /// function expanded once. `Err` says why in one line.
-pub fn callees(path: &Path, root: &str, depth: usize) -> Result<Vec<(Func, Func)>, String> {
+pub fn callees(
+    path: &Path,
+    root: &str,
+    depth: usize,
+    follow: Follow,
+) -> Result<Vec<(Func, Func)>, String> {
     let mut files: HashMap<PathBuf, Option<Code>> = HashMap::new();
     let code = Code::load(path)?;
     if !code.functions.values().any(|f| f.name == root) {
@@ -52,7 +66,7 @@ pub fn callees(path: &Path, root: &str, depth: usize) -> Result<Vec<(Func, Func)
         let mut next = Vec::new();
         for f in level {
             let direct = match files.get(&f.binary) {
-                Some(Some(code)) => code.direct_callees(&f.symbol),
+                Some(Some(code)) => code.direct_callees(&f.symbol, follow),
                 _ => continue,
             };
             for c in direct {
@@ -151,7 +165,8 @@ impl Code {
     }
 
     /// The functions `name` calls directly, once each, in code order.
-    fn direct_callees(&self, name: &str) -> Vec<Func> {
+    fn direct_callees(&self, name: &str, follow: Follow) -> Vec<Func> {
+        let libraries = follow == Follow::Libraries;
         let Some(f) = self.functions.values().find(|f| f.name == name) else {
             return Vec::new();
         };
@@ -170,10 +185,11 @@ impl Code {
                     let target = next(5).wrapping_add(rel(i + 1) as i64 as u64);
                     match self.functions.get(&target) {
                         Some(c) if c.addr != f.addr => Some(self.func(&c.name)),
-                        _ => self.plt_stub(target),
+                        _ if libraries => self.plt_stub(target),
+                        _ => None,
                     }
                 }
-                0xff if bytes[i + 1] == 0x15 && i + 6 <= bytes.len() => {
+                0xff if libraries && bytes[i + 1] == 0x15 && i + 6 <= bytes.len() => {
                     let slot = next(6).wrapping_add(rel(i + 2) as i64 as u64);
                     self.import(slot)
                 }

@@ -69,9 +69,12 @@ struct {
 	__type(value, char[16]);
 } comms SEC(".maps");
 
-/* Off-CPU clocks of a thread by cause, cumulative. */
+/* Off-CPU clocks of a thread by cause, cumulative; `any` is their sum, so
+ * a call's end can tell at one compare that nothing took time from it
+ * (most calls), without walking every cause. */
 struct causes {
 	u64 ns[LAT_CAUSES];
+	u64 any;
 };
 
 /* The open system call and kernel-function calls of a thread. */
@@ -240,7 +243,7 @@ static __always_inline void add(u32 tgid, u16 kind, u32 id, u64 now, u64 delta,
 	slot = log2_slot(delta, LAT_SLOTS);
 	h->slots[slot].count++;
 	h->slots[slot].ns += delta;
-	if (off && snap) {
+	if (off && snap && off->any != snap->any) {
 		for (int c = 0; c < LAT_CAUSES; c++)
 			if (off->ns[c] != snap->ns[c])
 				h->slots[slot].cause_ns[c] += off->ns[c] - snap->ns[c];
@@ -466,7 +469,8 @@ static __always_inline void flush_callees(struct callee_acc *acc, u32 tgid, u32 
 			__sync_fetch_and_add(&t->calls, c->calls);
 			__sync_fetch_and_add(&t->ns, c->ns);
 			for (int k = 0; k < LAT_CAUSES; k++)
-				__sync_fetch_and_add(&t->cause_ns[k], c->cause_ns[k]);
+				if (c->cause_ns[k])
+					__sync_fetch_and_add(&t->cause_ns[k], c->cause_ns[k]);
 		} else {
 			count_lost(LAT_LOST_HIST_FULL);
 		}
@@ -509,7 +513,7 @@ int lat_ufunc_exit(struct pt_regs *ctx)
 			acc->cur = t0->saved;
 			c->calls++;
 			c->ns += delta;
-			if (s)
+			if (s && s->off.any != t0->snap.any)
 				for (int k = 0; k < LAT_CAUSES; k++)
 					c->cause_ns[k] += s->off.ns[k] - t0->snap.ns[k];
 		}
@@ -593,6 +597,7 @@ static __always_inline void lock_wait(struct task_struct *t, u64 now, u64 delta)
 	char comm[16];
 
 	waited.ns[LAT_CAUSE_LOCK] = delta;
+	waited.any = delta;
 	add(tgid, LAT_LOCK, 0, now, delta, &waited, &none);
 	/* add() names processes after the current task: here, the one
 	 * switching out. */
@@ -632,8 +637,10 @@ int BPF_PROG(lat_switch, bool preempt, struct task_struct *prev, struct task_str
 	}
 	s = bpf_task_storage_get(&starts, next, 0, 0);
 	if (s && s->out_at) {
-		if (s->out_cause < LAT_CAUSES)
+		if (s->out_cause < LAT_CAUSES) {
 			s->off.ns[s->out_cause] += now - s->out_at;
+			s->off.any += now - s->out_at;
+		}
 		if (lock_waits && s->out_cause == LAT_CAUSE_LOCK)
 			lock_wait(next, now, now - s->out_at);
 		if (s->sys_start && s->out_stack >= 0)
@@ -697,8 +704,10 @@ static __always_inline void charge_current(u32 cause, u64 ns)
 	 * compiler would otherwise fold it into a caller's check or make it
 	 * on 32 bits, which the verifier does not carry over. */
 	asm volatile("" : "+r"(i));
-	if (s && i < LAT_CAUSES)
+	if (s && i < LAT_CAUSES) {
 		s->off.ns[i] += ns;
+		s->off.any += ns;
+	}
 }
 
 /* The cause slot of device interrupt `irq`, given on first sight. Two

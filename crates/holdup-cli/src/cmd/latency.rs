@@ -13,7 +13,7 @@ use holdup_bpf::monotonic_ns;
 use holdup_bpf::Target;
 use holdup_record::launch::{self, ExitStatus, Launched};
 use holdup_record::session::{catch_signals, SIGNALS};
-use holdup_symbolize::callgraph::Func;
+use holdup_symbolize::callgraph::{Follow, Func};
 use holdup_trace::latency::{
     read_latency, write_latency, CallPath, CalleeTime, IntervalHistogram, LatencyData, WaitSite,
     LEGACY_CAUSES, OFF_CPU_CAUSES,
@@ -88,6 +88,12 @@ pub struct RecordArgs {
     /// as calls through a pointer, which the binary's code does not name.
     #[arg(long, value_name = "TRACE", requires = "callees")]
     pub callees_from: Option<PathBuf>,
+    /// With --callees: also follow calls into shared libraries (through
+    /// the PLT), e.g. into pthread_mutex_lock. Library functions are often
+    /// called everywhere (clock_gettime, malloc), and every call of a timed
+    /// function costs a uprobe trap, inside the root's calls or not.
+    #[arg(long, requires = "callees")]
+    pub callees_libs: bool,
     /// Time block-device requests from issue to completion.
     #[arg(long)]
     pub block: bool,
@@ -348,13 +354,15 @@ fn func_spec(
 fn call_paths(
     funcs: &mut Vec<UserFunc>,
     depth: usize,
+    follow: Follow,
     sampled: &[(Func, Func)],
 ) -> anyhow::Result<(Vec<FNode>, Vec<CallPath>)> {
     let roots: Vec<UserFunc> = funcs.clone();
     let (mut tree, mut paths) = (Vec::new(), Vec::new());
     for (root_idx, root) in roots.iter().enumerate() {
-        let mut edges = holdup_symbolize::callgraph::callees(&root.binary, &root.symbol, depth)
-            .map_err(|e| anyhow::anyhow!("--callees: {e}"))?;
+        let mut edges =
+            holdup_symbolize::callgraph::callees(&root.binary, &root.symbol, depth, follow)
+                .map_err(|e| anyhow::anyhow!("--callees: {e}"))?;
         for e in sampled {
             if !edges.contains(e) {
                 edges.push(e.clone());
@@ -595,7 +603,12 @@ fn record(a: RecordArgs) -> anyhow::Result<ExitCode> {
             Some(path) => sampled_edges(path, &ufuncs, a.callees)?,
             None => Vec::new(),
         };
-        call_paths(&mut ufuncs, a.callees, &sampled)?
+        let follow = if a.callees_libs {
+            Follow::Libraries
+        } else {
+            Follow::SameFile
+        };
+        call_paths(&mut ufuncs, a.callees, follow, &sampled)?
     } else {
         Default::default()
     };
