@@ -594,7 +594,6 @@ impl LatencyProbe {
                 let b = v.get(4..)?;
                 let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
                 match &b[..end] {
-                    [] if irq == 0 => None,
                     [] => Some(irq.to_string()),
                     name => Some(String::from_utf8_lossy(name).into_owned()),
                 }

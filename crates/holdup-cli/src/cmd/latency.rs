@@ -529,7 +529,7 @@ fn keep_used_causes(
             ),
             _ => match device_irqs.get(c - CAUSE_IRQ_DEV) {
                 Some(Some(n)) => format!("irq:{n}"),
-                _ => "irq:other".into(),
+                _ => "irq:unnamed".into(),
             },
         }
     };
@@ -543,17 +543,18 @@ fn keep_used_causes(
                 .any(|t| t.cause_ns.get(c).is_some_and(|&n| n > 0))
     };
     let keep: Vec<usize> = (0..CAUSES).filter(|&c| used(c)).collect();
-    let pick = |v: &Vec<u64>| keep.iter().map(|&c| v[c]).collect::<Vec<u64>>();
     for h in histograms.iter_mut() {
-        h.cause_ns = keep
-            .iter()
-            .filter_map(|&c| h.cause_ns.get(c).cloned())
-            .collect();
+        h.cause_ns = columns(&h.cause_ns, &keep);
     }
     for t in callees.iter_mut() {
-        t.cause_ns = pick(&t.cause_ns);
+        t.cause_ns = columns(&t.cause_ns, &keep);
     }
     keep.into_iter().map(name).collect()
+}
+
+/// The elements of `v` at `keep`.
+fn columns<T: Clone>(v: &[T], keep: &[usize]) -> Vec<T> {
+    keep.iter().filter_map(|&c| v.get(c).cloned()).collect()
 }
 
 /// `block:vda` for a device number as the BPF side packs it (major << 20 | minor).
