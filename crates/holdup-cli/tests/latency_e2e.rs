@@ -533,6 +533,29 @@ fn callees_called_through_a_pointer_come_from_a_recording() {
 
 #[test]
 #[ignore = "needs root and BPF"]
+fn a_recursive_function_counts_its_outermost_calls() {
+    let _g = serial();
+    let dir = scratch("latency_recursive");
+    let bin = workload("lat_recursive");
+    let (data, out) = latency(
+        &dir,
+        "recursive.data",
+        &["--func", "descend"],
+        &[bin.to_str().unwrap(), "400"],
+    );
+    let op = operation(&data, "func:descend");
+    assert_eq!(op["count"], measured(&out, "calls"), "{op}");
+    let outer = measured(&out, "outer_ns") as f64;
+    assert_near(
+        "time in the outermost calls, ms",
+        op["total_ns"].as_f64().unwrap() / 1e6,
+        outer / 1e6,
+        0.05 * outer / 1e6,
+    );
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
 fn softirq_work_inside_a_call_is_its_own_cause() {
     let _g = serial();
     let dir = scratch("latency_softirq");
