@@ -189,12 +189,15 @@ fn producer_consumer_knot_is_the_consumer_and_the_disk() {
         pc["wait_ns"],
         cd["wait_ns"]
     );
-    // It needs 0.1 ms per item, the consumer 0.3 ms plus the write: it
-    // waits more than a third of the time (more when the disk is slow),
-    // and longer than the consumer, which is in the knot.
+    // It needs 0.1 ms of CPU per item, the consumer 0.3 ms plus the
+    // write: it waits for the rest of the run, and longer than the
+    // consumer, which is in the knot. (On a slow or busy CPU the burn
+    // loops overshoot and the producer's synchronization costs more, so
+    // its share of waiting is not a fixed one: 27 to 45% were seen.)
+    let idle = dur - f(&producer["cpu_ns"]) - f(&producer["runnable_ns"]);
     assert!(
-        f(&producer["wait_ns"]) > 0.3 * dur,
-        "producer waits {} of {dur}",
+        f(&producer["wait_ns"]) > 0.8 * idle && f(&producer["wait_ns"]) > 0.2 * dur,
+        "producer waits {} of {dur}, off its CPU for {idle}",
         producer["wait_ns"]
     );
     assert!(
