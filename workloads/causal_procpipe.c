@@ -9,6 +9,8 @@
  * a page each and the pipe holds 32: the writer stays at most ~0.1 s ahead
  * (it waits for the reader all along), which absorbs the delays it pays.
  *
+ * The processes are named "reader" and "writer" (process targets).
+ *
  * usage: causal_procpipe ITEMS [R_MS=2] [O_MS=1] [W_MS=0.5]
  * The reader prints the time per item; run again with a smaller R_MS to
  * measure the effect of a faster line r.
@@ -20,6 +22,7 @@
 #include "../include/holdup.h"
 #endif
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <stdint.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -54,6 +57,7 @@ int main(int argc, char **argv)
 	if (child < 0)
 		return 1;
 	if (child == 0) {
+		prctl(PR_SET_NAME, "reader");
 		close(p[1]);
 		read_item(p[0]);
 		long long t0 = now_ns();
@@ -66,6 +70,7 @@ int main(int argc, char **argv)
 		printf("item_ns=%lld\n", (now_ns() - t0) / (items - 1));
 		return 0;
 	}
+	prctl(PR_SET_NAME, "writer");
 	close(p[0]);
 	for (long i = 0; i < items; i++) {
 		SPIN(w_iters); /* target: w */

@@ -31,6 +31,8 @@ pub struct Config {
     /// Fixed speedup in percent.
     pub speedup: Option<u32>,
     pub subclass: Option<Subclass>,
+    /// `--process NAME` (with `--system`): the only target is that process.
+    pub process: Option<String>,
     pub end_to_end: bool,
     pub experiment_ns: u64,
     pub verbose: bool,
@@ -81,6 +83,7 @@ impl Config {
                 Some("sched") => Some(Subclass::Sched),
                 _ => None,
             },
+            process: var(env::PROCESS),
             end_to_end: var(env::END_TO_END).is_some(),
             experiment_ns: var(env::EXPERIMENT_MS)
                 .and_then(|v| v.parse::<u64>().ok())

@@ -18,6 +18,9 @@ use std::sync::atomic::Ordering;
 pub enum SpeedupTarget {
     Line(u32),
     Subclass(Subclass),
+    /// This whole process (SCOZ's process target, with `--system`): every
+    /// on-CPU sample of its threads is in the target.
+    Process,
 }
 
 pub struct Experiment {
@@ -89,6 +92,7 @@ impl Processor {
     pub fn target_name(&self, t: SpeedupTarget) -> String {
         match (t, &self.binary) {
             (SpeedupTarget::Subclass(sc), _) => sc.name().to_string(),
+            (SpeedupTarget::Process, _) => format!("{PROCESS_PREFIX}{}", process_name()),
             (SpeedupTarget::Line(l), None) => self.locs.name(l).to_string(),
             (SpeedupTarget::Line(l), Some(bin)) => format!("{bin}:{}", self.locs.name(l)),
         }
@@ -100,6 +104,9 @@ impl Processor {
             "subclass:io" => return Some(SpeedupTarget::Subclass(Subclass::Io)),
             "subclass:sched" => return Some(SpeedupTarget::Subclass(Subclass::Sched)),
             _ => {}
+        }
+        if let Some(process) = name.strip_prefix(PROCESS_PREFIX) {
+            return (process == process_name()).then_some(SpeedupTarget::Process);
         }
         if let (Some((bin, line)), Some(mine)) = (name.split_once(':'), &self.binary) {
             if bin == mine {
@@ -231,6 +238,7 @@ impl Processor {
             let credit = match target {
                 SpeedupTarget::Line(_) if hit => p.line,
                 SpeedupTarget::Line(_) => 0,
+                SpeedupTarget::Process => p.line,
                 SpeedupTarget::Subclass(Subclass::Io) => p.io,
                 SpeedupTarget::Subclass(Subclass::Sched) => p.sched,
             };
@@ -281,6 +289,16 @@ impl Processor {
         self.modules = fresh;
         let _ = rt;
     }
+}
+
+/// How a process target is named: `process:NAME`.
+pub const PROCESS_PREFIX: &str = "process:";
+
+/// This process's name (its comm, which a forked child may have changed).
+fn process_name() -> String {
+    std::fs::read_to_string("/proc/self/comm")
+        .map(|c| c.trim_end().to_string())
+        .unwrap_or_default()
 }
 
 /// An address inside this library.

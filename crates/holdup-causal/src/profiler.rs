@@ -5,7 +5,7 @@ use crate::clock::{now_ns, sleep_ns, Rng};
 use crate::config::scope_match;
 use crate::lines::{self, Locations};
 use crate::modules::{Modules, Role};
-use crate::processor::{runtime_address, Experiment, SpeedupTarget};
+use crate::processor::{runtime_address, Experiment, SpeedupTarget, PROCESS_PREFIX};
 use crate::progress::{self, Point, Snapshot};
 use crate::runtime::{log, Runtime};
 use holdup_coz::profile::{key, kind, Line};
@@ -278,7 +278,7 @@ impl Profiler {
         p.modules = modules;
         p.tables = tables;
         p.locs = locs;
-        p.allow_subclasses = rt.cfg.line.is_none();
+        p.allow_subclasses = rt.cfg.line.is_none() && rt.cfg.process.is_none();
         p.ready = true;
     }
 
@@ -287,10 +287,11 @@ impl Profiler {
     fn next_target(&mut self) -> Option<(Option<SpeedupTarget>, String)> {
         let rt = self.rt;
         if let Some(d) = rt.domain {
-            let name = match (&rt.cfg.line, rt.cfg.subclass) {
-                (Some(spec), _) => spec.clone(),
-                (None, Some(s)) => s.name().to_string(),
-                (None, None) => d.take_pick()?,
+            let name = match (&rt.cfg.line, rt.cfg.subclass, &rt.cfg.process) {
+                (Some(spec), _, _) => spec.clone(),
+                (None, Some(s), _) => s.name().to_string(),
+                (None, None, Some(process)) => format!("{PROCESS_PREFIX}{process}"),
+                (None, None, None) => d.take_pick()?,
             };
             return Some((None, name));
         }

@@ -496,6 +496,41 @@ fn system_pipe_reader_line_across_processes() {
 
 #[test]
 #[ignore = "needs root and BPF"]
+fn system_process_target_predicts_a_faster_reader_process() {
+    let _turn = turn();
+    let bin = build("causal_procpipe", &[]);
+    let bin = bin.to_str().unwrap();
+    // Per item: the reader process works 3 ms, the writer 0.5 ms. The
+    // whole reader made faster speeds the program up as much (until the
+    // writer limits it); a faster writer gives nothing.
+    let reader = profile(
+        &scratch("causal_process_reader"),
+        &["--system", "--process", "reader"],
+        &[bin, "3000"],
+    );
+    assert!(reader["experiments"].as_u64().unwrap() >= 30, "{reader}");
+    let t = target(&reader, "process:reader");
+    assert_eq!(t["kind"], "process", "{t}");
+    check_prediction("reader process", &reader, "process:reader", || {
+        // Both of the reader's lines at half their time.
+        let (base, faster) = compare(Path::new(bin), &["600"], &["600", "1", "0.5"], 5);
+        (0.5, 1.0 - get(&faster, "item_ns") / get(&base, "item_ns"))
+    });
+    let writer = profile(
+        &scratch("causal_process_writer"),
+        &["--system", "--process", "writer"],
+        &[bin, "3000"],
+    );
+    let w = target(&writer, "process:writer");
+    let best = w["max_program_speedup"].as_f64().unwrap();
+    assert!(
+        best < 0.1 && best < t["max_program_speedup"].as_f64().unwrap(),
+        "a faster writer: {w}"
+    );
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
 fn progress_point_that_does_not_exist_is_one_clear_error() {
     let bin = build("causal_barrier", &["-DNO_PROGRESS"]);
     for (opt, spec, says) in [

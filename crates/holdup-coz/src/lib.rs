@@ -20,6 +20,8 @@ pub mod env {
     pub const LINE: &str = "HOLDUP_CAUSAL_LINE";
     pub const SPEEDUP: &str = "HOLDUP_CAUSAL_SPEEDUP";
     pub const SUBCLASS: &str = "HOLDUP_CAUSAL_SUBCLASS";
+    /// `--process NAME`: experiments on that whole process only.
+    pub const PROCESS: &str = "HOLDUP_CAUSAL_PROCESS";
     pub const END_TO_END: &str = "HOLDUP_CAUSAL_END_TO_END";
     /// Minimum experiment length in ms (tuning and tests).
     pub const EXPERIMENT_MS: &str = "HOLDUP_CAUSAL_EXPERIMENT_MS";
@@ -40,6 +42,7 @@ pub mod env {
         LINE,
         SPEEDUP,
         SUBCLASS,
+        PROCESS,
         END_TO_END,
         EXPERIMENT_MS,
         VERBOSE,

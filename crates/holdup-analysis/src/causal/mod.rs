@@ -207,6 +207,8 @@ impl CozProfile {
 pub enum TargetKind {
     Line,
     Subclass,
+    /// A whole process of a `--system` profile (`process:NAME`).
+    Process,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -222,7 +224,8 @@ pub struct CurvePoint {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct TargetCurve {
-    /// `file.c:42` (the shortest unambiguous name), `subclass:io`, `subclass:sched`.
+    /// `file.c:42` (the shortest unambiguous name), `subclass:io`,
+    /// `subclass:sched`, `process:NAME`.
     pub target: String,
     /// As recorded: the full path for lines.
     pub location: String,
@@ -435,6 +438,8 @@ pub fn analyze(profile: &CozProfile) -> CausalProfile {
             .collect();
         let kind = if target.starts_with("subclass:") {
             TargetKind::Subclass
+        } else if target.starts_with("process:") {
+            TargetKind::Process
         } else {
             TargetKind::Line
         };
@@ -542,7 +547,7 @@ fn local_linear(pts: &[(f64, f64, f64)], x0: f64) -> f64 {
 /// `path:line` shortened to `file:line` unless another target has the same
 /// file name.
 fn short_name(name: &str, all: &[&str]) -> String {
-    if name.starts_with("subclass:") {
+    if name.starts_with("subclass:") || name.starts_with("process:") {
         return name.to_string();
     }
     // `BINARY:path:line` (a --system profile): the binary stays.

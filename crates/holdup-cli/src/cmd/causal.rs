@@ -64,6 +64,11 @@ pub struct RunArgs {
     /// disk) or `sched` (more cores).
     #[arg(long, value_enum)]
     pub subclass: Option<SubclassArg>,
+    /// With --system: only experiment on one whole process of the program,
+    /// by name (its comm): all its threads' work virtually faster, while
+    /// the other processes are delayed (target `process:NAME`).
+    #[arg(long, value_name = "NAME", requires = "system", conflicts_with_all = ["line", "subclass"])]
+    pub process: Option<String>,
     /// Add to the profile instead of replacing it (COZ's behaviour).
     #[arg(long)]
     pub append: bool,
@@ -193,6 +198,14 @@ fn config(a: &RunArgs, lib: &Path) -> anyhow::Result<RunConfig> {
         Some(SubclassArg::Io) => env.push((e::SUBCLASS, "io".into())),
         Some(SubclassArg::Sched) => env.push((e::SUBCLASS, "sched".into())),
         None => {}
+    }
+    if let Some(p) = &a.process {
+        if p.is_empty() || p.len() > 15 || p.contains('/') {
+            bail!(
+                "--process takes a process name (its comm: at most 15 characters), like postgres"
+            );
+        }
+        env.push((e::PROCESS, p.clone()));
     }
     if a.end_to_end {
         env.push((e::END_TO_END, "1".into()));
