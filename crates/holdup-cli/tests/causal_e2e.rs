@@ -531,6 +531,36 @@ fn system_process_target_predicts_a_faster_reader_process() {
 
 #[test]
 #[ignore = "needs root and BPF"]
+fn system_prefork_pool_ranks_the_shared_lock_line_first() {
+    let _turn = turn();
+    let dir = scratch("causal_prefork");
+    let bin = build("causal_prefork", &[]);
+    let b = bin.to_str().unwrap();
+    // Two worker processes; per request 0.5 ms of a worker's own work
+    // (line p), then 1.5 ms in a lock all workers share (line c): the
+    // lock line is the bottleneck. Experiments on the lines every process
+    // offers, in one domain.
+    let report = profile(&dir, &["--system"], &[b, "15000"]);
+    let name = |marker: &str| format!("causal_prefork:{}", line_of("causal_prefork", marker));
+    let (c, p) = (name("c"), name("p"));
+    assert_top(&report, &c);
+    check_prediction("pool lock line", &report, &c, || {
+        let (base, faster) = compare(&bin, &["1500"], &["1500", "2", "0.5", "0.75"], 5);
+        (
+            0.5,
+            1.0 - get(&faster, "request_ns") / get(&base, "request_ns"),
+        )
+    });
+    // The workers' own line has slack: less than the lock line at any speedup.
+    let (tc, tp) = (target(&report, &c), target(&report, &p));
+    assert!(
+        predict(tp, 0.5) + 0.15 < predict(tc, 0.5),
+        "own line {tp}\nlock line {tc}"
+    );
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
 fn progress_point_that_does_not_exist_is_one_clear_error() {
     let bin = build("causal_barrier", &["-DNO_PROGRESS"]);
     for (opt, spec, says) in [
