@@ -159,6 +159,30 @@ pub unsafe extern "C" fn pthread_create(
     r
 }
 
+/// An unloaded library takes its unwind tables with it, and the profiler
+/// unwinds through them (samples from inside the library may still be
+/// queued): the library goes while the profiler cannot unwind, and the
+/// profiler's list of loaded objects is made again before it can. The
+/// profiler thread's own dlclose (none is expected) goes straight through,
+/// as it may hold the lock.
+#[no_mangle]
+pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> c_int {
+    let Some(rt) = runtime::get() else {
+        return (real().dlclose)(handle);
+    };
+    if rt.profiler_tid.load(Ordering::Acquire) == threads::gettid() {
+        return (real().dlclose)(handle);
+    }
+    let mut p = rt.processor.lock().unwrap_or_else(|e| e.into_inner());
+    let r = (real().dlclose)(handle);
+    if p.ready {
+        p.reload_modules();
+    } else {
+        p.modules_stale = true;
+    }
+    r
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn pthread_exit(ret: *mut c_void) -> ! {
     if let Some(rt) = rt() {

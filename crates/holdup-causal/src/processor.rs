@@ -40,6 +40,9 @@ pub struct Processor {
     pub(crate) frames: Vec<u64>,
     pub(crate) slot_of: HashMap<i32, usize>,
     pub(crate) ready: bool,
+    /// A library was unloaded before the profiler's first list was in:
+    /// that list is made again when it is.
+    pub(crate) modules_stale: bool,
     pub(crate) last_refresh_ns: u64,
     /// Weighted sample points per location, and for io / runqueue.
     pub counts: HashMap<u32, u64>,
@@ -72,6 +75,7 @@ impl Processor {
             frames: Vec::with_capacity(128),
             slot_of: HashMap::new(),
             ready: false,
+            modules_stale: false,
             last_refresh_ns: 0,
             counts: HashMap::new(),
             io_points: 0,
@@ -277,6 +281,15 @@ impl Processor {
             return;
         }
         self.last_refresh_ns = now;
+        self.reload_modules();
+        let _ = rt;
+    }
+
+    /// List the loaded objects again, keeping the line tables of those
+    /// still loaded. The list's unwind tables point into the objects'
+    /// memory: after a dlclose, an unloaded one must leave the list before
+    /// the next unwind.
+    pub fn reload_modules(&mut self) {
         let mut fresh = Modules::load(runtime_address());
         for m in &mut fresh.list {
             m.lines = self
@@ -287,7 +300,8 @@ impl Processor {
                 .and_then(|o| o.lines);
         }
         self.modules = fresh;
-        let _ = rt;
+        // Unwind steps cached by address may be an unloaded object's.
+        self.unwinder = Unwinder::default();
     }
 }
 

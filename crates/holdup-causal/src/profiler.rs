@@ -280,6 +280,9 @@ impl Profiler {
         p.locs = locs;
         p.allow_subclasses = rt.cfg.line.is_none() && rt.cfg.process.is_none();
         p.ready = true;
+        if std::mem::take(&mut p.modules_stale) {
+            p.reload_modules();
+        }
     }
 
     /// The next experiment's target, here (None with `--system`: every

@@ -75,6 +75,7 @@ real_table! {
     kill: fn(libc::pid_t, c_int) -> c_int;
     read: fn(c_int, *mut c_void, usize) -> isize;
     write: fn(c_int, *const c_void, usize) -> isize;
+    dlclose: fn(*mut c_void) -> c_int;
     _exit: fn(c_int);
     _Exit: fn(c_int);
 }

@@ -561,6 +561,21 @@ fn system_prefork_pool_ranks_the_shared_lock_line_first() {
 
 #[test]
 #[ignore = "needs root and BPF"]
+fn a_program_that_unloads_libraries_is_not_crashed() {
+    let _turn = turn();
+    let dir = scratch("causal_dlclose");
+    let bin = build("causal_dlclose", &["-ldl"]);
+    // The library is unloaded about every half millisecond, with samples
+    // from inside it queued: before the runtime took dlclose in hand, two
+    // runs in three died reading the unwind tables of an unloaded library.
+    for _ in 0..3 {
+        let report = profile(&dir, &[], &[bin.to_str().unwrap(), "2000"]);
+        assert!(report["experiments"].as_u64().unwrap() > 0, "{report}");
+    }
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
 fn progress_point_that_does_not_exist_is_one_clear_error() {
     let bin = build("causal_barrier", &["-DNO_PROGRESS"]);
     for (opt, spec, says) in [
