@@ -465,6 +465,78 @@ fn explain_descends_to_the_callee_that_makes_the_slow_peak() {
 
 #[test]
 #[ignore = "needs root and BPF"]
+fn explain_resumes_below_a_path_found_before() {
+    let _g = serial();
+    let dir = scratch("latency_resume");
+    let bin = workload("lat_callees");
+    let bin = bin.to_str().unwrap();
+    // One level below handle → store → flush, where a previous explain
+    // stopped; parse() and lookup() are not timed.
+    let (data, out) = latency(
+        &dir,
+        "resume.data",
+        &[
+            "--func",
+            "handle",
+            "--callees",
+            "1",
+            "--resume",
+            "store,flush",
+        ],
+        &[bin, "800"],
+    );
+    let e = explain_json(&data, "func:handle");
+    let peaks = e["operations"][0]["peaks"].as_array().unwrap().clone();
+    let paths = e["paths"].as_array().unwrap();
+    let truth = |i: usize| {
+        let p = &peaks[i];
+        callee_truth(
+            &out,
+            p["lo_ns"].as_u64().unwrap(),
+            p["hi_ns"].as_u64().unwrap(),
+        )
+    };
+    let slowest = (0..peaks.len())
+        .max_by(|&a, &b| truth(a)["write_ns"].total_cmp(&truth(b)["write_ns"]))
+        .unwrap();
+    let (slow, t) = (shares(&paths[slowest]["path"], "frame"), truth(slowest));
+    let frames: Vec<&str> = slow.iter().map(|f| f.0.as_str()).collect();
+    assert_eq!(
+        frames,
+        ["func:handle", "store", "flush", "write_out", "blocked"],
+        "{slow:?}"
+    );
+    assert_near(
+        "write_out in the slow peak",
+        slow[3].1,
+        t["write_ns"] / t["handle_ns"],
+        0.05,
+    );
+    // The fast peak is parse's, which is not timed: it ends in handle's own time.
+    let fast = shares(&paths[0]["path"], "frame");
+    assert_eq!(fast[1].0, "on-cpu", "{fast:?}");
+    // A path the code does not have is one clear line.
+    assert_one_line_error(
+        &[
+            "latency",
+            "-o",
+            dir.join("bad.data").to_str().unwrap(),
+            "--func",
+            "handle",
+            "--callees",
+            "1",
+            "--resume",
+            "parse,flush",
+            "--",
+            bin,
+            "10",
+        ],
+        "--resume: 'flush' is not called by 'parse'",
+    );
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
 fn callees_called_through_a_pointer_come_from_a_recording() {
     let _g = serial();
     let dir = scratch("latency_indirect");

@@ -94,6 +94,17 @@ pub struct RecordArgs {
     /// function costs a uprobe trap, inside the root's calls or not.
     #[arg(long, requires = "callees")]
     pub callees_libs: bool,
+    /// With --callees: go down this call path below the --func root first
+    /// (callees, comma-separated, as a previous `explain` found them), then
+    /// --callees levels further; the path's functions are timed, their
+    /// other callees are not (DARC's resume from a previous point).
+    #[arg(
+        long,
+        value_name = "CALLEE,...",
+        value_delimiter = ',',
+        requires = "callees"
+    )]
+    pub resume: Vec<String>,
     /// Time block-device requests from issue to completion.
     #[arg(long)]
     pub block: bool,
@@ -346,22 +357,40 @@ fn func_spec(
     Ok((binary, symbol))
 }
 
-/// DARC's ftree below each root in `funcs`: the call paths of its
-/// binary's static call graph, `depth` calls down (a function already on
-/// the path or a root is not entered again). The callees are appended to
-/// `funcs` (once each, whatever their number of paths). Returns the tree
-/// for the recorder and its description for the file.
-fn call_paths(
-    funcs: &mut Vec<UserFunc>,
+/// How far, and along what, the ftree goes below each root.
+struct Descent<'a> {
+    /// Calls timed below the resume path.
     depth: usize,
     follow: Follow,
-    sampled: &[(Func, Func)],
+    /// Calls a recording's samples showed.
+    sampled: &'a [(Func, Func)],
+    /// Callees to go down through first, one per level, the others left
+    /// out (DARC's resume from a previous point).
+    resume: &'a [String],
+}
+
+/// DARC's ftree below each root in `funcs`: the call paths of its
+/// binary's static call graph (and of the samples), along the resume path
+/// and then `depth` calls further down (a function already on the path or
+/// a root is not entered again). The callees are appended to `funcs` (once
+/// each, whatever their number of paths). Returns the tree for the
+/// recorder and its description for the file.
+fn call_paths(
+    funcs: &mut Vec<UserFunc>,
+    descent: &Descent<'_>,
 ) -> anyhow::Result<(Vec<FNode>, Vec<CallPath>)> {
+    let Descent {
+        depth,
+        follow,
+        sampled,
+        resume,
+    } = *descent;
+    let levels = resume.len() + depth;
     let roots: Vec<UserFunc> = funcs.clone();
     let (mut tree, mut paths) = (Vec::new(), Vec::new());
     for (root_idx, root) in roots.iter().enumerate() {
         let mut edges =
-            holdup_symbolize::callgraph::callees(&root.binary, &root.symbol, depth, follow)
+            holdup_symbolize::callgraph::callees(&root.binary, &root.symbol, levels, follow)
                 .map_err(|e| anyhow::anyhow!("--callees: {e}"))?;
         for e in sampled {
             if !edges.contains(e) {
@@ -393,16 +422,23 @@ fn call_paths(
             symbol: root.symbol.clone(),
         };
         let mut queue = std::collections::VecDeque::from([(top, vec![start])]);
+        let mut resumed = 0;
         while let Some((parent, ancestors)) = queue.pop_front() {
-            if ancestors.len() > depth {
+            if ancestors.len() > levels {
                 continue;
             }
             let caller = ancestors.last().unwrap();
+            // On the resume path, its next callee only.
+            let next = resume.get(ancestors.len() - 1);
             for (_, callee) in edges.iter().filter(|(c, _)| c == caller) {
                 let is = |f: &UserFunc| f.binary == callee.binary && f.symbol == callee.symbol;
-                if ancestors.contains(callee) || roots.iter().any(is) {
+                if ancestors.contains(callee)
+                    || roots.iter().any(is)
+                    || next.is_some_and(|n| *n != callee.symbol)
+                {
                     continue;
                 }
+                resumed = resumed.max(ancestors.len().min(resume.len()));
                 let idx = funcs.iter().position(is).unwrap_or_else(|| {
                     funcs.push(UserFunc {
                         binary: callee.binary.clone(),
@@ -416,6 +452,22 @@ fn call_paths(
                 path.push(callee.clone());
                 queue.push_back((id, path));
             }
+        }
+        if resumed < resume.len() {
+            let caller = if resumed == 0 {
+                &root.symbol
+            } else {
+                &resume[resumed - 1]
+            };
+            bail!(
+                "--resume: '{}' is not called by '{caller}' (in the code{})",
+                resume[resumed],
+                if sampled.is_empty() {
+                    ""
+                } else {
+                    " or the samples"
+                }
+            );
         }
     }
     Ok((tree, paths))
@@ -599,9 +651,12 @@ fn record(a: RecordArgs) -> anyhow::Result<ExitCode> {
     if a.callees > 0 && ufuncs.is_empty() {
         bail!("--callees needs a user function to start from (--func)");
     }
+    if !a.resume.is_empty() && ufuncs.len() != 1 {
+        bail!("--resume follows a path below one root: give exactly one --func");
+    }
     let (ftree, fnodes) = if a.callees > 0 {
         let sampled = match &a.callees_from {
-            Some(path) => sampled_edges(path, &ufuncs, a.callees)?,
+            Some(path) => sampled_edges(path, &ufuncs, a.resume.len() + a.callees)?,
             None => Vec::new(),
         };
         let follow = if a.callees_libs {
@@ -609,7 +664,13 @@ fn record(a: RecordArgs) -> anyhow::Result<ExitCode> {
         } else {
             Follow::SameFile
         };
-        call_paths(&mut ufuncs, a.callees, follow, &sampled)?
+        let descent = Descent {
+            depth: a.callees,
+            follow,
+            sampled: &sampled,
+            resume: &a.resume,
+        };
+        call_paths(&mut ufuncs, &descent)?
     } else {
         Default::default()
     };
