@@ -162,12 +162,13 @@ pub unsafe extern "C" fn pthread_create(
 /// An unloaded library takes its unwind tables with it, and the profiler
 /// unwinds through them (samples from inside the library may still be
 /// queued): the library goes while the profiler cannot unwind, and the
-/// profiler's list of loaded objects is made again before it can. The
-/// profiler thread's own dlclose (none is expected) goes straight through,
-/// as it may hold the lock.
+/// profiler's list of loaded objects is made again before it can. A
+/// dlclose from the runtime's own work (on the profiler thread, or on a
+/// thread busy in the runtime; none is expected) goes straight through, as
+/// it may hold the lock.
 #[no_mangle]
 pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> c_int {
-    let Some(rt) = runtime::get() else {
+    let Some(rt) = rt() else {
         return (real().dlclose)(handle);
     };
     if rt.profiler_tid.load(Ordering::Acquire) == threads::gettid() {
