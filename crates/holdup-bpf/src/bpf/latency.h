@@ -42,7 +42,7 @@ enum latency_kind {
  * below a peak): off-CPU causes, and time interrupts took from it, per
  * interrupt (DARC §3.6); the rest of the call's time was its own, on a
  * CPU. Device interrupts get a slot each, in the order they are first
- * seen, named by the loader from lat_irq_names; later ones share
+ * seen, named by the loader from the irq_names map; later ones share
  * LAT_CAUSE_IRQ_OTHER. */
 enum latency_cause {
 	LAT_CAUSE_IO = 0,	/* blocked with in_iowait set */
