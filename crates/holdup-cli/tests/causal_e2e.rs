@@ -537,6 +537,23 @@ fn system_process_target_predicts_a_faster_reader_process() {
         best < 0.1 && best < t["max_program_speedup"].as_f64().unwrap(),
         "a faster writer: {w}"
     );
+    // A name no process has is an error, not a flat curve.
+    let dir = scratch("causal_process_none");
+    let out = holdup()
+        .args(["causal", "run", "-o"])
+        .arg(dir.join("none.coz"))
+        .args(["--system", "--process", "reder", "--", bin, "600"])
+        .bounded_output();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    let said: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("holdup: error"))
+        .collect();
+    assert!(
+        said.len() == 1 && said[0].contains("--process reder: no process of that name"),
+        "{err}"
+    );
 }
 
 #[test]

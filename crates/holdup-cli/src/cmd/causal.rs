@@ -391,6 +391,18 @@ fn report_outcome(cfg: &RunConfig, status: ExitStatus) -> anyhow::Result<ExitCod
     if n == 0 {
         bail!("the program ended before any experiment finished: make it run longer, or use --end-to-end");
     }
+    // A misspelt --process would otherwise read as "no speedup to gain".
+    let process = cfg.env.iter().find(|(k, _)| *k == holdup_coz::env::PROCESS);
+    if let Some((_, p)) = process {
+        let target = format!("process:{p}");
+        let on_it = profile.experiments.iter().filter(|e| e.selected == target);
+        if on_it.clone().all(|e| e.selected_samples == 0) {
+            bail!(
+                "--process {p}: no process of that name ran on a CPU during the {} experiments (the name is its comm, as `ps -o comm` shows)",
+                on_it.count()
+            );
+        }
+    }
     eprintln!("holdup causal: {n} experiments written to {name} (holdup causal report -i {name})");
     Ok(ExitCode::SUCCESS)
 }
