@@ -210,9 +210,8 @@ fn contended_mutex_makes_two_peaks_and_the_fix_removes_one() {
     // slow peak is pthread_mutex_lock's, and that is the futex wait.
     let paths = explain_json(&before, "func:take_lock");
     let slow_path = shares(&paths["paths"][slow]["path"], "frame");
-    let frames: Vec<&str> = slow_path.iter().map(|f| f.0.as_str()).collect();
     assert_eq!(
-        frames,
+        frames(&slow_path),
         ["func:take_lock", "pthread_mutex_lock", "futex_wait"],
         "{slow_path:?}"
     );
@@ -395,6 +394,47 @@ fn callee_truth(out: &str, lo_ns: u64, hi_ns: u64) -> std::collections::HashMap<
     sums
 }
 
+/// One peak of `func:handle` in a lat_callees (or lat_indirect) recording:
+/// explain's path (frame, share) and what the workload measured of itself
+/// in the peak's buckets.
+struct HandlePeak {
+    path: Vec<(String, f64)>,
+    truth: std::collections::HashMap<String, f64>,
+}
+
+/// The peaks of `func:handle` in `data`, left to right, with the
+/// workload's output `out`.
+fn handle_peaks(data: &Path, out: &str) -> Vec<HandlePeak> {
+    let e = explain_json(data, "func:handle");
+    let peaks = e["operations"][0]["peaks"].as_array().unwrap();
+    let paths = e["paths"].as_array().unwrap();
+    peaks
+        .iter()
+        .zip(paths)
+        .map(|(p, path)| HandlePeak {
+            path: shares(&path["path"], "frame"),
+            truth: callee_truth(
+                out,
+                p["lo_ns"].as_u64().unwrap(),
+                p["hi_ns"].as_u64().unwrap(),
+            ),
+        })
+        .collect()
+}
+
+/// The slow peak: the one holding most of write_out's sleeps (fast calls
+/// that were preempted for long may make a peak of their own in between).
+fn slowest(peaks: &[HandlePeak]) -> usize {
+    (0..peaks.len())
+        .max_by(|&a, &b| peaks[a].truth["write_ns"].total_cmp(&peaks[b].truth["write_ns"]))
+        .unwrap()
+}
+
+/// The frames of a path.
+fn frames(path: &[(String, f64)]) -> Vec<&str> {
+    path.iter().map(|f| f.0.as_str()).collect()
+}
+
 #[test]
 #[ignore = "needs root and BPF"]
 fn explain_descends_to_the_callee_that_makes_the_slow_peak() {
@@ -407,21 +447,10 @@ fn explain_descends_to_the_callee_that_makes_the_slow_peak() {
         &["--func", "handle", "--callees", "3"],
         &[bin.to_str().unwrap(), "1600"],
     );
-    let e = explain_json(&data, "func:handle");
-    let peaks = e["operations"][0]["peaks"].as_array().unwrap().clone();
-    assert!(peaks.len() >= 2, "{e}");
-    let paths = e["paths"].as_array().unwrap();
-    let path = |i: usize| shares(&paths[i]["path"], "frame");
-    let truth = |i: usize| {
-        let p = &peaks[i];
-        callee_truth(
-            &out,
-            p["lo_ns"].as_u64().unwrap(),
-            p["hi_ns"].as_u64().unwrap(),
-        )
-    };
+    let peaks = handle_peaks(&data, &out);
+    assert!(peaks.len() >= 2, "{} peaks", peaks.len());
     // The fast peak: parse() makes it.
-    let (fast, t) = (path(0), truth(0));
+    let (fast, t) = (&peaks[0].path, &peaks[0].truth);
     assert!(
         t["parse_ns"] > 2.0 * t["store_ns"],
         "the workload's own split: {t:?}"
@@ -434,19 +463,15 @@ fn explain_descends_to_the_callee_that_makes_the_slow_peak() {
         t["parse_ns"] / t["handle_ns"],
         0.05,
     );
-    // The slow peak (the one holding most of the sleeps: fast calls that
-    // were preempted for long may make a peak of their own in between):
-    // store() → flush() → write_out(), which sleeps.
-    let slowest = (0..peaks.len())
-        .max_by(|&a, &b| truth(a)["write_ns"].total_cmp(&truth(b)["write_ns"]))
-        .unwrap();
-    assert!(slowest > 0, "{e}");
-    let (slow, t) = (path(slowest), truth(slowest));
+    // The slow peak: store() → flush() → write_out(), which sleeps.
+    let slow_i = slowest(&peaks);
+    assert!(slow_i > 0, "the slow peak is the fast one");
+    let (slow, t) = (&peaks[slow_i].path, &peaks[slow_i].truth);
     assert!(
         t["store_ns"] > t["parse_ns"],
         "the workload's own split: {t:?}"
     );
-    let frames: Vec<&str> = slow.iter().map(|f| f.0.as_str()).collect();
+    let frames = frames(slow);
     assert_eq!(
         frames,
         ["func:handle", "store", "flush", "write_out", "blocked"],
@@ -485,35 +510,22 @@ fn explain_resumes_below_a_path_found_before() {
         ],
         &[bin, "800"],
     );
-    let e = explain_json(&data, "func:handle");
-    let peaks = e["operations"][0]["peaks"].as_array().unwrap().clone();
-    let paths = e["paths"].as_array().unwrap();
-    let truth = |i: usize| {
-        let p = &peaks[i];
-        callee_truth(
-            &out,
-            p["lo_ns"].as_u64().unwrap(),
-            p["hi_ns"].as_u64().unwrap(),
-        )
-    };
-    let slowest = (0..peaks.len())
-        .max_by(|&a, &b| truth(a)["write_ns"].total_cmp(&truth(b)["write_ns"]))
-        .unwrap();
-    let (slow, t) = (shares(&paths[slowest]["path"], "frame"), truth(slowest));
-    let frames: Vec<&str> = slow.iter().map(|f| f.0.as_str()).collect();
+    let peaks = handle_peaks(&data, &out);
+    let slow = &peaks[slowest(&peaks)];
     assert_eq!(
-        frames,
+        frames(&slow.path),
         ["func:handle", "store", "flush", "write_out", "blocked"],
-        "{slow:?}"
+        "{:?}",
+        slow.path
     );
     assert_near(
         "write_out in the slow peak",
-        slow[3].1,
-        t["write_ns"] / t["handle_ns"],
+        slow.path[3].1,
+        slow.truth["write_ns"] / slow.truth["handle_ns"],
         0.05,
     );
     // The fast peak is parse's, which is not timed: it ends in handle's own time.
-    let fast = shares(&paths[0]["path"], "frame");
+    let fast = &peaks[0].path;
     assert_eq!(fast[1].0, "on-cpu", "{fast:?}");
     // A path the code does not have is one clear line.
     assert_one_line_error(
@@ -552,11 +564,11 @@ fn callees_called_through_a_pointer_come_from_a_recording() {
     );
     let e = explain_json(&alone, "func:handle");
     let last = e["paths"].as_array().unwrap().last().unwrap().clone();
-    let frames: Vec<String> = shares(&last["path"], "frame")
-        .into_iter()
-        .map(|f| f.0)
-        .collect();
-    assert_eq!(frames, ["func:handle", "blocked"], "{e}");
+    assert_eq!(
+        frames(&shares(&last["path"], "frame")),
+        ["func:handle", "blocked"],
+        "{e}"
+    );
 
     // A recording's samples do: handle → store → flush → write_out.
     let trace = dir.join("indirect.trace");
@@ -574,31 +586,18 @@ fn callees_called_through_a_pointer_come_from_a_recording() {
         ],
         &[bin, "800"],
     );
-    let e = explain_json(&data, "func:handle");
-    let peaks = e["operations"][0]["peaks"].as_array().unwrap().clone();
-    let paths = e["paths"].as_array().unwrap();
-    let truth = |i: usize| {
-        let p = &peaks[i];
-        callee_truth(
-            &out,
-            p["lo_ns"].as_u64().unwrap(),
-            p["hi_ns"].as_u64().unwrap(),
-        )
-    };
-    let slowest = (0..peaks.len())
-        .max_by(|&a, &b| truth(a)["write_ns"].total_cmp(&truth(b)["write_ns"]))
-        .unwrap();
-    let (slow, t) = (shares(&paths[slowest]["path"], "frame"), truth(slowest));
-    let frames: Vec<&str> = slow.iter().map(|f| f.0.as_str()).collect();
+    let peaks = handle_peaks(&data, &out);
+    let slow = &peaks[slowest(&peaks)];
     assert_eq!(
-        frames,
+        frames(&slow.path),
         ["func:handle", "store", "flush", "write_out", "blocked"],
-        "{slow:?}"
+        "{:?}",
+        slow.path
     );
     assert_near(
         "store in the slow peak",
-        slow[1].1,
-        t["store_ns"] / t["handle_ns"],
+        slow.path[1].1,
+        slow.truth["store_ns"] / slow.truth["handle_ns"],
         0.05,
     );
 }
