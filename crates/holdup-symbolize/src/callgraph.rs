@@ -18,6 +18,7 @@ use object::read::elf::ElfFile64;
 use object::{
     Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, RelocationTarget, SymbolKind,
 };
+use std::cell::OnceCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
@@ -102,8 +103,9 @@ struct Code {
     got: HashMap<u64, String>,
     /// The PLT sections: address range and file offset.
     plt: Vec<(u64, u64, u64)>,
-    /// The libraries it needs, found on disk, in `DT_NEEDED` order.
-    needed: Vec<PathBuf>,
+    /// The libraries it needs, found on disk, in `DT_NEEDED` order, with
+    /// the functions each exports (read once, when first asked).
+    needed: Vec<(PathBuf, OnceCell<HashSet<String>>)>,
 }
 
 impl Code {
@@ -152,7 +154,10 @@ impl Code {
             .filter(|s| s.name().is_ok_and(|n| n.starts_with(".plt")))
             .filter_map(|s| Some((s.address(), s.address() + s.size(), s.file_range()?.0)))
             .collect();
-        let needed = needed_libraries(&file, path);
+        let needed = needed_libraries(&file, path)
+            .into_iter()
+            .map(|lib| (lib, OnceCell::new()))
+            .collect();
         drop(file);
         Ok(Self {
             path: path.to_path_buf(),
@@ -234,7 +239,11 @@ impl Code {
     /// library that defines it.
     fn import(&self, slot: u64) -> Option<Func> {
         let name = self.got.get(&slot)?;
-        let lib = self.needed.iter().find(|lib| defines(lib, name))?;
+        let (lib, _) = self.needed.iter().find(|(lib, exports)| {
+            exports
+                .get_or_init(|| exported_functions(lib))
+                .contains(name)
+        })?;
         Some(Func {
             binary: lib.clone(),
             symbol: name.clone(),
@@ -242,30 +251,35 @@ impl Code {
     }
 }
 
-/// Whether the library at `path` exports function `name`.
-fn defines(path: &Path, name: &str) -> bool {
-    has_function(path, name, false)
+/// The functions the library at `path` exports (none if it cannot be read).
+fn exported_functions(path: &Path) -> HashSet<String> {
+    let Ok(map) = map_file(path) else {
+        return HashSet::new();
+    };
+    let Ok(file) = object::File::parse(&*map) else {
+        return HashSet::new();
+    };
+    file.dynamic_symbols()
+        .filter(is_defined_function)
+        .filter_map(|s| Some(s.name().ok()?.to_string()))
+        .collect()
 }
 
 /// Whether the ELF file at `path` defines function `name` (in its symbol
 /// table or its dynamic one): a uprobe can be attached to it by name.
 pub fn defines_function(path: &Path, name: &str) -> bool {
-    has_function(path, name, true)
-}
-
-fn has_function(path: &Path, name: &str, local_too: bool) -> bool {
     let Ok(map) = map_file(path) else {
         return false;
     };
     let Ok(file) = object::File::parse(&*map) else {
         return false;
     };
-    let mut symbols = file
-        .dynamic_symbols()
-        .chain(local_too.then(|| file.symbols()).into_iter().flatten());
-    symbols.any(|s| {
-        s.kind() == SymbolKind::Text && !s.is_undefined() && s.name().is_ok_and(|n| n == name)
-    })
+    let mut symbols = file.dynamic_symbols().chain(file.symbols());
+    symbols.any(|s| is_defined_function(&s) && s.name().is_ok_and(|n| n == name))
+}
+
+fn is_defined_function<'a>(s: &impl ObjectSymbol<'a>) -> bool {
+    s.kind() == SymbolKind::Text && !s.is_undefined()
 }
 
 /// The `DT_NEEDED` libraries of `file`, found where the dynamic linker
