@@ -9,7 +9,9 @@
 # programs are attached for another process only (tracepoint or trap and the
 # pid filter, no histogram update). Then the slowdown of a program while
 # `explain` is recorded (--callees 3 below a ~0.7 ms function, 10 k calls;
-# target ≤ 5%), from the time the program measures in that function.
+# target ≤ 5%), from the time the program measures in that function, and
+# the same with --decision-ops 20 (the probes come off once each peak had
+# 20 calls).
 # bcc's funclatency needs kprobes and is compared only where it runs.
 # usage: bench/latency_overhead.sh [ROUNDS] [CALLS]   (as root)
 set -euo pipefail
@@ -58,6 +60,7 @@ for _ in $(seq "$rounds"); do
 	ns[uprobe]+="$(per_call "$holdup" latency -o "$work/u.data" --func bench_func -- "$bin" func "$((calls / 20))") "
 	ns[plain_handle]+="$(in_handle "$work/lat_callees" 10000) "
 	ns[explain]+="$(in_handle "$holdup" latency -o "$work/e.data" --func handle --callees 3 -- "$work/lat_callees" 10000) "
+	ns[decided]+="$(in_handle "$holdup" latency -o "$work/d.data" --func handle --callees 3 --decision-ops 20 -- "$work/lat_callees" 10000) "
 	if [ "$fentry_ok" = 1 ]; then
 		ns[plain_read]+="$(per_call "$bin" read "$calls") "
 		ns[fentry]+="$(per_call "$holdup" latency -o "$work/k.data" --kfunc "$kfunc" -- "$bin" read "$calls") "
@@ -82,6 +85,8 @@ row ufloor plain_func ufloor "(uprobe + uretprobe trap + pid filter)"
 row uprobe plain_func uprobe "≤ 2000 ns added"
 p=$(med plain_handle); t=$(med explain)
 printf '%-8s %10.3f s %10.3f s %+11.1f%%  %s\n' explain "$p" "$t" "$(echo "($t / $p - 1) * 100" | bc -l)" "≤ 5% (10 k calls of handle, --callees 3)"
+t=$(med decided)
+printf '%-8s %10.3f s %10.3f s %+11.1f%%  %s\n' decided "$p" "$t" "$(echo "($t / $p - 1) * 100" | bc -l)" "(the same, --decision-ops 20)"
 if command -v funclatency-bpfcc >/dev/null || command -v funclatency >/dev/null; then
 	echo "bcc funclatency is installed; it attaches kprobes/uprobes (run it by hand for comparison)"
 else

@@ -57,6 +57,8 @@ pub struct UserFunc {
 
 /// Call paths below the roots that can be timed at once (DARC's fnodes).
 pub const MAX_FNODES: usize = 128;
+/// `fnode_parent` of a root's node.
+const LAT_NO_PARENT: u8 = 0xff;
 
 /// A node of DARC's ftree: a call path below a root. A root's node has no
 /// parent; the child of `parent` that calls user function `func` (an
@@ -81,6 +83,11 @@ pub struct CalleeRow {
     pub ns: u64,
     /// Of `ns`, the time the callee spent off-CPU, by cause.
     pub cause_ns: [u64; CAUSES],
+    /// Root calls in which this path was the largest contributor below
+    /// its caller (DARC's maxcount), and those in which its own time was
+    /// larger than each of its timed callees'.
+    pub largest: u64,
+    pub own_largest: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -290,6 +297,12 @@ impl LatencyProbe {
             ro.start_ns = options.start_ns;
             ro.interval_ns = options.interval_ns.max(1);
             ro.lock_waits = options.lock;
+            ro.fnode_parent = [LAT_NO_PARENT; MAX_FNODES];
+            for n in &options.ftree {
+                if let (Some(slot), Some(p)) = (ro.fnode_parent.get_mut(n.id as usize), n.parent) {
+                    *slot = p as u8;
+                }
+            }
         }
         let p = &mut open.progs;
         let mut kfunc_progs = [
@@ -524,8 +537,9 @@ impl LatencyProbe {
         let mut rows = Vec::new();
         for (kb, v) in entries(&self.skel.maps.callee_times)? {
             // struct lat_callee_key: tgid u32, root u16, fnode u16, slot u32;
-            // struct lat_callee_time: calls, ns, cause_ns[CAUSES].
-            if kb.len() < 12 || v.len() < 8 * (2 + CAUSES) {
+            // struct lat_callee_time: calls, ns, cause_ns[CAUSES], largest,
+            // own_largest.
+            if kb.len() < 12 || v.len() < 8 * (4 + CAUSES) {
                 continue;
             }
             let u64_at = |i: usize| u64::from_ne_bytes(v[i * 8..i * 8 + 8].try_into().unwrap());
@@ -541,6 +555,8 @@ impl LatencyProbe {
                 calls: u64_at(0),
                 ns: u64_at(1),
                 cause_ns,
+                largest: u64_at(2 + CAUSES),
+                own_largest: u64_at(3 + CAUSES),
             });
         }
         Ok(rows)

@@ -371,8 +371,9 @@ fn preempted_cpu_function_is_explained_by_preemption() {
     }
 }
 
-/// What lat_callees measured of itself, summed over the buckets from
-/// `lo_ns` (inclusive) to `hi_ns` (exclusive): key → ns (and "calls").
+/// What lat_callees (or lat_majority) measured of itself, summed over the
+/// buckets from `lo_ns` (inclusive) to `hi_ns` (exclusive): each `key=N`
+/// of its bucket lines → the sum of N.
 fn callee_truth(out: &str, lo_ns: u64, hi_ns: u64) -> std::collections::HashMap<String, f64> {
     let mut sums = std::collections::HashMap::new();
     for line in out.lines().filter(|l| l.starts_with("bucket=")) {
@@ -380,15 +381,10 @@ fn callee_truth(out: &str, lo_ns: u64, hi_ns: u64) -> std::collections::HashMap<
         if (1u64 << b) < lo_ns || (1u64 << b) >= hi_ns {
             continue;
         }
-        for key in [
-            "calls",
-            "handle_ns",
-            "parse_ns",
-            "store_ns",
-            "flush_ns",
-            "write_ns",
-        ] {
-            *sums.entry(key.to_string()).or_insert(0.0) += measured(line, key) as f64;
+        for (key, n) in line.split_whitespace().filter_map(|w| w.split_once('=')) {
+            if key != "bucket" {
+                *sums.entry(key.to_string()).or_insert(0.0) += n.parse::<f64>().unwrap();
+            }
         }
     }
     sums
@@ -486,6 +482,121 @@ fn explain_descends_to_the_callee_that_makes_the_slow_peak() {
         );
     }
     eprintln!("fast peak {fast:?}\nslow peak {slow:?}\nslow truth {t:?}");
+}
+
+/// The busiest peak of `func:handle` in a lat_majority recording: its
+/// path, how many of its calls each level was the largest in, and the
+/// workload's own measure of it.
+fn majority_peak(data: &Path, out: &str) -> (HandlePeak, Vec<Option<u64>>, u64) {
+    let e = explain_json(data, "func:handle");
+    let counts: Vec<u64> = peak_counts(&e["operations"][0]);
+    let busiest = (0..counts.len()).max_by_key(|&i| counts[i]).unwrap();
+    let largest_in = e["paths"][busiest]["path"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["largest_in"].as_u64())
+        .collect();
+    let peak = handle_peaks(data, out).swap_remove(busiest);
+    (peak, largest_in, counts[busiest])
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn explain_goes_to_the_callee_largest_in_most_calls() {
+    let _g = serial();
+    let dir = scratch("latency_majority");
+    let bin = workload("lat_majority");
+    let (data, out) = latency(
+        &dir,
+        "majority.data",
+        &["--func", "handle", "--callees", "1"],
+        &[bin.to_str().unwrap(), "600"],
+    );
+    let (peak, largest_in, calls) = majority_peak(&data, &out);
+    let t = &peak.truth;
+    // By construction b() has the larger sum and a() is larger in most
+    // calls; DARC's decision is a().
+    assert!(t["b_ns"] > 1.4 * t["a_ns"], "{t:?}");
+    assert_eq!(
+        frames(&peak.path)[..2],
+        ["func:handle", "a"],
+        "{:?}",
+        peak.path
+    );
+    assert_near(
+        "calls in which a() was the largest",
+        largest_in[1].expect("counted") as f64 / calls as f64,
+        t["a_larger"] / t["calls"],
+        0.05,
+    );
+    assert_near(
+        "a's share of the peak",
+        peak.path[1].1,
+        t["a_ns"] / t["handle_ns"],
+        0.05,
+    );
+    eprintln!(
+        "peak {:?} {largest_in:?} of {calls}\ntruth {t:?}",
+        peak.path
+    );
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn decision_ops_ends_the_recording_once_each_peak_has_its_calls() {
+    let _g = serial();
+    let dir = scratch("latency_decision_ops");
+    let bin = workload("lat_majority");
+    // 3000 calls take about 4 s; the decision needs 100 (DARC's start).
+    let began = std::time::Instant::now();
+    let (data, out) = latency(
+        &dir,
+        "decided.data",
+        &["--func", "handle", "--callees", "1", "--decision-ops", "50"],
+        &[bin.to_str().unwrap(), "3000"],
+    );
+    let whole = began.elapsed();
+    assert_eq!(
+        measured(&out, "calls"),
+        3000,
+        "the command ran on to its end"
+    );
+    let (peak, largest_in, calls) = majority_peak(&data, &out);
+    let recorded: u64 = peak_counts(&operation(&data, "func:handle")).iter().sum();
+    assert!(
+        (100..1000).contains(&recorded),
+        "the recording ended after {recorded} of 3000 calls ({whole:?})"
+    );
+    assert!(calls >= 50, "{calls}");
+    // The same decision from the calls recorded (the truth is the whole
+    // run's, whose calls are alike).
+    assert_eq!(
+        frames(&peak.path)[..2],
+        ["func:handle", "a"],
+        "{:?}",
+        peak.path
+    );
+    assert_near(
+        "calls in which a() was the largest",
+        largest_in[1].expect("counted") as f64 / calls as f64,
+        peak.truth["a_larger"] / peak.truth["calls"],
+        0.1,
+    );
+    let file = holdup_trace::latency::read_latency(&data).unwrap();
+    assert_eq!(file.decision_ops, 50);
+    // Without a function to decide on, one clear line.
+    assert_one_line_error(
+        &[
+            "latency",
+            "--decision-ops",
+            "5",
+            "--",
+            bin.to_str().unwrap(),
+            "1",
+        ],
+        "--decision-ops needs a user function whose peaks to decide on (--func)",
+    );
 }
 
 #[test]

@@ -309,7 +309,15 @@ pub fn render_explain(o: &Operation, peaks: &[PeakCauses]) -> String {
         let path: Vec<String> = pc
             .path
             .iter()
-            .map(|(frame, share)| format!("{frame} ({:.0}%)", 100.0 * share))
+            .map(|s| match s.largest_in {
+                Some(n) => format!(
+                    "{} ({:.0}%, largest in {n} of {} calls)",
+                    s.frame,
+                    100.0 * s.share,
+                    pc.peak.count
+                ),
+                None => format!("{} ({:.0}%)", s.frame, 100.0 * s.share),
+            })
             .collect();
         let _ = writeln!(out, "    path: {}", path.join(" → "));
     }
@@ -326,7 +334,13 @@ pub fn explain_to_json(data: &LatencyData, o: &Operation, peaks: &[PeakCauses]) 
                 json!({
                     "peak": pc.peak.index,
                     "path": pc.path.iter()
-                        .map(|(frame, share)| json!({ "frame": frame, "share": share }))
+                        .map(|s| {
+                            let mut v = json!({ "frame": s.frame, "share": s.share });
+                            if let Some(n) = s.largest_in {
+                                v["largest_in"] = json!(n);
+                            }
+                            v
+                        })
                         .collect::<Vec<_>>(),
                     "causes": pc.causes.iter()
                         .map(|(cause, ns, share)| json!({ "cause": cause, "total_ns": ns, "share": share }))

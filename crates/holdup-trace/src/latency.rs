@@ -13,7 +13,7 @@ use std::path::Path;
 
 pub const MAGIC: &[u8; 8] = b"HOLDUPLT";
 pub const MAJOR: u16 = 1;
-pub const MINOR: u16 = 4;
+pub const MINOR: u16 = 5;
 const HEADER_BYTES: usize = 8 + 2 + 2 + 8 + 4;
 /// Refuse bodies beyond this (a corrupt length must not allocate gigabytes).
 const MAX_BODY: u64 = 1 << 30;
@@ -51,6 +51,10 @@ pub struct LatencyData {
     /// format had ([`LEGACY_CAUSES`]) when read.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub causes: Vec<String>,
+    /// With `--decision-ops N`: the recording ended once each peak of
+    /// every root had N calls (format 1.5; 0 otherwise).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub decision_ops: u64,
 }
 
 /// The off-CPU time the calls of `op` (a system call) of process `pid` in
@@ -91,6 +95,19 @@ pub struct CalleeTime {
     pub ns: u64,
     /// Of `ns`, off-CPU time by cause ([`CAUSES`]).
     pub cause_ns: Vec<u64>,
+    /// Calls of `op` in which this path took longer than each of its
+    /// siblings and than its caller's own time: DARC's maxcount (format
+    /// 1.5; 0 before).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub largest: u64,
+    /// Calls of `op` in which this path's own time was longer than each
+    /// of its timed callees' (format 1.5).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub own_largest: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// One operation of one process in one interval.
@@ -321,7 +338,10 @@ mod tests {
                 calls: 1,
                 ns: 4,
                 cause_ns: vec![0, 0, 1, 0, 0, 0],
+                largest: 3,
+                own_largest: 1,
             }],
+            decision_ops: 20,
             causes: [
                 "iowait",
                 "futex_wait",

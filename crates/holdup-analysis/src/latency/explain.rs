@@ -11,9 +11,14 @@
 //! plus the function's own time by cause. Latencies are additive (DARC
 //! §3): the path goes to the largest of these, and on into that callee's
 //! callees, until a function's own time (a cause) outweighs each callee.
-//! DARC decides by the callee that was largest in most calls; sums over
-//! the peak's calls give the same answer when the peak's calls are alike,
-//! and each level's share of the peak's time directly.
+//! DARC decides by counting (its maxcount): at each root call's return
+//! the recorder marked, below every node, the path that contributed most
+//! to that call — the largest timed callee, or the node's own time when
+//! that was larger — so the path goes to the callee that was largest in
+//! most of the peak's calls, or ends in the function's own time when that
+//! was largest in more of them. Recordings without these counts are
+//! decided by the sums. Each level's share of the peak's time comes from
+//! the sums either way.
 
 use super::{Operation, Peak};
 use holdup_trace::latency::{CallPath, LatencyData, WaitSite};
@@ -28,10 +33,31 @@ pub struct PeakCauses {
     /// (cause, ns, share of the peak's time), largest first; on-CPU time
     /// is `ON_CPU`.
     pub causes: Vec<(String, u64, f64)>,
-    /// The root-cause path from the operation down: (frame, share of the
-    /// peak's time); frames are the operation, callee functions, and last
-    /// a cause.
-    pub path: Vec<(String, f64)>,
+    /// The root-cause path from the operation down: the operation, callee
+    /// functions, and last a cause.
+    pub path: Vec<PathStep>,
+}
+
+/// One level of a root-cause path.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PathStep {
+    pub frame: String,
+    /// Of the peak's time.
+    pub share: f64,
+    /// Of the peak's calls, those in which this level was the largest
+    /// contributor below the previous one (DARC's maxcount), where the
+    /// recording counted them.
+    pub largest_in: Option<u64>,
+}
+
+impl PathStep {
+    fn new(frame: impl Into<String>, share: f64, largest_in: Option<u64>) -> Self {
+        PathStep {
+            frame: frame.into(),
+            share,
+            largest_in,
+        }
+    }
 }
 
 /// Time within a peak: total, and by cause (the recording's columns).
@@ -39,6 +65,10 @@ pub struct PeakCauses {
 struct Time {
     ns: u64,
     cause_ns: Vec<u64>,
+    /// Calls in which this path was the largest below its caller, and in
+    /// which its own time was the largest below it.
+    largest: u64,
+    own_largest: u64,
 }
 
 impl Time {
@@ -84,6 +114,7 @@ pub fn explain(op: &Operation, data: &LatencyData) -> Option<Vec<PeakCauses>> {
                 let root = Time {
                     ns: sum(&h.ns),
                     cause_ns: h.cause_ns.iter().map(|v| sum(v)).collect(),
+                    ..Default::default()
                 };
                 let share = |ns: u64| share_of(ns, root.ns);
                 let mut causes: Vec<(String, u64, f64)> = root
@@ -113,7 +144,7 @@ fn share_of(ns: u64, total: u64) -> f64 {
 }
 
 /// The root-cause path of peak `p` of `op`, whose calls took `root`.
-fn descend(op: &Operation, p: &Peak, root: Time, data: &LatencyData) -> Vec<(String, f64)> {
+fn descend(op: &Operation, p: &Peak, root: Time, data: &LatencyData) -> Vec<PathStep> {
     let (callees, fnodes) = (&data.callees, &data.fnodes);
     let total = root.ns;
     let share = |ns: u64| share_of(ns, total);
@@ -121,12 +152,21 @@ fn descend(op: &Operation, p: &Peak, root: Time, data: &LatencyData) -> Vec<(Str
     for c in callees.iter().filter(|c| {
         c.op == op.op && c.pid == op.pid && (p.lo_slot..=p.hi_slot).contains(&(c.slot as usize))
     }) {
-        times.entry(c.fnode).or_default().add(c.ns, &c.cause_ns);
+        let t = times.entry(c.fnode).or_default();
+        t.add(c.ns, &c.cause_ns);
+        t.largest += c.largest;
+        t.own_largest += c.own_largest;
     }
     let nodes: Vec<&CallPath> = fnodes.iter().filter(|n| n.op == op.op).collect();
-    let mut path = vec![(op.op.clone(), 1.0)];
+    let mut path = vec![PathStep::new(&op.op, 1.0, None)];
     let mut node_id = nodes.iter().find(|n| n.parent.is_none()).map(|n| n.id);
-    let mut node = root;
+    // The root's own row carries only its counts; its time is the peak's.
+    let mut node = Time {
+        own_largest: node_id
+            .and_then(|id| times.get(&id))
+            .map_or(0, |t| t.own_largest),
+        ..root
+    };
     let mut visited = HashSet::new();
     loop {
         // The callees with time in this peak, and the function's own time:
@@ -150,19 +190,37 @@ fn descend(op: &Operation, p: &Peak, root: Time, data: &LatencyData) -> Vec<(Str
             .split(&data.causes)
             .into_iter()
             .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(a.0)));
-        let best_kid = kids
-            .iter()
-            .max_by(|a, b| a.1.ns.cmp(&b.1.ns).then_with(|| b.0.func.cmp(&a.0.func)));
+        // DARC's decision where the recording counted the largest
+        // contributor per call; the sums otherwise.
+        let counted = node.own_largest > 0 || kids.iter().any(|(_, t)| t.largest > 0);
+        let best_kid = kids.iter().max_by(|a, b| {
+            let by_count = if counted {
+                a.1.largest.cmp(&b.1.largest)
+            } else {
+                std::cmp::Ordering::Equal
+            };
+            by_count
+                .then(a.1.ns.cmp(&b.1.ns))
+                .then_with(|| b.0.func.cmp(&a.0.func))
+        });
+        let goes_down = |t: &Time, cause_ns: u64| {
+            if counted {
+                t.largest > node.own_largest
+            } else {
+                t.ns > cause_ns
+            }
+        };
+        let count = |n: u64| counted.then_some(n);
         match (best_kid, best_cause) {
-            (Some((n, t)), c) if c.is_none_or(|c| t.ns > c.1) => {
-                path.push((n.func.clone(), share(t.ns)));
+            (Some((n, t)), c) if goes_down(t, c.map_or(0, |c| c.1)) => {
+                path.push(PathStep::new(&n.func, share(t.ns), count(t.largest)));
                 node_id = Some(n.id);
                 node = (*t).clone();
             }
             (_, Some((cause, ns))) if ns > 0 => {
-                path.push((cause.to_string(), share(ns)));
+                path.push(PathStep::new(cause, share(ns), count(node.own_largest)));
                 if let Some((site, ns)) = wait_site(op, p, cause, &data.wait_sites) {
-                    path.push((site, share(ns)));
+                    path.push(PathStep::new(site, share(ns), None));
                 }
                 break;
             }
@@ -253,7 +311,7 @@ mod tests {
         assert!((e[0].causes[0].2 - 0.9).abs() < 1e-9);
         assert_eq!(e[1].causes[0], ("iowait".to_string(), 45_000, 0.75));
         assert_eq!(e[1].causes[1].0, ON_CPU);
-        assert_eq!(e[1].path[1], ("iowait".to_string(), 0.75));
+        assert_eq!(e[1].path[1], PathStep::new("iowait", 0.75, None));
         let sum: f64 = e[1].causes.iter().map(|c| c.2).sum();
         assert!((sum - 1.0).abs() < 1e-9);
     }
@@ -291,6 +349,7 @@ mod tests {
             calls,
             ns,
             cause_ns: vec![0, 0, 0, blocked],
+            ..Default::default()
         };
         let callees = [
             time(1, 18, 700, 700 * 300_000, 0),
@@ -309,19 +368,82 @@ mod tests {
             ..off_cpu_causes()
         };
         let e = explain(&op, &data).unwrap();
-        let frames = |i: usize| -> Vec<&str> { e[i].path.iter().map(|f| f.0.as_str()).collect() };
+        let frames =
+            |i: usize| -> Vec<&str> { e[i].path.iter().map(|f| f.frame.as_str()).collect() };
         assert_eq!(frames(0), ["func:handle", "parse", "spin", ON_CPU]);
         assert!(
-            (e[0].path[2].1 - 290.0 / 330.0).abs() < 1e-9,
+            (e[0].path[2].share - 290.0 / 330.0).abs() < 1e-9,
             "one call path's time only"
         );
         assert_eq!(frames(1), ["func:handle", "store", "flush", "blocked"]);
         let p = &e[1].path;
-        assert!((p[1].1 - 2_030.0 / 2_340.0).abs() < 1e-9);
-        assert!((p[2].1 - 2_010.0 / 2_340.0).abs() < 1e-9);
-        assert!((p[3].1 - 2_000.0 / 2_340.0).abs() < 1e-9);
+        assert!((p[1].share - 2_030.0 / 2_340.0).abs() < 1e-9);
+        assert!((p[2].share - 2_010.0 / 2_340.0).abs() < 1e-9);
+        assert!((p[3].share - 2_000.0 / 2_340.0).abs() < 1e-9);
+        assert!(p.iter().all(|s| s.largest_in.is_none()), "no counts: sums");
         // Without callee times the path stops at the first level.
         let e = explain(&op, &off_cpu_causes()).unwrap();
-        assert_eq!(e[1].path[1].0, "blocked");
+        assert_eq!(e[1].path[1].frame, "blocked");
+    }
+
+    #[test]
+    fn the_callee_largest_in_most_calls_wins_over_the_largest_sum() {
+        // One peak of 100 calls of handle(): in 70 of them a() takes 0.7 ms
+        // and b() 0.5 ms; in 30, a() 0.1 ms and b() 1.9 ms. b() has the
+        // larger sum, a() is the larger contributor in most calls (DARC).
+        let op = operation(
+            "func:handle",
+            24,
+            &[(20, 100, 70 * 1_250_000 + 30 * 2_050_000)],
+            &[],
+        );
+        let node = |id: u32, parent: Option<u32>, func: &str| CallPath {
+            op: "func:handle".into(),
+            id,
+            parent,
+            func: func.into(),
+        };
+        let time = |fnode: u32, ns: u64, largest: u64, own_largest: u64| CalleeTime {
+            op: "func:handle".into(),
+            pid: 1,
+            fnode,
+            slot: 20,
+            calls: 100,
+            ns,
+            cause_ns: vec![0; 4],
+            largest,
+            own_largest,
+        };
+        let data = LatencyData {
+            fnodes: vec![
+                node(0, None, "handle"),
+                node(1, Some(0), "a"),
+                node(2, Some(0), "b"),
+            ],
+            callees: vec![
+                time(0, 0, 0, 0),
+                time(1, 70 * 700_000 + 30 * 100_000, 70, 70),
+                time(2, 70 * 500_000 + 30 * 1_900_000, 30, 30),
+            ],
+            ..off_cpu_causes()
+        };
+        let e = explain(&op, &data).unwrap();
+        let p = &e[0].path;
+        assert_eq!(p[1].frame, "a", "{p:?}");
+        assert_eq!(p[1].largest_in, Some(70));
+        assert!((p[1].share - 52.0 / 149.0).abs() < 1e-9, "{p:?}");
+        assert_eq!(p[2], PathStep::new(ON_CPU, 52.0 / 149.0, Some(70)));
+        // The same sums without the counts go to b().
+        let mut sums = data.clone();
+        for c in &mut sums.callees {
+            (c.largest, c.own_largest) = (0, 0);
+        }
+        assert_eq!(explain(&op, &sums).unwrap()[0].path[1].frame, "b");
+        // A function's own time that was larger in most calls ends the path.
+        let mut own = data;
+        own.callees[0].own_largest = 80;
+        let p = &explain(&op, &own).unwrap()[0].path;
+        assert_eq!(p[1].frame, ON_CPU, "{p:?}");
+        assert_eq!(p[1].largest_in, Some(80));
     }
 }

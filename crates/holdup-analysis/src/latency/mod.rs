@@ -5,8 +5,8 @@ pub mod explain;
 pub mod peaks;
 pub mod sampled_calls;
 
-pub use explain::{explain, PeakCauses};
-pub use peaks::{emd, find_peaks, Peak};
+pub use explain::{explain, PathStep, PeakCauses};
+pub use peaks::{emd, find_peaks, peaks_decided, Peak, START_OPS};
 
 use holdup_trace::latency::LatencyData;
 use std::collections::BTreeMap;

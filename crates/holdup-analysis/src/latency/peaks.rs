@@ -145,6 +145,19 @@ pub fn emd(a: &[u64], b: &[u64]) -> f64 {
     d
 }
 
+/// Calls of an operation before its peaks are trusted for a decision
+/// (DARC's start_ops, as in its use cases).
+pub const START_OPS: u64 = 100;
+
+/// DARC's decision point: the operation has had `START_OPS` calls and
+/// each of its peaks `decision_ops` calls or more.
+pub fn peaks_decided(h: &Histogram, decision_ops: u64) -> bool {
+    let peaks = find_peaks(h);
+    h.total_count() >= START_OPS
+        && !peaks.is_empty()
+        && peaks.iter().all(|p| p.count >= decision_ops)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -207,6 +220,19 @@ mod tests {
         // 40 of 1000 is enough.
         let h = hist(&[0, 480, 480, 0, 0, 0, 40, 0]);
         assert_eq!(ranges(&h).len(), 2);
+    }
+
+    #[test]
+    fn decided_once_every_peak_has_its_calls() {
+        let mut c = vec![0; 24];
+        c[10] = 90;
+        assert!(!peaks_decided(&hist(&c), 20), "fewer than START_OPS calls");
+        c[10] = 180;
+        c[20] = 19;
+        assert!(!peaks_decided(&hist(&c), 20), "the slow peak has 19");
+        c[20] = 20;
+        assert!(peaks_decided(&hist(&c), 20));
+        assert!(!peaks_decided(&hist(&[0; 24]), 0));
     }
 
     #[test]

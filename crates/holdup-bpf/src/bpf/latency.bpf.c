@@ -44,6 +44,8 @@ const volatile bool follow_children = true;
 const volatile u64 start_ns = 0;	/* CLOCK_MONOTONIC at the start */
 const volatile u64 interval_ns = 1000000000;
 const volatile bool lock_waits = false;	/* the lock operation */
+/* Each call-path node's parent node (LAT_NO_PARENT for a root's). */
+const volatile u8 fnode_parent[LAT_FNODES] = {};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
@@ -113,8 +115,16 @@ struct callee_acc {
 	u32 open;
 	u32 root;
 	u32 cur;
-	u32 pad;
+	u32 root_node;
 	struct lat_callee_time fnode[LAT_FNODES];
+	/* Scratch of the root's return, per node: its timed callees' time,
+	 * the largest of them and which, and whether the node was the
+	 * largest contributor below its parent (bit 0) and its own time the
+	 * largest below itself (bit 1). */
+	u64 kids_ns[LAT_FNODES];
+	u64 best_ns[LAT_FNODES];
+	u8 best[LAT_FNODES];
+	u8 won[LAT_FNODES];
 };
 
 /* The ftree: (parent node, function) → child node. A callee called on
@@ -438,14 +448,79 @@ int lat_ufunc_enter(struct pt_regs *ctx)
 			acc->open = 1;
 			acc->root = op;
 			acc->cur = *root;
+			acc->root_node = *root;
 		}
 	}
 	return 0;
 }
 
-/* Move the callee times a root call collected into its bucket. */
-static __always_inline void flush_callees(struct callee_acc *acc, u32 tgid, u32 slot)
+/* DARC's per-call decision: which path below each node contributed most
+ * to this root call (the largest of its timed callees, if larger than the
+ * node's own time), marked in acc->won. The root's node took the whole
+ * call. bpf_loop keeps the verifier from walking all nodes' branches. */
+static long sum_kids(u32 i, void *ctx)
 {
+	struct callee_acc *acc = *(struct callee_acc **)ctx;
+	u32 p;
+	u64 ns;
+
+	if (i >= LAT_FNODES)
+		return 1;
+	p = fnode_parent[i];
+	ns = acc->fnode[i].ns;
+	if (!acc->fnode[i].calls || p >= LAT_FNODES)
+		return 0;
+	barrier_var(p);
+	p &= LAT_FNODES - 1;
+	acc->kids_ns[p] += ns;
+	if (ns > acc->best_ns[p]) {
+		acc->best_ns[p] = ns;
+		acc->best[p] = i;
+	}
+	return 0;
+}
+
+static long mark_won(u32 i, void *ctx)
+{
+	struct callee_acc *acc = *(struct callee_acc **)ctx;
+	u64 ns, own;
+	u8 won = 0;
+	u32 p;
+
+	if (i >= LAT_FNODES)
+		return 1;
+	if (!acc->fnode[i].calls)
+		return 0;
+	ns = acc->fnode[i].ns;
+	p = fnode_parent[i];
+	if (p < LAT_FNODES) {
+		barrier_var(p);	/* keep the mask: the verifier lost the bound */
+		p &= LAT_FNODES - 1;
+		own = acc->fnode[p].ns > acc->kids_ns[p] ? acc->fnode[p].ns - acc->kids_ns[p] : 0;
+		if (acc->best[p] == i && ns > own)
+			won |= 1;
+	}
+	own = ns > acc->kids_ns[i] ? ns - acc->kids_ns[i] : 0;
+	if (own >= acc->best_ns[i])
+		won |= 2;
+	acc->won[i] = won;
+	return 0;
+}
+
+static __always_inline void mark_largest(struct callee_acc *acc, u64 delta)
+{
+	u32 r = acc->root_node & (LAT_FNODES - 1);
+
+	acc->fnode[r].calls = 1;
+	acc->fnode[r].ns = delta;
+	bpf_loop(LAT_FNODES, sum_kids, &acc, 0);
+	bpf_loop(LAT_FNODES, mark_won, &acc, 0);
+}
+
+/* Move the callee times a root call collected into its bucket. */
+static __always_inline void flush_callees(struct callee_acc *acc, u32 tgid, u32 slot, u64 delta)
+{
+	mark_largest(acc, delta);
 #pragma clang loop unroll(disable)
 	for (u32 i = 0; i < LAT_FNODES; i++) {
 		struct lat_callee_time *c = &acc->fnode[i], *t;
@@ -455,9 +530,14 @@ static __always_inline void flush_callees(struct callee_acc *acc, u32 tgid, u32 
 			.fnode = i,
 			.slot = slot,
 		};
+		u8 won = acc->won[i];
 
 		if (!c->calls)
 			continue;
+		acc->kids_ns[i] = 0;
+		acc->best_ns[i] = 0;
+		acc->best[i] = 0;
+		acc->won[i] = 0;
 		t = bpf_map_lookup_elem(&callee_times, &key);
 		if (!t) {
 			struct lat_callee_time zero = {};
@@ -471,6 +551,10 @@ static __always_inline void flush_callees(struct callee_acc *acc, u32 tgid, u32 
 			for (int k = 0; k < LAT_CAUSES; k++)
 				if (c->cause_ns[k])
 					__sync_fetch_and_add(&t->cause_ns[k], c->cause_ns[k]);
+			if (won & 1)
+				__sync_fetch_and_add(&t->largest, 1);
+			if (won & 2)
+				__sync_fetch_and_add(&t->own_largest, 1);
 		} else {
 			count_lost(LAT_LOST_HIST_FULL);
 		}
@@ -520,7 +604,7 @@ int lat_ufunc_exit(struct pt_regs *ctx)
 	} else {
 		add(tgid, LAT_UFUNC, op, now, delta, s ? &s->off : NULL, &t0->snap);
 		if (acc && acc->open && acc->root == op)
-			flush_callees(acc, tgid, log2_slot(delta, LAT_SLOTS));
+			flush_callees(acc, tgid, log2_slot(delta, LAT_SLOTS), delta);
 	}
 	bpf_map_delete_elem(&ufunc_starts, &key);
 	return 0;

@@ -126,6 +126,15 @@ struct lat_callee_time {
 	u64 calls;
 	u64 ns;
 	u64 cause_ns[LAT_CAUSES];	/* of which off-CPU, by cause */
+	/* DARC's maxcount: root calls in which this path took longer than
+	 * each of its siblings and than its caller's own time (the largest
+	 * contributor below its caller); and those in which its own time
+	 * took longer than each of its timed callees. */
+	u64 largest;
+	u64 own_largest;
 };
+
+/* A node's parent in the ftree, for fnode_parent; a root's node has none. */
+#define LAT_NO_PARENT 0xff
 
 #endif

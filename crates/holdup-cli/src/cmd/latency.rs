@@ -105,6 +105,12 @@ pub struct RecordArgs {
         requires = "callees"
     )]
     pub resume: Vec<String>,
+    /// End the recording once each peak of every --func function has had
+    /// N calls (and the function 100): DARC's decision point. The
+    /// probes are then removed and a command runs on untraced, so a long
+    /// program pays for the analysis only until then.
+    #[arg(long, value_name = "N")]
+    pub decision_ops: Option<u64>,
     /// Time block-device requests from issue to completion.
     #[arg(long)]
     pub block: bool,
@@ -640,6 +646,44 @@ fn op_name(row: &HistRow, opts: &LatencyOptions) -> String {
     }
 }
 
+/// DARC's decision point over the histograms recorded so far: each root
+/// (a `--func` function, not a callee) was called in some process, and in
+/// every process its peaks have `n` calls each.
+fn roots_decided<'a>(rows: impl Iterator<Item = &'a HistRow>, ufuncs: &[UserFunc], n: u64) -> bool {
+    let mut hists: HashMap<(u32, u32), analysis::Histogram> = HashMap::new();
+    for r in rows.filter(|r| r.kind == KIND_UFUNC) {
+        let h = hists
+            .entry((r.id, r.tgid))
+            .or_insert_with(|| analysis::Histogram {
+                count: vec![0; r.count.len()],
+                ns: vec![0; r.ns.len()],
+                cause_ns: Vec::new(),
+            });
+        for (s, c) in r.count.iter().enumerate() {
+            h.count[s] += c;
+            h.ns[s] += r.ns[s];
+        }
+    }
+    let called = |id: usize| hists.keys().any(|k| k.0 as usize == id);
+    (0..ufuncs.len())
+        .filter(|&i| ufuncs[i].role != UfuncRole::Callee)
+        .all(called)
+        && hists.values().all(|h| analysis::peaks_decided(h, n))
+}
+
+/// Wait for a command that runs on after the recording ended; Ctrl-C
+/// reaches it too.
+fn wait_untraced(l: &Launched) -> Option<ExitStatus> {
+    loop {
+        if let Some(st) = l.wait_for(Duration::from_millis(200)) {
+            return Some(st);
+        }
+        if SIGNALS.load(Ordering::SeqCst) > 1 {
+            return None;
+        }
+    }
+}
+
 fn record(a: RecordArgs) -> anyhow::Result<ExitCode> {
     let (target, duration) = a
         .target
@@ -650,6 +694,12 @@ fn record(a: RecordArgs) -> anyhow::Result<ExitCode> {
     let mut ufuncs = user_funcs(&a)?;
     if a.callees > 0 && ufuncs.is_empty() {
         bail!("--callees needs a user function to start from (--func)");
+    }
+    if a.decision_ops.is_some() && ufuncs.is_empty() {
+        bail!("--decision-ops needs a user function whose peaks to decide on (--func)");
+    }
+    if a.decision_ops == Some(0) {
+        bail!("--decision-ops must be at least 1");
     }
     if !a.resume.is_empty() && ufuncs.len() != 1 {
         bail!("--resume follows a path below one root: give exactly one --func");
@@ -714,7 +764,7 @@ fn record(a: RecordArgs) -> anyhow::Result<ExitCode> {
     // Finished intervals are moved out of the kernel map as the recording
     // goes, so that a long one does not fill it.
     let mut taken: HashMap<(u32, u16, u32, u32), HistRow> = HashMap::new();
-    let mut take = |rows: Vec<HistRow>| {
+    let take = |taken: &mut HashMap<_, HistRow>, rows: Vec<HistRow>| {
         for r in rows {
             match taken.entry((r.tgid, r.kind, r.id, r.interval)) {
                 std::collections::hash_map::Entry::Occupied(mut e) => e.get_mut().merge(&r),
@@ -725,6 +775,8 @@ fn record(a: RecordArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let mut last_take = Instant::now();
+    let mut last_decision = Instant::now();
+    let mut decided = false;
     loop {
         if let Some(l) = &launched {
             if let Some(st) = l.wait(false) {
@@ -743,13 +795,27 @@ fn record(a: RecordArgs) -> anyhow::Result<ExitCode> {
         }
         if last_take.elapsed() >= Duration::from_secs(1) {
             let current = (monotonic_ns() - opts.start_ns) / opts.interval_ns;
-            take(probe.take_before(current.min(u32::MAX as u64) as u32)?);
+            take(
+                &mut taken,
+                probe.take_before(current.min(u32::MAX as u64) as u32)?,
+            );
             last_take = Instant::now();
+        }
+        if let Some(n) = a.decision_ops {
+            if last_decision.elapsed() >= Duration::from_millis(100) {
+                let current = probe.read()?;
+                let rows = taken.values().chain(&current);
+                if roots_decided(rows, &opts.ufuncs, n) {
+                    decided = true;
+                    break;
+                }
+                last_decision = Instant::now();
+            }
         }
         std::thread::sleep(Duration::from_millis(5));
     }
     let duration_ns = monotonic_ns() - opts.start_ns;
-    take(probe.read()?);
+    take(&mut taken, probe.read()?);
     let rows: Vec<HistRow> = taken.into_values().collect();
     let callee_rows = probe.callees()?;
     let site_rows = probe.wait_sites()?;
@@ -800,6 +866,8 @@ fn record(a: RecordArgs) -> anyhow::Result<ExitCode> {
                 calls: c.calls,
                 ns: c.ns,
                 cause_ns: c.cause_ns.to_vec(),
+                largest: c.largest,
+                own_largest: c.own_largest,
             })
         })
         .collect();
@@ -819,6 +887,11 @@ fn record(a: RecordArgs) -> anyhow::Result<ExitCode> {
         wait_sites,
         callees,
         causes,
+        decision_ops: if decided {
+            a.decision_ops.unwrap_or(0)
+        } else {
+            0
+        },
     };
     let file = holdup_trace::create_private(&a.output)
         .with_context(|| format!("cannot create {}", a.output.display()))?;
@@ -844,6 +917,17 @@ fn record(a: RecordArgs) -> anyhow::Result<ExitCode> {
             "{never} was never called during the recording (histograms of the rest are in {})",
             a.output.display()
         );
+    }
+    if decided {
+        if let Some(l) = &launched {
+            eprintln!(
+                "[ holdup latency: each peak had {} calls; probes removed, the command runs on ]",
+                a.decision_ops.unwrap_or(0)
+            );
+            exit = wait_untraced(l);
+        }
+    } else if let Some(n) = a.decision_ops {
+        eprintln!("holdup: warning: --decision-ops {n}: the recording ended before each peak had {n} calls");
     }
     Ok(match exit {
         Some(ExitStatus::Signal(sig)) => ExitCode::from((128 + sig) as u8),
