@@ -586,6 +586,47 @@ fn system_prefork_pool_ranks_the_shared_lock_line_first() {
     );
 }
 
+/// SCOZ's own check against COZ: on multithreaded programs of the
+/// validation suite, the system-wide mode ranks the same target first as
+/// the thread-level mode, with a prediction within ±10 points.
+#[test]
+#[ignore = "needs root and BPF"]
+fn system_mode_ranks_what_the_thread_mode_ranks() {
+    let _turn = turn();
+    for (name, args, marker) in [
+        ("causal_barrier", ["3500", "8", "5"], "a"),
+        ("causal_lock", ["5000", "2", "1"], "cs"),
+    ] {
+        let bin = build(name, &[]);
+        let mut cmd = vec![bin.to_str().unwrap()];
+        cmd.extend(args);
+        let thread = profile(&scratch(&format!("{name}_thread")), &[], &cmd);
+        let system = profile(&scratch(&format!("{name}_system")), &["--system"], &cmd);
+        let line = line_of(name, marker);
+        // --system names a line with its binary.
+        let system_line = format!("{name}:{line}");
+        assert_eq!(top_line(&thread), line, "thread mode, {name}");
+        assert_eq!(top_line(&system), system_line, "system mode, {name}");
+        for report in [&thread, &system] {
+            let top = top_target(report);
+            assert!(
+                top == line || top == system_line || top == "subclass:sched",
+                "{name}: {top} ranks first"
+            );
+        }
+        let (t, s) = (
+            predict(target(&thread, &line), 0.5),
+            predict(target(&system, &system_line), 0.5),
+        );
+        eprintln!(
+            "{name}: {line} at 50%: thread mode {:.1}%, system mode {:.1}%",
+            100.0 * t,
+            100.0 * s
+        );
+        assert_near(&format!("{name}: system vs thread mode at 50%"), s, t, 0.10);
+    }
+}
+
 #[test]
 #[ignore = "needs root and BPF"]
 fn a_program_that_unloads_libraries_is_not_crashed() {
