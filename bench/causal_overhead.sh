@@ -8,22 +8,24 @@
 # slowdown of each, and the experiments per minute each profiler completed.
 # The slowdown includes the delays that virtual speedups insert: that is
 # the method's price, paid by both profilers.
-# causal_procpipe is two processes (a pipe writer and its forked reader):
-# holdup profiles it with `causal run --system`; COZ runs it too but sees
-# only the first process.
+# causal_procpipe is two processes (a pipe writer and its forked reader)
+# and causal_prefork three (a parent and two workers sharing a lock):
+# holdup profiles them with `causal run --system`; COZ runs them too but
+# sees only the first process. NAME-sys is program NAME profiled by holdup
+# with `--system` (SCOZ's mode) instead of per thread.
 # usage: bench/causal_overhead.sh [ROUNDS [PROGRAM...]]   (as root)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
 shift $(($# > 0 ? 1 : 0))
 programs=("$@")
-[ $# -gt 0 ] || programs=(barrier odirect lock pool procpipe)
+[ $# -gt 0 ] || programs=(barrier odirect lock pool procpipe prefork barrier-sys lock-sys)
 . bench/common.sh
 bench_setup holdup-cli holdup-causal
 have_coz=1
 command -v coz >/dev/null || { echo "coz not installed (apt install coz-profiler): holdup only" >&2; have_coz=0; }
 
-for w in barrier odirect lock pool procpipe; do
+for w in barrier odirect lock pool procpipe prefork; do
 	cc -O1 -gdwarf-3 -gstrict-dwarf -fno-omit-frame-pointer -pthread -o "$work/$w" "workloads/causal_$w.c"
 done
 # Same work in every run: calibrate the spin loop once.
@@ -59,6 +61,7 @@ declare -A cmds=(
 	[lock]="$work/lock 3000 2 1"
 	[pool]="$work/pool 1500 1 2"
 	[procpipe]="$work/procpipe 4000"
+	[prefork]="$work/prefork 6000"
 )
 modes=(plain holdup holdup0)
 [ "$have_coz" = 1 ] && modes=(plain coz holdup holdup0)
@@ -68,13 +71,14 @@ sum_coz=0 sum_holdup=0 sum_hold0=0 n=0
 for name in "${programs[@]}"; do
 	declare -A times=() exps=()
 	system=
-	[ "$name" = procpipe ] && system=--system
+	program=${name%-sys}
+	case $name in procpipe | prefork | *-sys) system=--system ;; esac
 	for r in $(seq "$rounds"); do
 		for m in "${modes[@]}"; do
 			prof="$work/$name.$m.$r.coz"
 			rm -f "$prof"
 			# shellcheck disable=SC2086
-			t=$(run "$m" "$prof" ${cmds[$name]})
+			t=$(run "$m" "$prof" ${cmds[$program]})
 			times[$m]+="$t "
 			if [ "$m" != plain ]; then
 				e=$(grep -c '^experiment' "$prof" 2>/dev/null || true)
