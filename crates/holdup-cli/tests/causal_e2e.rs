@@ -556,6 +556,37 @@ fn system_process_target_predicts_a_faster_reader_process() {
     );
 }
 
+/// A program whose processes run as another user (a server that drops
+/// root, a launcher using runuser) is profiled as a whole: they reach the
+/// run's directory, and the profile they write reaches the output.
+#[test]
+#[ignore = "needs root and BPF"]
+fn system_processes_of_another_user_are_profiled() {
+    let _turn = turn();
+    let dir = scratch("causal_other_user");
+    // Somewhere the user can run the program from (the repository may be
+    // in a private home).
+    let public = std::env::temp_dir().join(format!("holdup-other-user-{}", std::process::id()));
+    std::fs::create_dir_all(&public).unwrap();
+    let bin = public.join("causal_procpipe");
+    std::fs::copy(build("causal_procpipe", &[]), &bin).unwrap();
+    for p in [&public, &bin] {
+        std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
+    let report = profile(
+        &dir,
+        &["--system", "--process", "reader"],
+        &["runuser", "-u", "nobody", "--", bin.to_str().unwrap(), "1500"],
+    );
+    let _ = std::fs::remove_dir_all(&public);
+    assert!(report["experiments"].as_u64().unwrap() >= 10, "{report}");
+    let t = target(&report, "process:reader");
+    assert!(
+        predict(t, 0.5) > 0.2,
+        "the reader process is the bottleneck: {t}"
+    );
+}
+
 #[test]
 #[ignore = "needs root and BPF"]
 fn system_prefork_pool_ranks_the_shared_lock_line_first() {

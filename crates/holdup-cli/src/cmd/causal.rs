@@ -333,6 +333,9 @@ fn system_run(cfg: &RunConfig, rec: &Recorder) -> anyhow::Result<ExitCode> {
     for (k, v) in &cfg.env {
         std::env::set_var(k, v);
     }
+    // The processes write into the run's directory, which every user of
+    // the program can reach; the output may be where they cannot.
+    std::env::set_var(holdup_coz::env::OUTPUT, fwd.profile());
     unsafe {
         libc::signal(libc::SIGINT, libc::SIG_IGN);
         libc::signal(libc::SIGQUIT, libc::SIG_IGN);
@@ -353,6 +356,15 @@ fn system_run(cfg: &RunConfig, rec: &Recorder) -> anyhow::Result<ExitCode> {
             fwd.dropped + fwd.forwarded
         );
     }
+    let mut written = std::fs::File::open(fwd.profile())
+        .with_context(|| format!("cannot read {}", fwd.profile().display()))?;
+    let mut output = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&cfg.output)
+        .with_context(|| format!("cannot write {}", cfg.output.display()))?;
+    std::io::copy(&mut written, &mut output)
+        .with_context(|| format!("cannot write {}", cfg.output.display()))?;
     drop(fwd);
     report_outcome(cfg, status)
 }

@@ -7,7 +7,14 @@
 //! sample to the process it belongs to, over a Unix socket the runtime
 //! connects to when it starts (the socket's peer credentials tell whose it
 //! is). The directory also holds the shared domain file (see the runtime's
-//! `domain` module); it is private (0700) and removed at the end.
+//! `domain` module) and the profile the runtimes write, which is moved to
+//! the output at the end, when the directory is removed.
+//!
+//! A program may start processes under another user (a server dropping
+//! root, `runuser`): those must reach the directory too. So it can be
+//! entered but not listed (0711), its name is random and handed only to
+//! the command through its environment, and its three files are open to
+//! every user (0666).
 
 use anyhow::Context;
 use holdup_bpf::records::{self, RawRecord};
@@ -15,6 +22,9 @@ use holdup_bpf::ringbuf::RingReader;
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
+
+/// The profile's name in the directory.
+const PROFILE_FILE: &str = "profile.coz";
 
 /// Frames waiting for a slow process beyond this are dropped.
 const MAX_OUTBOX: usize = 8 << 20;
@@ -46,7 +56,16 @@ fn private_dir() -> anyhow::Result<PathBuf> {
             .with_context(|| format!("cannot create {}", template.display()));
     }
     bytes.pop();
-    Ok(PathBuf::from(std::ffi::OsStr::from_bytes(&bytes)))
+    let dir = PathBuf::from(std::ffi::OsStr::from_bytes(&bytes));
+    open_to_all(&dir, 0o711)?;
+    Ok(dir)
+}
+
+/// Let processes of any user use `path` (see the module's note).
+fn open_to_all(path: &Path, mode: u32) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .with_context(|| format!("cannot open {} to the program's users", path.display()))
 }
 
 fn listen(path: &Path) -> anyhow::Result<OwnedFd> {
@@ -96,7 +115,14 @@ impl Forwarder {
         std::fs::File::create(&domain)
             .and_then(|f| f.set_len(holdup_coz::DOMAIN_BYTES as u64))
             .with_context(|| format!("cannot create {}", domain.display()))?;
-        let listener = listen(&dir.join(holdup_coz::SAMPLES_SOCKET))?;
+        open_to_all(&domain, 0o666)?;
+        let profile = dir.join(PROFILE_FILE);
+        std::fs::File::create(&profile)
+            .with_context(|| format!("cannot create {}", profile.display()))?;
+        open_to_all(&profile, 0o666)?;
+        let socket = dir.join(holdup_coz::SAMPLES_SOCKET);
+        let listener = listen(&socket)?;
+        open_to_all(&socket, 0o666)?;
         let ring = RingReader::new(ring_fd, ring_bytes).context("cannot map the ring buffer")?;
         Ok(Forwarder {
             dir,
@@ -111,6 +137,11 @@ impl Forwarder {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Where the runtimes write the profile.
+    pub fn profile(&self) -> PathBuf {
+        self.dir.join(PROFILE_FILE)
     }
 
     /// Wait up to `timeout_ms` for records, then hand them out.
