@@ -44,7 +44,7 @@ pub struct Forwarder {
     pub dropped: u64,
 }
 
-fn private_dir() -> anyhow::Result<PathBuf> {
+fn run_dir() -> anyhow::Result<PathBuf> {
     use std::os::unix::ffi::OsStrExt;
     let template = std::env::temp_dir().join("holdup-causal-XXXXXX");
     let mut bytes = template.as_os_str().as_bytes().to_vec();
@@ -108,9 +108,10 @@ fn listen(path: &Path) -> anyhow::Result<OwnedFd> {
 }
 
 impl Forwarder {
-    /// The private directory with the domain file and the samples socket.
+    /// The run's directory with the domain file, the samples socket and
+    /// the profile.
     pub fn new(ring_fd: BorrowedFd<'_>, ring_bytes: u64) -> anyhow::Result<Forwarder> {
-        let dir = private_dir()?;
+        let dir = run_dir()?;
         let domain = dir.join(holdup_coz::DOMAIN_FILE);
         std::fs::File::create(&domain)
             .and_then(|f| f.set_len(holdup_coz::DOMAIN_BYTES as u64))
