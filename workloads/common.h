@@ -19,6 +19,24 @@ static inline double now_s(void)
 
 static volatile unsigned long burn_sink;
 
+/* CLOCK_MONOTONIC in ns, for workloads that time their own calls. */
+__attribute__((unused)) static long long now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Busy for `us` microseconds of wall time (on the CPU, unless preempted). */
+__attribute__((unused)) static void spin_us(long us)
+{
+	long long end = now_ns() + us * 1000;
+
+	while (now_ns() < end)
+		burn_sink++;
+}
+
 /* Burn CPU for `s` seconds of thread CPU time (not wall time), so that the
  * amount of work is fixed even when the thread has to wait for a core. */
 __attribute__((noinline, unused)) static void burn_cpu(double s)

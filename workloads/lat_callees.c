@@ -20,31 +20,10 @@
  * prints: calls=N slow=M, then per bucket B (handle() took [2^B, 2^(B+1)) ns):
  *         bucket=B calls= handle_ns= parse_ns= store_ns= flush_ns= write_ns=
  */
-#define _GNU_SOURCE
-#include <stdio.h>
-#include <stdlib.h>
+#include "common.h"
 #include <sys/resource.h>
-#include <time.h>
 
-static volatile unsigned long sink;
 static long long store_ns, flush_ns, write_ns, parse_ns;
-
-static long long now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-/* Busy for `us` microseconds of wall time. */
-static void spin_us(long us)
-{
-	long long end = now_ns() + us * 1000;
-
-	while (now_ns() < end)
-		sink++;
-}
 
 __attribute__((noinline)) void write_out(void)
 {

@@ -14,31 +14,10 @@
  * prints: calls=N, then per bucket B (handle() took [2^B, 2^(B+1)) ns):
  *         bucket=B calls= handle_ns= a_ns= b_ns= a_larger= b_larger=
  */
-#define _GNU_SOURCE
-#include <stdio.h>
-#include <stdlib.h>
+#include "common.h"
 #include <sys/resource.h>
-#include <time.h>
 
-static volatile unsigned long sink;
 static long long a_ns, b_ns;
-
-static long long now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-/* Busy for `us` microseconds of wall time. */
-static void spin_us(long us)
-{
-	long long end = now_ns() + us * 1000;
-
-	while (now_ns() < end)
-		sink++;
-}
 
 __attribute__((noinline)) void a(long i)
 {

@@ -7,23 +7,12 @@
  * usage: lat_recursive [CALLS]
  * prints: calls=N depth=D outer_ns=T
  */
-#define _GNU_SOURCE
-#include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
+#include "common.h"
 
 #define DEPTH 6
 #define SLEEP_US 500
 
 static volatile long sink;
-
-static long long now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
 
 __attribute__((noinline)) void descend(int n)
 {
