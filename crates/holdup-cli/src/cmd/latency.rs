@@ -652,17 +652,10 @@ fn op_name(row: &HistRow, opts: &LatencyOptions) -> String {
 fn roots_decided<'a>(rows: impl Iterator<Item = &'a HistRow>, ufuncs: &[UserFunc], n: u64) -> bool {
     let mut hists: HashMap<(u32, u32), analysis::Histogram> = HashMap::new();
     for r in rows.filter(|r| r.kind == KIND_UFUNC) {
-        let h = hists
+        hists
             .entry((r.id, r.tgid))
-            .or_insert_with(|| analysis::Histogram {
-                count: vec![0; r.count.len()],
-                ns: vec![0; r.ns.len()],
-                cause_ns: Vec::new(),
-            });
-        for (s, c) in r.count.iter().enumerate() {
-            h.count[s] += c;
-            h.ns[s] += r.ns[s];
-        }
+            .or_default()
+            .add(&r.count, &r.ns);
     }
     let called = |id: usize| hists.keys().any(|k| k.0 as usize == id);
     (0..ufuncs.len())
