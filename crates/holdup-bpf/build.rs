@@ -7,7 +7,7 @@ fn main() {
         return;
     }
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").unwrap());
-    for name in ["recorder", "latency"] {
+    for name in ["recorder", "latency", "cores"] {
         SkeletonBuilder::new()
             .source(format!("src/bpf/{name}.bpf.c"))
             .clang_args(["-Wall", "-Wno-unused-function", "-I", "src/bpf"])

@@ -9,6 +9,10 @@ pub mod ringbuf;
 #[cfg(feature = "loader")]
 mod bpf_skel;
 #[cfg(feature = "loader")]
+pub mod cores;
+#[cfg(feature = "loader")]
+mod cores_skel;
+#[cfg(feature = "loader")]
 pub mod latency;
 #[cfg(feature = "loader")]
 mod latency_skel;

@@ -89,28 +89,9 @@ fn raw_clock_nanosleep(ts: &libc::timespec) {
 }
 
 /// A small xorshift generator: experiments need cheap, not strong, randomness.
-pub struct Rng(u64);
+pub use holdup_coz::experiment::Rng;
 
-impl Rng {
-    pub fn seeded() -> Rng {
-        Rng(now_ns() ^ ((std::process::id() as u64) << 32) | 1)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-
-    /// Uniform in `0..n`.
-    pub fn below(&mut self, n: u64) -> u64 {
-        if n == 0 {
-            0
-        } else {
-            self.next_u64() % n
-        }
-    }
+/// A generator seeded differently in every process and run.
+pub fn seeded_rng() -> Rng {
+    Rng::from_seed(now_ns() ^ ((std::process::id() as u64) << 32))
 }

@@ -18,7 +18,7 @@ pub mod config;
 pub mod domain;
 pub mod fork;
 pub mod modules;
-pub mod points;
+pub use holdup_coz::points;
 pub mod processor;
 pub mod profiler;
 pub mod progress;

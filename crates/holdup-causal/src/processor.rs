@@ -1,7 +1,7 @@
 //! The sample processor: turns the recorder's ring records into points per
 //! location and into delay credit for the running experiment's target.
 
-use crate::clock::{now_ns, Rng};
+use crate::clock::{now_ns, seeded_rng, Rng};
 use crate::config::Subclass;
 use crate::lines::{self, LineTable, Locations};
 use crate::modules::{Modules, Role};
@@ -83,7 +83,7 @@ impl Processor {
             exp: None,
             pick: None,
             pick_total: 0,
-            rng: Rng::seeded(),
+            rng: seeded_rng(),
             allow_subclasses: true,
             samples_seen: 0,
             binary: None,

@@ -1,28 +1,21 @@
 //! The profiler thread: COZ's experiment loop (pick a target and a speedup,
 //! run, measure the progress points, cool off) and the profile it writes.
 
-use crate::clock::{now_ns, sleep_ns, Rng};
-use crate::config::scope_match;
+use crate::clock::{now_ns, seeded_rng, sleep_ns, Rng};
 use crate::lines::{self, Locations};
 use crate::modules::{Modules, Role};
 use crate::processor::{runtime_address, Experiment, SpeedupTarget, PROCESS_PREFIX};
 use crate::progress::{self, Point, Snapshot};
 use crate::runtime::{log, Runtime};
+use holdup_coz::experiment::{self, Window, COOL_OFF_NS};
 use holdup_coz::profile::{key, kind, Line};
+use holdup_coz::scope::scope_match;
 use std::fs::File;
 use std::io::Write as _;
 use std::sync::atomic::Ordering;
 
 /// How often the profiler thread drains the ring.
 const TICK_NS: u64 = 2_000_000;
-/// Pause between experiments, so that one's delays do not leak into the next.
-const COOL_OFF_NS: u64 = 10_000_000;
-/// Visits of every progress point wanted per experiment (COZ's value).
-const TARGET_DELTA: usize = 5;
-/// Speedups are drawn in 5% steps; 0% is drawn ZERO_WEIGHT times in
-/// STEPS + ZERO_WEIGHT (≈ 26%), as in COZ, so every target has a baseline.
-const STEPS: u64 = 20;
-const ZERO_WEIGHT: u64 = 7;
 
 /// The profiler thread: runs experiments and writes the profile.
 pub struct Profiler {
@@ -48,18 +41,6 @@ struct Saved {
     windows: Vec<Window>,
 }
 
-/// When a throughput point was first and last seen to move during an
-/// experiment: (time, count, global delay) at each. Visits come in bursts
-/// (a round of work, a batch); counting whole visits between the first and
-/// the last one, instead of over the experiment's fixed length, removes the
-/// error of the partial bursts at both ends.
-#[derive(Clone, Copy, Default)]
-struct Window {
-    last_count: usize,
-    first: Option<(u64, usize, u64)>,
-    last: Option<(u64, usize, u64)>,
-}
-
 impl Saved {
     fn observe(&mut self, now: u64, global: u64) {
         let Ok(points) = progress::POINTS.lock() else {
@@ -68,20 +49,10 @@ impl Saved {
         for (i, pt) in points.iter().enumerate() {
             if i >= self.windows.len() {
                 let base = self.snaps.get(i).map_or(0, |s| s.a);
-                self.windows.push(Window {
-                    last_count: base,
-                    ..Window::default()
-                });
+                self.windows.push(Window::new(base));
             }
-            let Point::Throughput { count, .. } = pt else {
-                continue;
-            };
-            let c = count.load();
-            let w = &mut self.windows[i];
-            if c != w.last_count {
-                w.last_count = c;
-                w.first.get_or_insert((now, c, global));
-                w.last = Some((now, c, global));
+            if let Point::Throughput { count, .. } = pt {
+                self.windows[i].observe(now, count.load(), global);
             }
         }
     }
@@ -93,7 +64,7 @@ impl Profiler {
             rt,
             out: None,
             start_ns: now_ns(),
-            rng: Rng::seeded(),
+            rng: seeded_rng(),
             length_ns: rt.cfg.experiment_ns,
             experiments: 0,
             fixed_line: None,
@@ -326,10 +297,7 @@ impl Profiler {
         let rt = self.rt;
         let speedup_pct = match rt.cfg.speedup {
             Some(s) => s as u64,
-            None => match self.rng.below(STEPS + ZERO_WEIGHT) {
-                r if r < ZERO_WEIGHT => 0,
-                r => (r - ZERO_WEIGHT + 1) * (100 / STEPS),
-            },
+            None => experiment::draw_speedup(&mut self.rng),
         };
         let delay_ns = rt.cfg.period_ns * speedup_pct / 100;
         let snaps: Vec<Snapshot> = progress::POINTS
@@ -361,13 +329,7 @@ impl Profiler {
             d.begin(&name, start_ns);
         }
         rt.active.store(true, Ordering::Release);
-        let windows = snaps
-            .iter()
-            .map(|s| Window {
-                last_count: s.a,
-                ..Window::default()
-            })
-            .collect();
+        let windows = snaps.iter().map(|s| Window::new(s.a)).collect();
         Saved {
             snaps,
             start_ns,
@@ -426,15 +388,9 @@ impl Profiler {
                         let mut line = Line::new(kind::THROUGHPUT_POINT)
                             .field(key::NAME, name)
                             .field(key::DELTA, delta);
-                        if let Some(Window {
-                            first: Some(f),
-                            last: Some(l),
-                            ..
-                        }) = s.windows.get(i)
-                        {
-                            let span = (l.0 - f.0).saturating_sub(l.2 - f.2);
+                        if let Some((delta, span)) = s.windows.get(i).and_then(Window::span) {
                             line = line
-                                .field(key::WINDOW_DELTA, l.1 - f.1)
+                                .field(key::WINDOW_DELTA, delta)
                                 .field(key::WINDOW_DURATION, span);
                         }
                         text.push_str(&line.end());
@@ -479,12 +435,7 @@ impl Profiler {
         }
         // COZ's adaptive length: longer until progress points are seen
         // often enough, shorter again when they are seen plenty.
-        let min_len = rt.cfg.experiment_ns;
-        if min_delta < TARGET_DELTA {
-            self.length_ns = (self.length_ns * 2).min(min_len * 16);
-        } else if min_delta > TARGET_DELTA * 2 && self.length_ns >= min_len * 2 {
-            self.length_ns /= 2;
-        }
+        self.length_ns = experiment::next_length(self.length_ns, rt.cfg.experiment_ns, min_delta);
         self.log_countdown -= 1;
         if self.log_countdown == 0 {
             self.log_samples();

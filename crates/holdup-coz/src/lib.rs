@@ -5,8 +5,11 @@
 //! source lines of machine code, which the runtime turns samples into and
 //! `holdup causal run` finds progress points with.
 
+pub mod experiment;
 pub mod lines;
+pub mod points;
 pub mod probe;
+pub mod scope;
 
 /// Environment variables set by `holdup causal run`, read by the runtime.
 pub mod env {

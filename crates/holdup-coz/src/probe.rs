@@ -119,6 +119,42 @@ pub fn function_at(binary: &Path, file_line: &str) -> Result<String, String> {
 }
 
 /// Where static address `svma` lies in the file.
+/// A loaded segment of an ELF file: where it is in the file and at which
+/// static address it starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Segment {
+    pub offset: u64,
+    pub len: u64,
+    pub svma: u64,
+}
+
+impl Segment {
+    /// The static address of file offset `offset` of the segments `segs`.
+    pub fn svma_of(segs: &[Segment], offset: u64) -> Option<u64> {
+        segs.iter()
+            .find(|s| offset >= s.offset && offset < s.offset + s.len)
+            .map(|s| offset - s.offset + s.svma)
+    }
+}
+
+/// The loaded segments of `binary`: what turns the file offsets of a
+/// process's mappings into the addresses of its line table.
+pub fn segments(binary: &Path) -> Result<Vec<Segment>, String> {
+    with_elf(binary, |file| {
+        Ok(file
+            .segments()
+            .map(|seg| {
+                let (offset, len) = seg.file_range();
+                Segment {
+                    offset,
+                    len,
+                    svma: seg.address(),
+                }
+            })
+            .collect())
+    })
+}
+
 fn file_offset(file: &object::File<'_>, svma: u64) -> Option<u64> {
     file.segments().find_map(|seg| {
         let (off, len) = seg.file_range();

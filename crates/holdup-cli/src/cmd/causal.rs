@@ -6,7 +6,10 @@
 //! waits; the runtime runs the experiments and writes the profile.
 //! `report` ranks the profile's targets.
 
+mod attach;
+mod handlers;
 mod system;
+mod targets;
 
 use anyhow::{bail, Context};
 use holdup_analysis::causal::{analyze, CozProfile};
@@ -26,7 +29,7 @@ pub struct Args {
 #[derive(clap::Subcommand, Debug)]
 pub enum Command {
     /// Run a command and write a causal profile of it.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Rank the targets of a causal profile, with their speedup curves.
     Report(ReportArgs),
 }
@@ -64,10 +67,10 @@ pub struct RunArgs {
     /// disk) or `sched` (more cores).
     #[arg(long, value_enum)]
     pub subclass: Option<SubclassArg>,
-    /// With --system: only experiment on one whole process of the program,
+    /// With --system, -a or -p: only experiment on one whole process of the program,
     /// by name (its comm): all its threads' work virtually faster, while
     /// the other processes are delayed (target `process:NAME`).
-    #[arg(long, value_name = "NAME", requires = "system", conflicts_with_all = ["line", "subclass"])]
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["line", "subclass"])]
     pub process: Option<String>,
     /// Add to the profile instead of replacing it (COZ's behaviour).
     #[arg(long)]
@@ -95,9 +98,24 @@ pub struct RunArgs {
     /// are named `BINARY:FILE:LINE`).
     #[arg(long, conflicts_with = "end_to_end")]
     pub system: bool,
+    /// Profile every process and the kernel, with core-level virtual
+    /// speedups (SCOZ): nothing is loaded into the programs; targets are
+    /// their lines (`BINARY:FILE:LINE`), kernel functions
+    /// (`kernel:FUNC`) and whole processes (`process:NAME`); progress is
+    /// counted with --progress / --latency. Until the COMMAND ends, if
+    /// one is given, else until --duration or Ctrl-C.
+    #[arg(short = 'a', long, conflicts_with_all = ["pid", "system", "end_to_end"])]
+    pub all_cpus: bool,
+    /// Like -a, for these running processes (and the children they start)
+    /// only: PID[,PID...].
+    #[arg(short = 'p', long, value_name = "PID[,PID]", conflicts_with_all = ["system", "end_to_end"])]
+    pub pid: Option<String>,
+    /// With -a or -p: stop after this many seconds.
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub duration: Option<u64>,
     /// The command to profile: after `--`, or from the first word that is
     /// not an option (an unknown option is an error, as for `record`).
-    #[arg(trailing_var_arg = true, value_name = "COMMAND", required = true)]
+    #[arg(trailing_var_arg = true, value_name = "COMMAND", required_unless_present_any = ["all_cpus", "pid"], conflicts_with = "pid")]
     pub command: Vec<String>,
 }
 
@@ -113,7 +131,7 @@ pub struct ReportArgs {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.command {
-        Command::Run(a) => causal_run(a),
+        Command::Run(a) => causal_run(*a),
         Command::Report(a) => report(a),
     }
 }
@@ -158,15 +176,19 @@ struct RunConfig {
     env: Vec<(&'static str, String)>,
 }
 
-fn config(a: &RunArgs, lib: &Path) -> anyhow::Result<RunConfig> {
-    use holdup_coz::env as e;
-    let output = if a.output.is_absolute() {
-        a.output.clone()
+fn absolute(path: &Path) -> anyhow::Result<PathBuf> {
+    Ok(if path.is_absolute() {
+        path.to_path_buf()
     } else {
         std::env::current_dir()
             .context("cannot read the current directory")?
-            .join(&a.output)
-    };
+            .join(path)
+    })
+}
+
+fn config(a: &RunArgs, lib: &Path) -> anyhow::Result<RunConfig> {
+    use holdup_coz::env as e;
+    let output = absolute(&a.output)?;
     let period_ns = 1_000_000_000 / a.freq;
     let preload = match std::env::var("LD_PRELOAD") {
         Ok(p) if !p.is_empty() => format!("{}:{p}", lib.display()),
@@ -241,10 +263,7 @@ fn probe_points(a: &RunArgs) -> anyhow::Result<(Vec<OwnedFd>, String)> {
         .first()
         .and_then(|c| super::latency::resolve_program(c));
     let mut open = |spec: &str, option: &str| -> anyhow::Result<String> {
-        let site = holdup_coz::probe::resolve(program.as_deref(), spec)
-            .map_err(|e| anyhow::anyhow!("{option} {spec}: {e}"))?;
-        let counters = holdup_bpf::perf::uprobe_counters(&site.binary, site.offset)
-            .with_context(|| format!("{option} {spec}: cannot attach a uprobe"))?;
+        let counters = open_counter(program.as_deref(), spec, option)?;
         let raw: Vec<String> = counters
             .iter()
             .map(|fd| fd.as_raw_fd().to_string())
@@ -266,11 +285,24 @@ fn probe_points(a: &RunArgs) -> anyhow::Result<(Vec<OwnedFd>, String)> {
     Ok((fds, list))
 }
 
+/// The uprobe counters (one per CPU) of a --progress or --latency place,
+/// `SYMBOL` or `FILE:LINE` of `program` unless the spec names its binary.
+fn open_counter(program: Option<&Path>, spec: &str, option: &str) -> anyhow::Result<Vec<OwnedFd>> {
+    let site = holdup_coz::probe::resolve(program, spec)
+        .map_err(|e| anyhow::anyhow!("{option} {spec}: {e}"))?;
+    holdup_bpf::perf::uprobe_counters(&site.binary, site.offset)
+        .with_context(|| format!("{option} {spec}: cannot attach a uprobe"))
+}
+
 /// Ring buffer handed to the runtime: it drains every few ms, so a few MiB
 /// absorb seconds of samples.
 const RING_BYTES: u32 = 8 << 20;
 
 fn causal_run(a: RunArgs) -> anyhow::Result<ExitCode> {
+    if a.all_cpus || a.pid.is_some() {
+        let output = absolute(&a.output)?;
+        return attach::attach_run(&a, output);
+    }
     let lib = runtime_library()?;
     let cfg = config(&a, &lib)?;
     if !a.append {
@@ -371,11 +403,21 @@ fn system_run(cfg: &RunConfig, rec: &Recorder) -> anyhow::Result<ExitCode> {
 
 /// What the run left: one line on the profile written, or why there is none.
 fn report_outcome(cfg: &RunConfig, status: ExitStatus) -> anyhow::Result<ExitCode> {
-    let file = std::fs::File::open(&cfg.output)
-        .with_context(|| format!("cannot read {}", cfg.output.display()))?;
+    let process = cfg.env.iter().find(|(k, _)| *k == holdup_coz::env::PROCESS);
+    report_written(&cfg.output, status, process.map(|(_, p)| p.as_str()))
+}
+
+/// The same for any run: `process` is the --process name, if any.
+fn report_written(
+    output: &Path,
+    status: ExitStatus,
+    process: Option<&str>,
+) -> anyhow::Result<ExitCode> {
+    let file =
+        std::fs::File::open(output).with_context(|| format!("cannot read {}", output.display()))?;
     let profile = CozProfile::parse(BufReader::new(file))?;
     let n = profile.experiments.len();
-    let name = cfg.output.display();
+    let name = output.display();
     match status {
         ExitStatus::Signal(sig) => {
             eprintln!(
@@ -404,8 +446,7 @@ fn report_outcome(cfg: &RunConfig, status: ExitStatus) -> anyhow::Result<ExitCod
         bail!("the program ended before any experiment finished: make it run longer, or use --end-to-end");
     }
     // A misspelt --process would otherwise read as "no speedup to gain".
-    let process = cfg.env.iter().find(|(k, _)| *k == holdup_coz::env::PROCESS);
-    if let Some((_, p)) = process {
+    if let Some(p) = process {
         let target = format!("process:{p}");
         let on_it = profile.experiments.iter().filter(|e| e.selected == target);
         if on_it.clone().all(|e| e.selected_samples == 0) {

@@ -1,4 +1,4 @@
-//! Sample points: how much of a sample counts for a line, for io, for
+//! Sample points of the recorder's samples: how much of one counts for a line, for io, for
 //! the runqueue, and how much falls inside an experiment.
 
 use holdup_bpf::records::{self, SampleRec};

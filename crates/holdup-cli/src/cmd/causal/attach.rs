@@ -1,0 +1,607 @@
+//! `holdup causal run -a` / `-p PID`: causal profiling of processes that
+//! run without our runtime, and of the kernel, with SCOZ's core-level
+//! virtual speedups.
+//!
+//! Nothing is loaded into the programs. The recorder samples them; this
+//! process turns each on-CPU sample into its targets (`targets`), runs
+//! COZ's experiments, and, when a sample of the core it ran on is in the
+//! experiment's target, credits that core and raises the global delay
+//! that every other core's handler thread then spins off (`handlers`,
+//! and `cores.bpf.c` for idle cores). Progress is counted with uprobes.
+
+use super::handlers::Handlers;
+use super::targets::{Hit, Resolver, PROCESS_PREFIX};
+use super::{open_counter, RunArgs, RING_BYTES};
+use anyhow::{bail, Context};
+use holdup_bpf::cores::{CoreDelays, Cores};
+use holdup_bpf::records::{RawRecord, RawSample, SF_BLOCKED_TAIL};
+use holdup_bpf::{Recorder, RecorderOptions, Target};
+use holdup_coz::experiment::{self, Rng, Window, COOL_OFF_NS};
+use holdup_coz::points::points_of;
+use holdup_coz::profile::{key, kind, Line};
+use holdup_record::launch::{self, ExitStatus};
+use holdup_record::session::{catch_signals, SIGNALS};
+use std::collections::HashMap;
+use std::io::Write as _;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+
+/// How often samples are drained and the experiment looked at.
+const TICK_NS: u64 = 2_000_000;
+/// How often the -p processes are checked for having exited.
+const ALIVE_CHECK_NS: u64 = 100_000_000;
+/// A new target is a whole process about once in this many experiments,
+/// when more than one process runs (SCOZ's process targets).
+const PROCESS_TARGET_ONE_IN: u64 = 8;
+
+/// A progress point counted by uprobes in every process.
+enum Probe {
+    Throughput {
+        name: String,
+        fds: Vec<OwnedFd>,
+    },
+    Latency {
+        name: String,
+        begin: Vec<OwnedFd>,
+        end: Vec<OwnedFd>,
+    },
+}
+
+fn read_count(fds: &[OwnedFd]) -> usize {
+    fds.iter()
+        .map(|fd| {
+            let mut v = 0u64;
+            let n = unsafe { libc::read(fd.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
+            if n == 8 {
+                v as usize
+            } else {
+                0
+            }
+        })
+        .sum()
+}
+
+impl Probe {
+    /// (visits or arrivals, departures)
+    fn counts(&self) -> (usize, usize) {
+        match self {
+            Probe::Throughput { fds, .. } => (read_count(fds), 0),
+            Probe::Latency { begin, end, .. } => (read_count(begin), read_count(end)),
+        }
+    }
+}
+
+struct Running {
+    target: u32,
+    speedup_pct: u64,
+    delay_ns: u64,
+    start_ns: u64,
+    global: u64,
+    selected: u64,
+    counts: Vec<(usize, usize)>,
+    windows: Vec<Window>,
+    until_ns: u64,
+}
+
+enum State {
+    WaitTarget,
+    Running(Box<Running>),
+    CoolOff(u64),
+}
+
+/// Everything the drain loop updates.
+struct Run {
+    resolver: Resolver,
+    hit: Hit,
+    cores: Cores,
+    cpus: Vec<usize>,
+    state: State,
+    rng: Rng,
+    /// The weighted reservoir of new targets since the last experiment
+    /// began (COZ's choice: the first in-scope frame of a random sample).
+    pick: Option<u32>,
+    pick_total: u64,
+    pick_process: Option<u32>,
+    pick_process_total: u64,
+    processes: std::collections::HashSet<u32>,
+    /// Sample points per target (`samples` records).
+    points: HashMap<u32, u64>,
+    names_io: u32,
+    names_sched: u32,
+    fixed: Option<String>,
+    fixed_id: Option<u32>,
+    speedup: Option<u64>,
+    period_ns: u64,
+    length_ns: u64,
+    min_length_ns: u64,
+    experiments: u64,
+    samples: u64,
+    out: std::fs::File,
+    verbose: bool,
+}
+
+impl Run {
+    /// One sample of any class: its targets and their points (BCOZ: the
+    /// off-CPU time of a line is the line's; io and runqueue waits are
+    /// the subclasses'; a process is its threads' on-CPU time).
+    fn sample(&mut self, s: &RawSample<'_>) {
+        if s.rec.flags & SF_BLOCKED_TAIL != 0 {
+            return;
+        }
+        let pts = points_of(&s.rec, 0);
+        if pts.line + pts.io + pts.sched == 0 {
+            return;
+        }
+        let now = holdup_bpf::monotonic_ns();
+        let mut hit = std::mem::take(&mut self.hit);
+        self.resolver.resolve(s, now, &mut hit);
+        if !s.is_on_cpu() {
+            hit.process = None;
+        }
+        let (io, sched) = (self.names_io, self.names_sched);
+        self.samples += pts.line + pts.io + pts.sched;
+        if let State::Running(r) = &mut self.state {
+            let w = if r.target == io {
+                pts.io
+            } else if r.target == sched {
+                pts.sched
+            } else if hit.contains(r.target) {
+                pts.line
+            } else {
+                0
+            };
+            if w > 0 {
+                r.selected += w;
+                if r.delay_ns > 0 {
+                    self.cores.credit(s.rec.cpu as usize, r.delay_ns * w);
+                }
+            }
+        }
+        // COZ offers the sample's first frame in scope. In the kernel that
+        // is a helper (memset, a spinlock) more often than not; what one
+        // would make faster is a function further down, so any function
+        // of the kernel stack is offered, each as likely.
+        let first = if hit.kernel.is_empty() {
+            hit.lines.first().copied()
+        } else {
+            Some(hit.kernel[self.rng.below(hit.kernel.len() as u64) as usize])
+        };
+        // Sample counts: a line's are the samples where it is the first
+        // frame in scope (COZ's); a kernel function's, its whole call tree's.
+        let counted: &[u32] = if hit.kernel.is_empty() {
+            &hit.lines[..hit.lines.len().min(1)]
+        } else {
+            &hit.kernel
+        };
+        for (&t, w) in counted
+            .iter()
+            .map(|t| (t, pts.line))
+            .chain([(&io, pts.io), (&sched, pts.sched)])
+        {
+            if w > 0 {
+                *self.points.entry(t).or_default() += w;
+            }
+        }
+        for (t, w) in [
+            (first, pts.line),
+            (Some(io), pts.io),
+            (Some(sched), pts.sched),
+        ] {
+            let Some(t) = t.filter(|_| w > 0) else {
+                continue;
+            };
+            self.pick_total += w;
+            if self.rng.below(self.pick_total) < w {
+                self.pick = Some(t);
+            }
+        }
+        if let Some(p) = hit.process {
+            self.processes.insert(p);
+            self.pick_process_total += pts.line;
+            if self.rng.below(self.pick_process_total) < pts.line {
+                self.pick_process = Some(p);
+            }
+        }
+        self.hit = hit;
+    }
+
+    /// The next experiment's target, if there is one yet.
+    fn next_target(&mut self) -> Option<u32> {
+        if let Some(spec) = &self.fixed {
+            if self.fixed_id.is_none() {
+                self.fixed_id = self.resolver.names.find(spec);
+            }
+            return self.fixed_id;
+        }
+        let process = self.processes.len() > 1 && self.rng.below(PROCESS_TARGET_ONE_IN) == 0;
+        let t = if process {
+            self.pick_process.or(self.pick)
+        } else {
+            self.pick.or(self.pick_process)
+        };
+        self.pick = None;
+        self.pick_total = 0;
+        self.pick_process = None;
+        self.pick_process_total = 0;
+        t
+    }
+
+    fn start(&mut self, target: u32, probes: &[Probe]) {
+        let speedup_pct = self
+            .speedup
+            .unwrap_or_else(|| experiment::draw_speedup(&mut self.rng));
+        let counts: Vec<(usize, usize)> = probes.iter().map(Probe::counts).collect();
+        // Running cores start even; idle ones keep what post_idle settles.
+        self.cores.settle_running(&self.cpus);
+        let start_ns = holdup_bpf::monotonic_ns();
+        self.state = State::Running(Box::new(Running {
+            target,
+            speedup_pct,
+            delay_ns: self.period_ns * speedup_pct / 100,
+            start_ns,
+            global: self.cores.global(),
+            selected: 0,
+            windows: counts.iter().map(|c| Window::new(c.0)).collect(),
+            counts,
+            until_ns: start_ns + self.length_ns,
+        }));
+    }
+
+    fn observe(&mut self, probes: &[Probe]) {
+        let State::Running(r) = &mut self.state else {
+            return;
+        };
+        let (now, global) = (holdup_bpf::monotonic_ns(), self.cores.global());
+        for (w, p) in r.windows.iter_mut().zip(probes) {
+            if let Probe::Throughput { fds, .. } = p {
+                w.observe(now, read_count(fds), global);
+            }
+        }
+    }
+
+    fn end(&mut self, probes: &[Probe]) -> std::io::Result<()> {
+        self.observe(probes);
+        let State::Running(r) = std::mem::replace(&mut self.state, State::WaitTarget) else {
+            return Ok(());
+        };
+        let end_ns = holdup_bpf::monotonic_ns();
+        let elapsed = end_ns - r.start_ns;
+        let delay = self.cores.global() - r.global;
+        let mut text = Line::new(kind::EXPERIMENT)
+            .field(key::SELECTED, self.resolver.names.name(r.target))
+            .field(
+                key::SPEEDUP,
+                format_args!("{:.2}", r.speedup_pct as f64 / 100.0),
+            )
+            .field(key::DURATION, elapsed.saturating_sub(delay))
+            .field(key::SELECTED_SAMPLES, r.selected)
+            .field(key::ELAPSED, elapsed)
+            .field(key::DELAY, delay)
+            .field(key::KIND, "line")
+            .end();
+        let mut min_delta = usize::MAX;
+        for ((p, before), window) in probes.iter().zip(&r.counts).zip(&r.windows) {
+            let now = p.counts();
+            match p {
+                Probe::Throughput { name, .. } => {
+                    let delta = now.0.saturating_sub(before.0);
+                    min_delta = min_delta.min(delta);
+                    let mut line = Line::new(kind::THROUGHPUT_POINT)
+                        .field(key::NAME, name)
+                        .field(key::DELTA, delta);
+                    if let Some((d, span)) = window.span() {
+                        line = line
+                            .field(key::WINDOW_DELTA, d)
+                            .field(key::WINDOW_DURATION, span);
+                    }
+                    text.push_str(&line.end());
+                }
+                Probe::Latency { name, .. } => {
+                    let arrivals = now.0.saturating_sub(before.0);
+                    let departures = now.1.saturating_sub(before.1);
+                    min_delta = min_delta.min(arrivals).min(departures);
+                    let line = Line::new(kind::LATENCY_POINT)
+                        .field(key::NAME, name)
+                        .field(key::ARRIVALS, arrivals)
+                        .field(key::DEPARTURES, departures)
+                        .field(key::DIFFERENCE, now.0.saturating_sub(now.1));
+                    text.push_str(&line.end());
+                }
+            }
+        }
+        self.out.write_all(text.as_bytes())?;
+        if self.verbose {
+            eprintln!("{}", text.lines().next().unwrap_or(""));
+        }
+        self.experiments += 1;
+        self.length_ns = experiment::next_length(self.length_ns, self.min_length_ns, min_delta);
+        self.state = State::CoolOff(end_ns + COOL_OFF_NS);
+        Ok(())
+    }
+
+    /// Sample points per target, for the report's sample counts.
+    fn write_samples(&mut self, elapsed_ns: u64) -> std::io::Result<()> {
+        let mut text = Line::new(kind::RUNTIME).field(key::TIME, elapsed_ns).end();
+        let mut points: Vec<(&str, u64)> = self
+            .points
+            .iter()
+            .map(|(&id, &n)| (self.resolver.names.name(id), n))
+            .collect();
+        points.sort();
+        for (name, count) in points {
+            text.push_str(
+                &Line::new(kind::SAMPLES)
+                    .field(key::LOCATION, name)
+                    .field(key::COUNT, count)
+                    .end(),
+            );
+        }
+        self.out.write_all(text.as_bytes())
+    }
+}
+
+fn parse_pids(list: &str) -> anyhow::Result<Vec<u32>> {
+    let mut pids = Vec::new();
+    for p in list.split(',').filter(|p| !p.is_empty()) {
+        let pid: u32 =
+            p.trim().parse().ok().filter(|&n| n > 0).with_context(|| {
+                format!("-p takes process ids, like 1234,1240: '{p}' is not one")
+            })?;
+        if !alive(pid) {
+            bail!("no process with pid {pid}");
+        }
+        pids.push(pid);
+    }
+    if pids.is_empty() {
+        bail!("-p takes process ids, like 1234,1240");
+    }
+    Ok(pids)
+}
+
+fn alive(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// The uprobe progress points, by default in `program`.
+fn open_probes(a: &RunArgs, program: Option<&std::path::Path>) -> anyhow::Result<Vec<Probe>> {
+    let mut probes = Vec::new();
+    for spec in &a.progress {
+        probes.push(Probe::Throughput {
+            name: spec.clone(),
+            fds: open_counter(program, spec, "--progress")?,
+        });
+    }
+    for pair in &a.latency {
+        let Some((b, e)) = pair.split_once(',') else {
+            bail!("--latency takes BEGIN,END, like 'start_request,finish_request'");
+        };
+        probes.push(Probe::Latency {
+            name: pair.clone(),
+            begin: open_counter(program, b, "--latency")?,
+            end: open_counter(program, e, "--latency")?,
+        });
+    }
+    if probes.is_empty() {
+        bail!("-a and -p need a progress point counted without recompiling: --progress SYMBOL|FILE:LINE or --latency BEGIN,END");
+    }
+    Ok(probes)
+}
+
+pub fn attach_run(a: &RunArgs, output: PathBuf) -> anyhow::Result<std::process::ExitCode> {
+    let pids = match &a.pid {
+        Some(list) => parse_pids(list)?,
+        None => Vec::new(),
+    };
+    let program = match (a.command.first(), pids.first()) {
+        (Some(c), _) => super::super::latency::resolve_program(c),
+        (None, Some(pid)) => std::fs::read_link(format!("/proc/{pid}/exe")).ok(),
+        (None, None) => None,
+    };
+    let probes = open_probes(a, program.as_deref())?;
+    let out = if a.append {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&output)
+    } else {
+        std::fs::File::create(&output)
+    }
+    .with_context(|| format!("cannot write {}", output.display()))?;
+    let cpus: Vec<usize> = holdup_bpf::perf::online_cpus()
+        .context("cannot list the online CPUs")?
+        .into_iter()
+        .map(|c| c as usize)
+        .filter(|&c| c < holdup_bpf::cores::MAX_CORES)
+        .collect();
+    let delays = CoreDelays::start().context("loading the core-delay programs")?;
+    let period_ns = 1_000_000_000 / a.freq;
+    let mut rec = Recorder::start(RecorderOptions {
+        target: if a.all_cpus {
+            Target::All
+        } else {
+            Target::Pids(pids.clone())
+        },
+        period_ns,
+        follow_children: true,
+        segments: false,
+        block_io: false,
+        stack_copy_bytes: 2048,
+        ring_bytes: RING_BYTES,
+        syscalls: None,
+    })
+    .context("starting the recorder")?;
+    let handlers = Handlers::start(delays.cores, &cpus)?;
+
+    let mut resolver = Resolver::new(a.scope.clone(), true);
+    let names_io = resolver.names.id("subclass:io");
+    let names_sched = resolver.names.id("subclass:sched");
+    let mut run = Run {
+        resolver,
+        names_io,
+        names_sched,
+        hit: Hit::default(),
+        cores: delays.cores,
+        cpus,
+        state: State::WaitTarget,
+        rng: Rng::from_seed(holdup_bpf::monotonic_ns() ^ std::process::id() as u64),
+        pick: None,
+        pick_total: 0,
+        pick_process: None,
+        pick_process_total: 0,
+        processes: Default::default(),
+        points: HashMap::new(),
+        fixed: fixed_target(a),
+        fixed_id: None,
+        speedup: a.speedup.map(u64::from),
+        period_ns,
+        length_ns: a.experiment_ms * 1_000_000,
+        min_length_ns: a.experiment_ms * 1_000_000,
+        experiments: 0,
+        samples: 0,
+        out,
+        verbose: a.verbose,
+    };
+    if run
+        .fixed
+        .as_deref()
+        .is_some_and(|t| t.starts_with("kernel:"))
+        && !run.resolver.has_kernel()
+    {
+        bail!("kernel targets need /proc/kallsyms with addresses (run as root)");
+    }
+    let startup = Line::new(kind::STARTUP)
+        .field(key::TIME, unix_ns())
+        .field(key::TOOL, "holdup")
+        .field(key::PID, pids.first().copied().unwrap_or(0))
+        .field(key::PERIOD, period_ns)
+        .end();
+    run.out.write_all(startup.as_bytes())?;
+
+    let child = if a.command.is_empty() {
+        None
+    } else {
+        let mut child = launch::spawn_held(&a.command)?;
+        rec.track(child.pid as u32)?;
+        child.release()?;
+        Some(child)
+    };
+    catch_signals();
+    let t0 = holdup_bpf::monotonic_ns();
+    let deadline = a.duration.map(|s| t0 + s * 1_000_000_000);
+    let mut next_alive_check = t0 + ALIVE_CHECK_NS;
+    let mut exited = None;
+    loop {
+        std::thread::sleep(std::time::Duration::from_nanos(TICK_NS));
+        drain(&mut rec, &mut run);
+        let now = holdup_bpf::monotonic_ns();
+        run.observe(&probes);
+        let due = match &run.state {
+            State::WaitTarget => true,
+            State::Running(r) => now >= r.until_ns,
+            State::CoolOff(until) => now >= *until,
+        };
+        if due {
+            match run.state {
+                State::WaitTarget => {
+                    if let Some(t) = run.next_target() {
+                        run.start(t, &probes);
+                    }
+                }
+                State::Running(_) => run.end(&probes)?,
+                State::CoolOff(_) => run.state = State::WaitTarget,
+            }
+        }
+        if SIGNALS.load(Ordering::Acquire) > 0 || deadline.is_some_and(|d| now >= d) {
+            break;
+        }
+        if let Some(c) = &child {
+            if let Some(s) = c.wait(false) {
+                exited = Some(s);
+                break;
+            }
+        } else if !pids.is_empty() && now >= next_alive_check {
+            next_alive_check = now + ALIVE_CHECK_NS;
+            if !pids.iter().any(|&p| alive(p)) {
+                break;
+            }
+        }
+    }
+    drain(&mut rec, &mut run);
+    // The last experiment is cut short; its numbers still hold (COZ
+    // writes it too).
+    run.end(&probes)?;
+    let spun = handlers.spun.load(Ordering::Relaxed);
+    drop(handlers);
+    run.write_samples(holdup_bpf::monotonic_ns() - t0)?;
+    let runtime = Line::new(kind::RUNTIME)
+        .field(key::TIME, holdup_bpf::monotonic_ns() - t0)
+        .field(key::PROGRESS_POINTS, probes.len())
+        .field(key::EXPERIMENTS, run.experiments)
+        .end();
+    run.out.write_all(runtime.as_bytes())?;
+    let lost = rec.lost().total();
+    if lost > 0 {
+        eprintln!("holdup causal: {lost} samples lost (the ring buffer was full)");
+    }
+    if run.verbose {
+        let skipped: u64 = run
+            .cpus
+            .iter()
+            .filter_map(|&c| run.cores.core(c))
+            .map(|c| c.skipped.load(Ordering::Relaxed))
+            .sum();
+        eprintln!(
+            "holdup causal: {} sample points; delays: {} ms inserted, {} ms spun by the handlers, {} ms skipped by idle cores",
+            run.samples,
+            run.cores.global() / 1_000_000,
+            spun / 1_000_000,
+            skipped / 1_000_000
+        );
+    }
+    // Other programs (with -a, every one on the system) are not the
+    // user's to rebuild; the profiled one is.
+    let wanted = |p: &String| {
+        program
+            .as_deref()
+            .is_some_and(|w| w == std::path::Path::new(p))
+    };
+    for path in run.resolver.without_lines.iter().filter(|p| wanted(p)) {
+        eprintln!("holdup causal: {path} has no line table in scope; build it with -g");
+    }
+    drop(rec);
+    // Stopped by the duration or by Ctrl-C (which reached the command
+    // too): the command runs on, untraced, to its end.
+    let status = match (&child, exited) {
+        (_, Some(s)) => s,
+        (Some(c), None) => c.wait(true).unwrap_or(ExitStatus::Code(0)),
+        (None, None) => ExitStatus::Code(0),
+    };
+    super::report_written(&output, status, None)
+}
+
+fn drain(rec: &mut Recorder, run: &mut Run) {
+    rec.drain_records(|raw| match raw {
+        RawRecord::Sample(s) => run.sample(&s),
+        RawRecord::Exec(e) => run.resolver.forget(e.pid),
+        _ => {}
+    });
+}
+
+/// The one target of --line / --process, by (a suffix of) its name.
+fn fixed_target(a: &RunArgs) -> Option<String> {
+    if let Some(p) = &a.process {
+        return Some(format!("{PROCESS_PREFIX}{p}"));
+    }
+    match a.subclass {
+        Some(super::SubclassArg::Io) => Some("subclass:io".into()),
+        Some(super::SubclassArg::Sched) => Some("subclass:sched".into()),
+        None => a.line.clone(),
+    }
+}
+
+fn unix_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}

@@ -1,0 +1,317 @@
+//! What an on-CPU sample of `holdup causal run -a/-p` is in, by target
+//! name: the kernel function it hit (`kernel:FUNC`), the source lines of
+//! its user stack in scope (`BINARY:FILE:LINE`), and its process
+//! (`process:COMM`). Names are interned: a sample's targets are small ids.
+//!
+//! SCOZ §3.4: line tables are built on demand, once per binary, shared by
+//! every process that runs it; the kernel has one table (kallsyms here).
+
+use holdup_bpf::records::{RawSample, SF_KSTACK_LEAF_IS_IP, SF_USER_REGS};
+use holdup_coz::lines::{self, LineTable, Locations};
+use holdup_coz::probe::Segment;
+use holdup_coz::scope::scope_match;
+use holdup_symbolize::{AddressSpaces, KernelSymbols, Unwinder, UserStack};
+use std::collections::HashMap;
+use std::path::Path;
+
+pub const KERNEL_PREFIX: &str = "kernel:";
+pub const PROCESS_PREFIX: &str = "process:";
+
+/// A process's maps are read again for an unknown address at most this often.
+const MAPS_REFRESH_NS: u64 = 100_000_000;
+
+#[derive(Default)]
+pub struct Names {
+    names: Vec<String>,
+    ids: HashMap<String, u32>,
+}
+
+impl Names {
+    pub fn id(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.ids.get(name) {
+            return id;
+        }
+        let id = self.names.len() as u32;
+        self.names.push(name.to_string());
+        self.ids.insert(name.to_string(), id);
+        id
+    }
+
+    pub fn get(&self, name: &str) -> Option<u32> {
+        self.ids.get(name).copied()
+    }
+
+    /// A target by its name or the end of it: `work.c:42` finds
+    /// `server:/src/work.c:42`, `kernel:ext4_sync_file` itself.
+    pub fn find(&self, spec: &str) -> Option<u32> {
+        self.get(spec).or_else(|| {
+            self.names
+                .iter()
+                .position(|n| {
+                    n.strip_suffix(spec)
+                        .is_some_and(|head| head.ends_with(':') || head.ends_with('/'))
+                })
+                .map(|i| i as u32)
+        })
+    }
+
+    pub fn name(&self, id: u32) -> &str {
+        &self.names[id as usize]
+    }
+}
+
+/// The targets of one sample.
+#[derive(Default)]
+pub struct Hit {
+    /// The functions of its kernel stack (on-CPU samples in the kernel),
+    /// without the entry code every system call and interrupt passes.
+    pub kernel: Vec<u32>,
+    /// The lines of its user frames in scope, innermost first.
+    pub lines: Vec<u32>,
+    pub process: Option<u32>,
+}
+
+impl Hit {
+    /// Whether the sample is in target `id`: a function or line anywhere
+    /// on its stacks counts (SCOZ §3.4: the IP or any return address).
+    pub fn contains(&self, id: u32) -> bool {
+        self.process == Some(id) || self.kernel.contains(&id) || self.lines.contains(&id)
+    }
+}
+
+/// Kernel entry and exit code: every system call or interrupt runs
+/// through it, so as a target it would stand for the whole kernel. And
+/// the trap of the uprobes that count progress: our cost, not the program's.
+fn is_entry_code(function: &str) -> bool {
+    const PREFIXES: &[&str] = &[
+        "exc_int3",
+        "exc_debug",
+        "do_int3",
+        "uprobe_",
+        "__uprobe_",
+        "handle_swbp",
+        "entry_SYSCALL",
+        "do_syscall_",
+        "x64_sys_call",
+        "syscall_exit",
+        "asm_",
+        "irqentry_",
+        "ret_from_fork",
+    ];
+    PREFIXES.iter().any(|p| function.starts_with(p))
+}
+
+struct Object {
+    table: LineTable,
+    segments: Vec<Segment>,
+    /// Its file name, the first part of its targets' names.
+    binary: String,
+    ids: HashMap<u32, u32>,
+}
+
+struct Process {
+    exe: String,
+    comm: Option<u32>,
+    maps_read_ns: u64,
+}
+
+pub struct Resolver {
+    pub names: Names,
+    scope: Option<String>,
+    kernel: Option<KernelSymbols>,
+    kernel_ids: HashMap<u64, Option<u32>>,
+    spaces: AddressSpaces,
+    unwinder: Unwinder,
+    procs: HashMap<u32, Process>,
+    /// By path; None for a file out of scope or without a line table.
+    objects: HashMap<String, Option<Object>>,
+    locs: Locations,
+    frames: Vec<u64>,
+    /// Binaries in scope that have no line table, to say so once.
+    pub without_lines: Vec<String>,
+}
+
+impl Resolver {
+    /// `kernel`: whether kernel functions are targets (kallsyms readable).
+    pub fn new(scope: Option<String>, kernel: bool) -> Resolver {
+        let kernel = kernel
+            .then(|| KernelSymbols::load().ok())
+            .flatten()
+            .filter(|k| !k.is_empty());
+        Resolver {
+            names: Names::default(),
+            scope,
+            kernel,
+            kernel_ids: HashMap::new(),
+            spaces: AddressSpaces::new(),
+            unwinder: Unwinder::new(),
+            procs: HashMap::new(),
+            objects: HashMap::new(),
+            locs: Locations::default(),
+            frames: Vec::with_capacity(128),
+            without_lines: Vec::new(),
+        }
+    }
+
+    pub fn has_kernel(&self) -> bool {
+        self.kernel.is_some()
+    }
+
+    /// The process ran a new program: its maps, name and lines change.
+    pub fn forget(&mut self, pid: u32) {
+        self.procs.remove(&pid);
+        self.spaces.exit(pid);
+    }
+
+    pub fn resolve(&mut self, s: &RawSample<'_>, now_ns: u64, hit: &mut Hit) {
+        hit.kernel.clear();
+        hit.lines.clear();
+        hit.process = None;
+        let r = &s.rec;
+        if !self.procs.contains_key(&r.pid) {
+            let p = self.read_process(r.pid);
+            self.procs.insert(r.pid, p);
+        }
+        hit.process = self.procs.get(&r.pid).and_then(|p| p.comm);
+        if r.flags & SF_KSTACK_LEAF_IS_IP != 0 {
+            for (i, addr) in s.kstack().enumerate() {
+                let addr = if i == 0 { addr } else { addr.wrapping_sub(1) };
+                if let Some(id) = self.kernel_function(addr) {
+                    if !hit.kernel.contains(&id) {
+                        hit.kernel.push(id);
+                    }
+                }
+            }
+        }
+        if r.flags & SF_USER_REGS == 0 {
+            return;
+        }
+        let chain = s.fp_chain();
+        let stack = UserStack {
+            ip: r.ip,
+            sp: r.sp,
+            bp: r.bp,
+            fp_chain: &chain,
+            copy: s.copy,
+        };
+        if self.spaces.find(r.pid, r.ip).is_none() {
+            self.refresh_maps(r.pid, now_ns);
+        }
+        let mut frames = std::mem::take(&mut self.frames);
+        self.unwinder
+            .unwind_into(&self.spaces, r.pid, &stack, &mut frames);
+        for (i, &addr) in frames.iter().enumerate() {
+            // A return address is the instruction after the call.
+            let addr = if i == 0 { addr } else { addr.wrapping_sub(1) };
+            if let Some(id) = self.line(r.pid, addr) {
+                if !hit.lines.contains(&id) {
+                    hit.lines.push(id);
+                }
+            }
+        }
+        self.frames = frames;
+    }
+
+    fn read_process(&mut self, pid: u32) -> Process {
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
+            .map(|p| {
+                p.to_string_lossy()
+                    .trim_end_matches(" (deleted)")
+                    .to_string()
+            })
+            .unwrap_or_default();
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+            .ok()
+            .map(|c| self.names.id(&format!("{PROCESS_PREFIX}{}", c.trim_end())));
+        let _ = self.spaces.load_proc_maps(pid);
+        Process {
+            exe,
+            comm,
+            maps_read_ns: holdup_bpf::monotonic_ns(),
+        }
+    }
+
+    fn refresh_maps(&mut self, pid: u32, now_ns: u64) {
+        let Some(p) = self.procs.get_mut(&pid) else {
+            return;
+        };
+        if now_ns.saturating_sub(p.maps_read_ns) >= MAPS_REFRESH_NS {
+            p.maps_read_ns = now_ns;
+            let _ = self.spaces.load_proc_maps(pid);
+        }
+    }
+
+    /// The target of the kernel function at `addr` (None for entry code).
+    fn kernel_function(&mut self, addr: u64) -> Option<u32> {
+        let k = self.kernel.as_ref()?;
+        if let Some(&id) = self.kernel_ids.get(&addr) {
+            return id;
+        }
+        let name: Option<String> = k
+            .find(addr)
+            .filter(|(f, _)| !is_entry_code(f))
+            .map(|(f, _)| format!("{KERNEL_PREFIX}{f}"));
+        let id = name.map(|n| self.names.id(&n));
+        self.kernel_ids.insert(addr, id);
+        id
+    }
+
+    /// The target of the source line at `addr` of `pid`, if in scope.
+    fn line(&mut self, pid: u32, addr: u64) -> Option<u32> {
+        let m = self.spaces.find(pid, addr)?;
+        let (path, offset) = (m.path.clone(), m.file_offset_of(addr));
+        if !self.objects.contains_key(&path) {
+            let exe = self.procs.get(&pid).map_or("", |p| p.exe.as_str());
+            let obj = self.load_object(pid, &path, path == exe);
+            self.objects.insert(path.clone(), obj);
+        }
+        let obj = self.objects.get_mut(&path)?.as_mut()?;
+        let svma = Segment::svma_of(&obj.segments, offset)?;
+        let loc = obj.table.lookup(svma)?;
+        let names = &mut self.names;
+        let locs = &self.locs;
+        let binary = &obj.binary;
+        Some(
+            *obj.ids
+                .entry(loc)
+                .or_insert_with(|| names.id(&format!("{binary}:{}", locs.name(loc)))),
+        )
+    }
+
+    /// The line table of a mapped file, when it is in scope: the main
+    /// executable of a process by default, else what `--scope` names.
+    fn load_object(&mut self, pid: u32, path: &str, is_main: bool) -> Option<Object> {
+        let scope = self.scope.clone();
+        let object_matches = scope.as_deref().is_some_and(|g| scope_match(g, path));
+        if !is_main && !object_matches {
+            return None;
+        }
+        let keep = |file: &str| match &scope {
+            None => true,
+            Some(g) => object_matches || scope_match(g, file),
+        };
+        // Through the process's root: it may run in another mount namespace.
+        let in_root = format!("/proc/{pid}/root{path}");
+        let file = if Path::new(&in_root).exists() {
+            in_root
+        } else {
+            path.to_string()
+        };
+        let table = match lines::load(Path::new(&file), &mut self.locs, &keep) {
+            Ok(t) if !t.is_empty() => t,
+            _ => {
+                if is_main {
+                    self.without_lines.push(path.to_string());
+                }
+                return None;
+            }
+        };
+        let segments = holdup_coz::probe::segments(Path::new(&file)).ok()?;
+        Some(Object {
+            table,
+            segments,
+            binary: path.rsplit('/').next().unwrap_or(path).to_string(),
+            ids: HashMap::new(),
+        })
+    }
+}
