@@ -12,14 +12,16 @@
 # and causal_prefork three (a parent and two workers sharing a lock):
 # holdup profiles them with `causal run --system`; COZ runs them too but
 # sees only the first process. NAME-sys is program NAME profiled by holdup
-# with `--system` (SCOZ's mode) instead of per thread.
+# with `--system` instead of per thread; NAME-a with `-a` (SCOZ's
+# core-level delays, nothing loaded into the program; progress counted by
+# a uprobe on the line of its COZ_PROGRESS).
 # usage: bench/causal_overhead.sh [ROUNDS [PROGRAM...]]   (as root)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
 shift $(($# > 0 ? 1 : 0))
 programs=("$@")
-[ $# -gt 0 ] || programs=(barrier odirect lock pool procpipe prefork barrier-sys lock-sys)
+[ $# -gt 0 ] || programs=(barrier odirect lock pool procpipe prefork barrier-sys lock-sys barrier-a lock-a procpipe-a)
 . bench/common.sh
 bench_setup holdup-cli holdup-causal
 have_coz=1
@@ -46,10 +48,10 @@ run() {
 	case $mode in
 		plain) "$@" >/dev/null 2>&1 ;;
 		coz) (cd "$work" && coz run -o "$prof" --- "$@" >/dev/null 2>&1) ;;
-		holdup) "$holdup" causal run $system -o "$prof" -- "$@" >/dev/null 2>&1 ;;
+		holdup) "$holdup" causal run "${opts[@]}" -o "$prof" -- "$@" >/dev/null 2>&1 ;;
 		# Every experiment at 0%: the price of sampling and bookkeeping
 		# alone, without the delays that virtual speedups insert.
-		holdup0) "$holdup" causal run $system --speedup 0 -o "$prof" -- "$@" >/dev/null 2>&1 ;;
+		holdup0) "$holdup" causal run "${opts[@]}" --speedup 0 -o "$prof" -- "$@" >/dev/null 2>&1 ;;
 	esac
 	t1=$(date +%s.%N)
 	echo "$t1 - $t0" | bc -l
@@ -70,9 +72,16 @@ printf "%-8s %9s %9s %9s %8s %8s %9s %10s %10s\n" program plain_s coz_s holdup_s
 sum_coz=0 sum_holdup=0 sum_hold0=0 n=0
 for name in "${programs[@]}"; do
 	declare -A times=() exps=()
-	system=
 	program=${name%-sys}
-	case $name in procpipe | prefork | *-sys) system=--system ;; esac
+	program=${program%-a}
+	opts=()
+	case $name in
+		procpipe | prefork | *-sys) opts=(--system) ;;
+		*-a)
+			line=$(grep -n COZ_PROGRESS "workloads/causal_$program.c" | grep -v '#' | head -1 | cut -d: -f1)
+			opts=(-a --progress "$work/$program:causal_$program.c:$line")
+			;;
+	esac
 	for r in $(seq "$rounds"); do
 		for m in "${modes[@]}"; do
 			prof="$work/$name.$m.$r.coz"

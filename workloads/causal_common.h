@@ -26,7 +26,7 @@ __attribute__((noinline)) static double spin(long n)
 }
 
 /* Iterations of SPIN per millisecond, measured once. */
-static long iters_per_ms(void)
+__attribute__((unused)) static long iters_per_ms(void)
 {
 	/* Runs that are compared must do the same work: the tests measure
 	 * once and pass the result to every run. */

@@ -628,6 +628,165 @@ fn system_prefork_pool_ranks_the_shared_lock_line_first() {
     );
 }
 
+/// `-p`: processes already running, with nothing loaded into them, and
+/// core-level delays (SCOZ). The bottleneck line is in the reader of a
+/// pipe; progress is counted with a uprobe on the reader's progress line.
+#[test]
+#[ignore = "needs root and BPF"]
+fn attach_pipe_reader_line_with_core_level_delays() {
+    let _turn = turn();
+    let dir = scratch("causal_attach_pipe");
+    let bin = build("causal_procpipe", &[]);
+    let mut child = Command::new(&bin)
+        .arg("8000")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // The writer forks the reader at once: both are given, as to `perf -p`.
+    let pid = child.id();
+    let children = format!("/proc/{pid}/task/{pid}/children");
+    let reader = (0..200)
+        .find_map(|_| {
+            let kids = std::fs::read_to_string(&children).unwrap_or_default();
+            let kid = kids.split_whitespace().next().map(str::to_string);
+            if kid.is_none() {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            kid
+        })
+        .expect("the reader process");
+    let r = format!("causal_procpipe:{}", line_of("causal_procpipe", "r"));
+    let progress = "item_done".to_string();
+    let coz = dir.join("profile.coz");
+    let pids = format!("{pid},{reader}");
+    run_ok(&[
+        "causal",
+        "run",
+        "-o",
+        coz.to_str().unwrap(),
+        "-p",
+        &pids,
+        "--progress",
+        &progress,
+        "--line",
+        &line_of("causal_procpipe", "r"),
+    ]);
+    assert!(child.wait().unwrap().success());
+    let report = json(&["causal", "report", "--json", "-i", coz.to_str().unwrap()]);
+    eprintln!("{report}");
+    assert!(report["experiments"].as_u64().unwrap() >= 50, "{report}");
+    check_prediction("pipe reader, -p", &report, &r, || {
+        let (base, faster) = compare(&bin, &["600"], &["600", "1"], 5);
+        (0.5, 1.0 - get(&faster, "item_ns") / get(&base, "item_ns"))
+    });
+}
+
+/// `-p` and `-a` refuse what they cannot profile in one line each.
+#[test]
+fn attach_bad_input_is_one_clear_line() {
+    for (args, says) in [
+        (
+            vec!["-p", "999999999", "--progress", "main"],
+            "no process with pid 999999999",
+        ),
+        (vec!["-p", "12x"], "-p takes process ids"),
+        (vec!["-a", "--duration", "1"], "need a progress point"),
+    ] {
+        let out = holdup()
+            .args(["causal", "run", "-o", "/dev/null"])
+            .args(&args)
+            .bounded_output();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}: {err}");
+        let lines: Vec<&str> = err.lines().collect();
+        assert!(
+            lines.len() == 1 && lines[0].contains(says),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+/// `-a` on a kernel-heavy program: four lines each make one system call
+/// that walks a path 200 directories deep. The kernel's path walk is one
+/// function under all four lines, so it ranks above each of them (only the
+/// whole process ranks higher). The prediction for it at 50% is checked
+/// against the program run with half the depth: half the walk.
+#[test]
+#[ignore = "needs root and BPF"]
+fn attach_kernel_function_under_several_lines_ranks_first() {
+    let _turn = turn();
+    let dir = scratch("causal_attach_kernel");
+    let bin = build("causal_lookup", &[]);
+    let (b, d) = (bin.to_str().unwrap(), dir.to_str().unwrap());
+    let progress = format!("{b}:round_done");
+    let report = profile(
+        &dir,
+        &["-a", "--experiment-ms", "50", "--progress", &progress],
+        &[b, d, "1000000", "2", "200"],
+    );
+    let first = report["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["kind"] != "process" && t["kind"] != "subclass")
+        .unwrap();
+    assert_eq!(first["target"], "kernel:link_path_walk", "{report}");
+    // Each line alone gives less than the function under all of them.
+    let walk = predict(first, 0.5);
+    for marker in ["stat", "access", "open", "readlink"] {
+        let name = format!("causal_lookup:{}", line_of("causal_lookup", marker));
+        if let Some(t) = report["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["target"] == name)
+        {
+            assert!(predict(t, 0.5) < walk, "{t}");
+        }
+    }
+    check_prediction("path walk", &report, "kernel:link_path_walk", || {
+        let (base, faster) = compare(
+            &bin,
+            &[d, "40000", "2", "200"],
+            &[d, "40000", "2", "100"],
+            5,
+        );
+        (0.5, 1.0 - get(&faster, "round_ns") / get(&base, "round_ns"))
+    });
+}
+
+/// `-a --subclass io`: the reads of the O_DIRECT barrier program, as "a
+/// faster disk", with core-level delays; checked as the thread-level test
+/// checks the reads' line.
+#[test]
+#[ignore = "needs root and BPF"]
+fn attach_faster_disk_predicts_the_reads() {
+    let _turn = turn();
+    let dir = scratch("causal_attach_io");
+    let bin = build("causal_odirect", &[]);
+    let (b, d) = (bin.to_str().unwrap(), dir.to_str().unwrap());
+    let progress = "round_done";
+    let report = profile(
+        &dir,
+        &[
+            "-a",
+            "--subclass",
+            "io",
+            "--progress",
+            &format!("{b}:{progress}"),
+        ],
+        &[b, d, "2500", "20", "0.5"],
+    );
+    assert!(report["experiments"].as_u64().unwrap() >= 30, "{report}");
+    check_prediction("faster disk, -a", &report, "subclass:io", || {
+        let (base, faster) = compare(&bin, &[d, "200", "20", "0.5"], &[d, "200", "10", "0.5"], 5);
+        (
+            1.0 - get(&faster, "read_ns") / get(&base, "read_ns"),
+            1.0 - get(&faster, "round_ns") / get(&base, "round_ns"),
+        )
+    });
+}
+
 /// SCOZ's own check against COZ: on multithreaded programs of the
 /// validation suite, the system-wide mode ranks the same target first as
 /// the thread-level mode, with a prediction within ±10 points.

@@ -207,8 +207,10 @@ impl CozProfile {
 pub enum TargetKind {
     Line,
     Subclass,
-    /// A whole process of a `--system` profile (`process:NAME`).
+    /// A whole process of a `--system`, `-a` or `-p` profile (`process:NAME`).
     Process,
+    /// A kernel function of an `-a` or `-p` profile (`kernel:FUNC`).
+    Kernel,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -440,6 +442,8 @@ pub fn analyze(profile: &CozProfile) -> CausalProfile {
             TargetKind::Subclass
         } else if target.starts_with("process:") {
             TargetKind::Process
+        } else if target.starts_with("kernel:") {
+            TargetKind::Kernel
         } else {
             TargetKind::Line
         };
@@ -547,7 +551,8 @@ fn local_linear(pts: &[(f64, f64, f64)], x0: f64) -> f64 {
 /// `path:line` shortened to `file:line` unless another target has the same
 /// file name.
 fn short_name(name: &str, all: &[&str]) -> String {
-    if name.starts_with("subclass:") || name.starts_with("process:") {
+    if name.starts_with("subclass:") || name.starts_with("process:") || name.starts_with("kernel:")
+    {
         return name.to_string();
     }
     // `BINARY:path:line` (a --system profile): the binary stays.

@@ -268,8 +268,9 @@ impl Run {
         let end_ns = holdup_bpf::monotonic_ns();
         let elapsed = end_ns - r.start_ns;
         let delay = self.cores.global() - r.global;
+        let name = self.resolver.names.name(r.target);
         let mut text = Line::new(kind::EXPERIMENT)
-            .field(key::SELECTED, self.resolver.names.name(r.target))
+            .field(key::SELECTED, name)
             .field(
                 key::SPEEDUP,
                 format_args!("{:.2}", r.speedup_pct as f64 / 100.0),
@@ -278,7 +279,14 @@ impl Run {
             .field(key::SELECTED_SAMPLES, r.selected)
             .field(key::ELAPSED, elapsed)
             .field(key::DELAY, delay)
-            .field(key::KIND, "line")
+            .field(
+                key::KIND,
+                if name.starts_with("subclass:") {
+                    "subclass"
+                } else {
+                    "line"
+                },
+            )
             .end();
         let mut min_delta = usize::MAX;
         for ((p, before), window) in probes.iter().zip(&r.counts).zip(&r.windows) {
@@ -359,8 +367,15 @@ fn parse_pids(list: &str) -> anyhow::Result<Vec<u32>> {
     Ok(pids)
 }
 
+/// Running, not gone nor a zombie (whose parent has not waited for it).
 fn alive(pid: u32) -> bool {
-    std::path::Path::new(&format!("/proc/{pid}")).exists()
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let state = stat
+        .rsplit_once(") ")
+        .and_then(|(_, rest)| rest.chars().next());
+    !matches!(state, Some('Z' | 'X') | None)
 }
 
 /// The uprobe progress points, by default in `program`.
@@ -572,6 +587,9 @@ pub fn attach_run(a: &RunArgs, output: PathBuf) -> anyhow::Result<std::process::
     drop(rec);
     // Stopped by the duration or by Ctrl-C (which reached the command
     // too): the command runs on, untraced, to its end.
+    if let (Some(spec), None) = (&run.fixed, run.fixed_id) {
+        bail!("no sample of the profiled processes was in {spec} (a line is FILE:LINE or BINARY:FILE:LINE, a kernel function kernel:NAME, a process process:COMM)");
+    }
     let status = match (&child, exited) {
         (_, Some(s)) => s,
         (Some(c), None) => c.wait(true).unwrap_or(ExitStatus::Code(0)),
