@@ -14,7 +14,7 @@
 # sees only the first process. NAME-sys is program NAME profiled by holdup
 # with `--system` instead of per thread; NAME-a with `-a` (SCOZ's
 # core-level delays, nothing loaded into the program; progress counted by
-# a uprobe on the line of its COZ_PROGRESS).
+# a uprobe on a function called once per unit of progress).
 # usage: bench/causal_overhead.sh [ROUNDS [PROGRAM...]]   (as root)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -65,6 +65,7 @@ declare -A cmds=(
 	[procpipe]="$work/procpipe 4000"
 	[prefork]="$work/prefork 6000"
 )
+declare -A progress_fn=([barrier]=round_done [lock]=iteration_done [procpipe]=item_done [odirect]=round_done)
 modes=(plain holdup holdup0)
 [ "$have_coz" = 1 ] && modes=(plain coz holdup holdup0)
 
@@ -77,10 +78,10 @@ for name in "${programs[@]}"; do
 	opts=()
 	case $name in
 		procpipe | prefork | *-sys) opts=(--system) ;;
-		*-a)
-			line=$(grep -n COZ_PROGRESS "workloads/causal_$program.c" | grep -v '#' | head -1 | cut -d: -f1)
-			opts=(-a --progress "$work/$program:causal_$program.c:$line")
-			;;
+		# A uprobe on the function each program calls once per unit of
+		# progress (the lowest address of a COZ_PROGRESS line can be a
+		# block run once, at -O1).
+		*-a) opts=(-a --progress "$work/$program:${progress_fn[$program]}") ;;
 	esac
 	for r in $(seq "$rounds"); do
 		for m in "${modes[@]}"; do
