@@ -32,6 +32,22 @@ pub fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// The total of counting perf events (one per CPU, as uprobe counters
+/// are opened); an unreadable one counts 0.
+pub fn counter_total(fds: impl IntoIterator<Item = std::os::fd::RawFd>) -> usize {
+    fds.into_iter()
+        .map(|fd| {
+            let mut v = 0u64;
+            let n = unsafe { libc::read(fd, (&mut v as *mut u64).cast(), 8) };
+            if n == 8 {
+                v as usize
+            } else {
+                0
+            }
+        })
+        .sum()
+}
+
 #[cfg(feature = "loader")]
 pub use recorder::{
     DrainStats, Error, Lost, Recorder, RecorderOptions, Result, SyscallOptions, Target,

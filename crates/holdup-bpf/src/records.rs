@@ -247,6 +247,18 @@ pub struct RawSample<'a> {
 }
 
 impl<'a> RawSample<'a> {
+    /// What the unwinders need of the user stack, with `fp_chain` from
+    /// [`RawSample::fp_chain`].
+    pub fn user_stack<'b>(&'b self, fp_chain: &'b [(u64, u64)]) -> UserStack<'b> {
+        UserStack {
+            ip: self.rec.ip,
+            sp: self.rec.sp,
+            bp: self.rec.bp,
+            fp_chain,
+            copy: self.copy,
+        }
+    }
+
     /// Kernel frames, leaf first.
     pub fn kstack(&self) -> impl Iterator<Item = u64> + 'a {
         self.kstack

@@ -9,7 +9,7 @@ use crate::points::points_of;
 use crate::runtime::Runtime;
 use crate::source::Source;
 use crate::threads::{ThreadState, ThreadTable};
-use crate::unwind::{Unwinder, UserStack};
+use crate::unwind::Unwinder;
 use holdup_bpf::records::{self, RawRecord};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -169,13 +169,7 @@ impl Processor {
             return;
         }
         let fp = s.fp_chain();
-        let stack = UserStack {
-            ip: r.ip,
-            sp: r.sp,
-            bp: r.bp,
-            fp_chain: &fp,
-            copy: s.copy,
-        };
+        let stack = s.user_stack(&fp);
         let mut frames = std::mem::take(&mut self.frames);
         self.unwinder.unwind(&self.modules, &stack, &mut frames);
 

@@ -37,18 +37,7 @@ impl Count {
     pub fn load(&self) -> usize {
         match self {
             Count::Memory(c) => c.count.load(Ordering::Relaxed),
-            Count::Probe(fds) => fds
-                .iter()
-                .map(|&fd| {
-                    let mut v = 0u64;
-                    let n = unsafe { libc::read(fd, (&mut v as *mut u64).cast(), 8) };
-                    if n == 8 {
-                        v as usize
-                    } else {
-                        0
-                    }
-                })
-                .sum(),
+            Count::Probe(fds) => holdup_bpf::counter_total(fds.iter().copied()),
         }
     }
 }

@@ -5,7 +5,7 @@
 use holdup_analysis::fxhash::FxHashMap;
 use holdup_bpf::perf::AddressEvent;
 use holdup_bpf::records::{self as raw, c_str, RawRecord};
-use holdup_symbolize::{AddressSpaces, Mapping, Unwinder, UserStack};
+use holdup_symbolize::{AddressSpaces, Mapping, Unwinder};
 use holdup_trace::{
     self as trace, Class, DsoId, Frame, Record, StackId, Waker, KERNEL_DSO, UNKNOWN_DSO,
 };
@@ -310,17 +310,9 @@ impl<W: Write> Drainer<W> {
         }
         if r.flags & raw::SF_USER_REGS != 0 {
             let chain = s.fp_chain();
-            let user = self.unwinder.unwind(
-                &self.spaces,
-                r.pid,
-                &UserStack {
-                    ip: r.ip,
-                    sp: r.sp,
-                    bp: r.bp,
-                    fp_chain: &chain,
-                    copy: s.copy,
-                },
-            );
+            let user = self
+                .unwinder
+                .unwind(&self.spaces, r.pid, &s.user_stack(&chain));
             for (i, a) in user.into_iter().enumerate() {
                 let f = self.user_frame(r.pid, a, i == 0)?;
                 self.frames.push(f);

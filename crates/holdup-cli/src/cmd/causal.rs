@@ -298,6 +298,26 @@ fn open_counter(program: Option<&Path>, spec: &str, option: &str) -> anyhow::Res
 /// absorb seconds of samples.
 const RING_BYTES: u32 = 8 << 20;
 
+/// The recorder as every causal mode wants it: samples with enough of the
+/// user stack to unwind, no wait segments or block I/O.
+fn start_recorder(
+    target: Target,
+    period_ns: u64,
+    follow_children: bool,
+) -> anyhow::Result<Recorder> {
+    Recorder::start(RecorderOptions {
+        target,
+        period_ns,
+        follow_children,
+        segments: false,
+        block_io: false,
+        stack_copy_bytes: 2048,
+        ring_bytes: RING_BYTES,
+        syscalls: None,
+    })
+    .context("starting the recorder")
+}
+
 fn causal_run(a: RunArgs) -> anyhow::Result<ExitCode> {
     if a.all_cpus || a.pid.is_some() {
         let output = absolute(&a.output)?;
@@ -310,17 +330,7 @@ fn causal_run(a: RunArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("cannot write {}", cfg.output.display()))?;
     }
 
-    let rec = Recorder::start(RecorderOptions {
-        target: Target::Pids(Vec::new()),
-        period_ns: cfg.period_ns,
-        follow_children: a.system,
-        segments: false,
-        block_io: false,
-        stack_copy_bytes: 2048,
-        ring_bytes: RING_BYTES,
-        syscalls: None,
-    })
-    .context("starting the recorder")?;
+    let rec = start_recorder(Target::Pids(Vec::new()), cfg.period_ns, a.system)?;
     if a.system {
         return system_run(&cfg, &rec);
     }

@@ -11,11 +11,11 @@
 
 use super::handlers::Handlers;
 use super::targets::{Hit, Resolver, PROCESS_PREFIX};
-use super::{open_counter, RunArgs, RING_BYTES};
+use super::{open_counter, RunArgs};
 use anyhow::{bail, Context};
 use holdup_bpf::cores::{CoreDelays, Cores};
 use holdup_bpf::records::{RawRecord, RawSample, SF_BLOCKED_TAIL};
-use holdup_bpf::{Recorder, RecorderOptions, Target};
+use holdup_bpf::{Recorder, Target};
 use holdup_coz::experiment::{self, Rng, Window, COOL_OFF_NS};
 use holdup_coz::points::points_of;
 use holdup_coz::profile::{key, kind, Line};
@@ -49,17 +49,7 @@ enum Probe {
 }
 
 fn read_count(fds: &[OwnedFd]) -> usize {
-    fds.iter()
-        .map(|fd| {
-            let mut v = 0u64;
-            let n = unsafe { libc::read(fd.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
-            if n == 8 {
-                v as usize
-            } else {
-                0
-            }
-        })
-        .sum()
+    holdup_bpf::counter_total(fds.iter().map(AsRawFd::as_raw_fd))
 }
 
 impl Probe {
@@ -431,21 +421,12 @@ pub fn attach_run(a: &RunArgs, output: PathBuf) -> anyhow::Result<std::process::
         .collect();
     let delays = CoreDelays::start().context("loading the core-delay programs")?;
     let period_ns = 1_000_000_000 / a.freq;
-    let mut rec = Recorder::start(RecorderOptions {
-        target: if a.all_cpus {
-            Target::All
-        } else {
-            Target::Pids(pids.clone())
-        },
-        period_ns,
-        follow_children: true,
-        segments: false,
-        block_io: false,
-        stack_copy_bytes: 2048,
-        ring_bytes: RING_BYTES,
-        syscalls: None,
-    })
-    .context("starting the recorder")?;
+    let target = if a.all_cpus {
+        Target::All
+    } else {
+        Target::Pids(pids.clone())
+    };
+    let mut rec = super::start_recorder(target, period_ns, true)?;
     let handlers = Handlers::start(delays.cores, &cpus)?;
 
     let mut resolver = Resolver::new(a.scope.clone(), true);

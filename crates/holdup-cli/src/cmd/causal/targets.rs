@@ -10,7 +10,7 @@ use holdup_bpf::records::{RawSample, SF_KSTACK_LEAF_IS_IP, SF_USER_REGS};
 use holdup_coz::lines::{self, LineTable, Locations};
 use holdup_coz::probe::Segment;
 use holdup_coz::scope::scope_match;
-use holdup_symbolize::{AddressSpaces, KernelSymbols, Unwinder, UserStack};
+use holdup_symbolize::{AddressSpaces, KernelSymbols, Unwinder};
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -187,13 +187,7 @@ impl Resolver {
             return;
         }
         let chain = s.fp_chain();
-        let stack = UserStack {
-            ip: r.ip,
-            sp: r.sp,
-            bp: r.bp,
-            fp_chain: &chain,
-            copy: s.copy,
-        };
+        let stack = s.user_stack(&chain);
         if self.spaces.find(r.pid, r.ip).is_none() {
             self.refresh_maps(r.pid, now_ns);
         }
@@ -259,13 +253,22 @@ impl Resolver {
     /// The target of the source line at `addr` of `pid`, if in scope.
     fn line(&mut self, pid: u32, addr: u64) -> Option<u32> {
         let m = self.spaces.find(pid, addr)?;
-        let (path, offset) = (m.path.clone(), m.file_offset_of(addr));
-        if !self.objects.contains_key(&path) {
+        let offset = m.file_offset_of(addr);
+        // Every frame of every sample comes here: the path is copied only
+        // the first time a file is seen.
+        if !self.objects.contains_key(&m.path) {
             let exe = self.procs.get(&pid).map_or("", |p| p.exe.as_str());
-            let obj = self.load_object(pid, &path, path == exe);
-            self.objects.insert(path.clone(), obj);
+            let obj = load_object(
+                self.scope.as_deref(),
+                &mut self.locs,
+                &mut self.without_lines,
+                pid,
+                &m.path,
+                m.path == exe,
+            );
+            self.objects.insert(m.path.clone(), obj);
         }
-        let obj = self.objects.get_mut(&path)?.as_mut()?;
+        let obj = self.objects.get_mut(&m.path)?.as_mut()?;
         let svma = Segment::svma_of(&obj.segments, offset)?;
         let loc = obj.table.lookup(svma)?;
         let names = &mut self.names;
@@ -277,41 +280,48 @@ impl Resolver {
                 .or_insert_with(|| names.id(&format!("{binary}:{}", locs.name(loc)))),
         )
     }
+}
 
-    /// The line table of a mapped file, when it is in scope: the main
-    /// executable of a process by default, else what `--scope` names.
-    fn load_object(&mut self, pid: u32, path: &str, is_main: bool) -> Option<Object> {
-        let scope = self.scope.clone();
-        let object_matches = scope.as_deref().is_some_and(|g| scope_match(g, path));
-        if !is_main && !object_matches {
+/// The line table of a mapped file, when it is in scope: the main
+/// executable of a process by default, else what `--scope` names. A main
+/// executable without one is listed in `without_lines`.
+fn load_object(
+    scope: Option<&str>,
+    locs: &mut Locations,
+    without_lines: &mut Vec<String>,
+    pid: u32,
+    path: &str,
+    is_main: bool,
+) -> Option<Object> {
+    let object_matches = scope.is_some_and(|g| scope_match(g, path));
+    if !is_main && !object_matches {
+        return None;
+    }
+    let keep = |file: &str| match scope {
+        None => true,
+        Some(g) => object_matches || scope_match(g, file),
+    };
+    // Through the process's root: it may run in another mount namespace.
+    let in_root = format!("/proc/{pid}/root{path}");
+    let file = if Path::new(&in_root).exists() {
+        in_root
+    } else {
+        path.to_string()
+    };
+    let table = match lines::load(Path::new(&file), locs, &keep) {
+        Ok(t) if !t.is_empty() => t,
+        _ => {
+            if is_main {
+                without_lines.push(path.to_string());
+            }
             return None;
         }
-        let keep = |file: &str| match &scope {
-            None => true,
-            Some(g) => object_matches || scope_match(g, file),
-        };
-        // Through the process's root: it may run in another mount namespace.
-        let in_root = format!("/proc/{pid}/root{path}");
-        let file = if Path::new(&in_root).exists() {
-            in_root
-        } else {
-            path.to_string()
-        };
-        let table = match lines::load(Path::new(&file), &mut self.locs, &keep) {
-            Ok(t) if !t.is_empty() => t,
-            _ => {
-                if is_main {
-                    self.without_lines.push(path.to_string());
-                }
-                return None;
-            }
-        };
-        let segments = holdup_coz::probe::segments(Path::new(&file)).ok()?;
-        Some(Object {
-            table,
-            segments,
-            binary: path.rsplit('/').next().unwrap_or(path).to_string(),
-            ids: HashMap::new(),
-        })
-    }
+    };
+    let segments = holdup_coz::probe::segments(Path::new(&file)).ok()?;
+    Some(Object {
+        table,
+        segments,
+        binary: path.rsplit('/').next().unwrap_or(path).to_string(),
+        ids: HashMap::new(),
+    })
 }
