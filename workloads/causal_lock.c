@@ -22,6 +22,12 @@
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static long iterations, cs_iters, nc_iters;
 
+/* Progress without recompiling: a uprobe on it counts the iterations. */
+__attribute__((noinline)) void iteration_done(void)
+{
+	__asm__ volatile("" ::: "memory");
+}
+
 static void *worker(void *arg)
 {
 	(void)arg;
@@ -34,12 +40,6 @@ static void *worker(void *arg)
 		iteration_done();
 	}
 	return NULL;
-}
-
-/* Progress without recompiling: a uprobe on it counts the iterations. */
-__attribute__((noinline)) void iteration_done(void)
-{
-	__asm__ volatile("" ::: "memory");
 }
 
 int main(int argc, char **argv)

@@ -21,6 +21,7 @@ pub const MAX_CORES: usize = 256;
 #[derive(Clone, Copy)]
 pub struct Cores {
     global: &'static AtomicU64,
+    io_is_target: &'static AtomicU32,
     cores: &'static [CoreState],
 }
 
@@ -84,6 +85,7 @@ impl CoreDelays {
         let cores = unsafe {
             Cores {
                 global: AtomicU64::from_ptr(&mut bss.global_delay),
+                io_is_target: AtomicU32::from_ptr(&mut bss.io_is_target),
                 cores: std::slice::from_raw_parts(
                     bss.cores.as_ptr() as *const CoreState,
                     MAX_CORES,
@@ -113,6 +115,12 @@ impl Cores {
             c.paid.fetch_add(delay, Ordering::AcqRel);
         }
         self.global.fetch_add(delay, Ordering::AcqRel);
+    }
+
+    /// Whether the experiment speeds up I/O: a core woken from idle by the
+    /// device skips the delays inserted meanwhile.
+    pub fn set_io_target(&self, on: bool) {
+        self.io_is_target.store(u32::from(on), Ordering::Release);
     }
 
     /// What core `cpu` owes now (0 if it is ahead).

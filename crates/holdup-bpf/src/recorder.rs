@@ -36,6 +36,10 @@ pub struct RecorderOptions {
     pub ring_bytes: u32,
     /// Record system calls (`--syscalls`).
     pub syscalls: Option<SyscallOptions>,
+    /// This process's own threads preempt recorded threads to delay them
+    /// (causal `-a`/`-p`): the time they wait for it is the delay, not
+    /// runqueue time, and is not sampled.
+    pub own_preemption_is_delay: bool,
 }
 
 /// Which system call invocations become records (all are counted).
@@ -73,6 +77,7 @@ impl Default for RecorderOptions {
             stack_copy_bytes: 2048,
             ring_bytes: 32 << 20,
             syscalls: None,
+            own_preemption_is_delay: false,
         }
     }
 }
@@ -158,6 +163,7 @@ impl Recorder {
                 .stack_copy_bytes
                 .min(crate::records::STACK_COPY_MAX as u32);
             ro.self_tgid = std::process::id();
+            ro.own_preemption_is_delay = options.own_preemption_is_delay;
             if let Some(sc) = &options.syscalls {
                 ro.syscall_keep_ns = sc.keep_ns;
                 ro.syscall_sample_every = sc.sample_every.max(1);

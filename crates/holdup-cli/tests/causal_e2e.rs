@@ -731,6 +731,36 @@ fn attach_kernel_function_under_several_lines_ranks_first() {
         .find(|t| t["kind"] != "process" && t["kind"] != "subclass")
         .unwrap();
     assert_eq!(first["target"], "kernel:link_path_walk", "{report}");
+    let targets = report["targets"].as_array().unwrap();
+    // Our own instrumentation is no target: the progress uprobe's trap
+    // and what it calls, and BPF programs.
+    for t in targets {
+        let name = t["target"].as_str().unwrap();
+        assert!(
+            ![
+                "kernel:handle_swbp",
+                "kernel:handler_chain",
+                "kernel:find_active_uprobe",
+                "kernel:bpf_prog_"
+            ]
+            .iter()
+            .any(|p| name.starts_with(p)),
+            "{name}"
+        );
+    }
+    // The handlers' spins preempt the program: that wait is the delay,
+    // not runqueue time (else subclass:sched would grow with every delay).
+    let samples = |name: &str| {
+        targets
+            .iter()
+            .find(|t| t["target"] == name)
+            .map_or(0, |t| t["samples"].as_u64().unwrap())
+    };
+    let sched = samples("subclass:sched");
+    assert!(
+        sched * 50 < samples("kernel:link_path_walk"),
+        "subclass:sched has {sched} samples"
+    );
     // Each line alone gives less than the function under all of them.
     let walk = predict(first, 0.5);
     for marker in ["stat", "access", "open", "readlink"] {

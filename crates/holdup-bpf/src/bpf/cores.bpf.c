@@ -9,7 +9,9 @@
  *  - post_idle: when it leaves idle for a task that a task on another
  *    core woke, the delays inserted meanwhile are skipped (the waker paid
  *    them); woken by an interrupt (a device, a timer), the core pays them,
- *    like a device that did not get faster.
+ *    like a device that did not get faster, unless the device is what the
+ *    experiment speeds up (subclass:io, BCOZ): then the woken thread
+ *    waited for the target, as if woken by a core that ran it.
  * A handler woken on an idle core leaves it idle: it spins only on a core
  * that was running something. */
 #include "vmlinux.h"
@@ -23,11 +25,17 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 __u64 global_delay;
 struct holdup_core cores[MAX_CORES];
 
-/* How a task was last woken: by a task running on another core. */
+/* How a task was last woken: by a task running on another core, or at
+ * the end of a wait for I/O. */
 struct core_waker {
 	__u32 by_core;
 	__u32 cpu;
+	__u32 io;
+	__u32 _pad;
 };
+
+/* Set by user space while the experiment speeds up I/O (subclass:io). */
+__u32 io_is_target;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
@@ -58,6 +66,7 @@ int BPF_PROG(core_waking, struct task_struct *p)
 	/* On an idle core, or in an interrupt, current is not the waker. */
 	w->by_core = !c->idle && !c->in_irq;
 	w->cpu = cpu;
+	w->io = BPF_CORE_READ_BITFIELD_PROBED(p, in_iowait);
 	return 0;
 }
 
@@ -68,7 +77,7 @@ int BPF_PROG(core_switch, bool preempt, struct task_struct *prev, struct task_st
 	__u32 cpu = bpf_get_smp_processor_id();
 	struct holdup_core *c = core(cpu);
 	struct core_waker *w;
-	__u64 g;
+	__u64 g, from;
 
 	if (!c)
 		return 0;
@@ -82,17 +91,22 @@ int BPF_PROG(core_switch, bool preempt, struct task_struct *prev, struct task_st
 		}
 		return 0;
 	}
-	if (!c->idle || next->pid == c->handler_tid)
-		return 0;
-	c->idle = 0;
-	w = bpf_task_storage_get(&wakers, next, NULL, 0);
-	if (!w || !w->by_core || w->cpu == cpu)
-		return 0;
-	w->by_core = 0;
-	g = global_delay;
-	if (g > c->idle_global) {
-		__sync_fetch_and_add(&c->paid, g - c->idle_global);
-		__sync_fetch_and_add(&c->skipped, g - c->idle_global);
+	if (c->idle && next->pid != c->handler_tid) {
+		c->idle = 0;
+		w = bpf_task_storage_get(&wakers, next, NULL, 0);
+		/* Woken by a core that paid, or by the device being sped up:
+		 * the delays inserted while idle are skipped (not those owed
+		 * from before, nor what a credit settled meanwhile). */
+		if (w && ((w->by_core && w->cpu != cpu) || (w->io && io_is_target))) {
+			w->by_core = 0;
+			w->io = 0;
+			g = global_delay;
+			from = c->paid > c->idle_global ? c->paid : c->idle_global;
+			if (g > from) {
+				__sync_fetch_and_add(&c->paid, g - from);
+				__sync_fetch_and_add(&c->skipped, g - from);
+			}
+		}
 	}
 	return 0;
 }

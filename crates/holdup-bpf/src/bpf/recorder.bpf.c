@@ -57,6 +57,10 @@ const volatile bool follow_children = true;
 const volatile bool emit_segments = true;
 const volatile bool emit_bio = true;
 const volatile u32 stack_copy_bytes = 2048;
+/* The tool's own real-time threads preempt recorded threads to delay them
+ * (causal profiling's core-level virtual speedups): that runqueue time is
+ * the delay itself, not the program's, and gets no sample points. */
+const volatile bool own_preemption_is_delay = false;
 
 /* Intervals that began before the recording are cut at its start. */
 u64 start_ns = 0;
@@ -765,8 +769,11 @@ int BPF_PROG(on_syscall_exit, struct pt_regs *regs, long ret)
  * may be: the waker and the sleeper race on two CPUs for a few µs. */
 #define EARLY_WAKE_NS 50000
 
-static __always_inline void switch_out(struct task_struct *prev, bool preempt,
-				       unsigned int prev_state, u64 now)
+/* Internal class of an interval the tool's delay took: no points, no sample. */
+#define CLASS_DELAY 0xff
+
+static __always_inline void switch_out(struct task_struct *prev, struct task_struct *next,
+				       bool preempt, unsigned int prev_state, u64 now)
 {
 	struct thread_state *st = state_of(prev, true);
 
@@ -785,7 +792,10 @@ static __always_inline void switch_out(struct task_struct *prev, bool preempt,
 	st->wake = 0;
 	st->waker_kind = WAKER_NONE;
 	st->waker_id = 0;
-	if (preempt || prev_state == TASK_RUNNING)
+	if ((preempt || prev_state == TASK_RUNNING) && own_preemption_is_delay &&
+	    BPF_CORE_READ(next, tgid) == self_tgid)
+		st->class = CLASS_DELAY;
+	else if (preempt || prev_state == TASK_RUNNING)
 		st->class = CLASS_SCHED;
 	else
 		st->class = classify_sleep(prev, st);
@@ -854,12 +864,14 @@ static __always_inline bool close_interval(struct task_struct *task, struct thre
 			r->end = now;
 			r->waker_id = st->waker_id;
 			r->waker_kind = st->waker_kind;
-			r->class = st->class;
+			r->class = st->class == CLASS_DELAY ? CLASS_SCHED : st->class;
 			r->cpu = cpu;
 			bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
 		}
 	}
 
+	if (st->class == CLASS_DELAY)
+		return false;
 	split_points(&st->off_credit, out, wake, now, st->class, &w, &ws);
 	if (w + ws == 0)
 		return false;
@@ -913,7 +925,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 		__builtin_memset(ic, 0, sizeof(*ic));
 
 	if (is_tracked(prev))
-		switch_out(prev, preempt, prev_state, now);
+		switch_out(prev, next, preempt, prev_state, now);
 	if (is_tracked(next))
 		switch_in(prev, next, now);
 	return 0;

@@ -300,10 +300,13 @@ const RING_BYTES: u32 = 8 << 20;
 
 /// The recorder as every causal mode wants it: samples with enough of the
 /// user stack to unwind, no wait segments or block I/O.
+/// `core_delays`: the delays are our handler threads preempting the
+/// programs (-a/-p), whose time is then not the programs'.
 fn start_recorder(
     target: Target,
     period_ns: u64,
     follow_children: bool,
+    core_delays: bool,
 ) -> anyhow::Result<Recorder> {
     Recorder::start(RecorderOptions {
         target,
@@ -314,6 +317,7 @@ fn start_recorder(
         stack_copy_bytes: 2048,
         ring_bytes: RING_BYTES,
         syscalls: None,
+        own_preemption_is_delay: core_delays,
     })
     .context("starting the recorder")
 }
@@ -330,7 +334,7 @@ fn causal_run(a: RunArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("cannot write {}", cfg.output.display()))?;
     }
 
-    let rec = start_recorder(Target::Pids(Vec::new()), cfg.period_ns, a.system)?;
+    let rec = start_recorder(Target::Pids(Vec::new()), cfg.period_ns, a.system, false)?;
     if a.system {
         return system_run(&cfg, &rec);
     }

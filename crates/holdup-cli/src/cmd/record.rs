@@ -94,6 +94,7 @@ impl TryFrom<Args> for Config {
                     sample_every: a.syscall_sample,
                     inband: a.inband,
                 }),
+                own_preemption_is_delay: false,
             },
             target,
         })

@@ -34,6 +34,12 @@ const ALIVE_CHECK_NS: u64 = 100_000_000;
 /// A new target is a whole process about once in this many experiments,
 /// when more than one process runs (SCOZ's process targets).
 const PROCESS_TARGET_ONE_IN: u64 = 8;
+/// Whole processes are offered only while at least two of them each had
+/// 1/PROCESS_SHARE of the on-CPU samples since the last experiment began.
+/// With one (a single program under -a, beside daemons that barely run),
+/// `process:NAME` is the whole program: its answer is known without an
+/// experiment, and its delays (every core, all the time) are the dearest.
+const PROCESS_SHARE: u64 = 16;
 
 /// A progress point counted by uprobes in every process.
 enum Probe {
@@ -94,7 +100,8 @@ struct Run {
     pick_total: u64,
     pick_process: Option<u32>,
     pick_process_total: u64,
-    processes: std::collections::HashSet<u32>,
+    /// On-CPU sample points per process since the last experiment began.
+    process_points: HashMap<u32, u64>,
     /// Sample points per target (`samples` records).
     points: HashMap<u32, u64>,
     names_io: u32,
@@ -187,7 +194,7 @@ impl Run {
             }
         }
         if let Some(p) = hit.process {
-            self.processes.insert(p);
+            *self.process_points.entry(p).or_default() += pts.line;
             self.pick_process_total += pts.line;
             if self.rng.below(self.pick_process_total) < pts.line {
                 self.pick_process = Some(p);
@@ -204,7 +211,14 @@ impl Run {
             }
             return self.fixed_id;
         }
-        let process = self.processes.len() > 1 && self.rng.below(PROCESS_TARGET_ONE_IN) == 0;
+        let total: u64 = self.process_points.values().sum();
+        let sharing = self
+            .process_points
+            .values()
+            .filter(|&&n| n > 0 && n * PROCESS_SHARE >= total)
+            .count();
+        self.process_points.clear();
+        let process = sharing > 1 && self.rng.below(PROCESS_TARGET_ONE_IN) == 0;
         let t = if process {
             self.pick_process.or(self.pick)
         } else {
@@ -224,6 +238,8 @@ impl Run {
         let counts: Vec<(usize, usize)> = probes.iter().map(Probe::counts).collect();
         // Running cores start even; idle ones keep what post_idle settles.
         self.cores.settle_running(&self.cpus);
+        self.cores
+            .set_io_target(target == self.names_io && speedup_pct > 0);
         let start_ns = holdup_bpf::monotonic_ns();
         self.state = State::Running(Box::new(Running {
             target,
@@ -255,6 +271,7 @@ impl Run {
         let State::Running(r) = std::mem::replace(&mut self.state, State::WaitTarget) else {
             return Ok(());
         };
+        self.cores.set_io_target(false);
         let end_ns = holdup_bpf::monotonic_ns();
         let elapsed = end_ns - r.start_ns;
         let delay = self.cores.global() - r.global;
@@ -426,7 +443,7 @@ pub fn attach_run(a: &RunArgs, output: PathBuf) -> anyhow::Result<std::process::
     } else {
         Target::Pids(pids.clone())
     };
-    let mut rec = super::start_recorder(target, period_ns, true)?;
+    let mut rec = super::start_recorder(target, period_ns, true, true)?;
     let handlers = Handlers::start(delays.cores, &cpus)?;
 
     let mut resolver = Resolver::new(a.scope.clone(), true);
@@ -445,7 +462,7 @@ pub fn attach_run(a: &RunArgs, output: PathBuf) -> anyhow::Result<std::process::
         pick_total: 0,
         pick_process: None,
         pick_process_total: 0,
-        processes: Default::default(),
+        process_points: HashMap::new(),
         points: HashMap::new(),
         fixed: fixed_target(a),
         fixed_id: None,
@@ -508,6 +525,7 @@ pub fn attach_run(a: &RunArgs, output: PathBuf) -> anyhow::Result<std::process::
                 State::CoolOff(_) => run.state = State::WaitTarget,
             }
         }
+        handlers.set_experimenting(matches!(run.state, State::Running(_)));
         if SIGNALS.load(Ordering::Acquire) > 0 || deadline.is_some_and(|d| now >= d) {
             break;
         }

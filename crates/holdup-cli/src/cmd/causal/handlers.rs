@@ -14,8 +14,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-/// How often a handler looks at its core's debt.
+/// How often a handler looks at its core's debt during an experiment.
 const TICK_NS: u64 = 1_000_000;
+/// Between experiments nothing new is owed, so a handler with no debt
+/// sleeps until woken, or this long: a wake-up of a real-time thread every
+/// tick on every core is not free. It ticks in every experiment, those at
+/// 0% too, so that its cost is the same in the baseline.
+const PARKED_NS: u64 = 50_000_000;
 /// The longest spin before the handler sleeps a tick: a debt of seconds
 /// (an idle core woken by an interrupt after a long experiment) must not
 /// hold the core for seconds at once.
@@ -23,6 +28,8 @@ const MAX_SPIN_NS: u64 = 20_000_000;
 
 pub struct Handlers {
     stop: Arc<AtomicBool>,
+    /// An experiment runs: debts may grow.
+    experimenting: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
     /// Delay spun off by all handlers, in ns.
     pub spun: Arc<AtomicU64>,
@@ -33,11 +40,17 @@ impl Handlers {
     /// be made (no CAP_SYS_NICE, or real-time scheduling disabled).
     pub fn start(cores: Cores, cpus: &[usize]) -> anyhow::Result<Handlers> {
         let stop = Arc::new(AtomicBool::new(false));
+        let experimenting = Arc::new(AtomicBool::new(false));
         let spun = Arc::new(AtomicU64::new(0));
         let mut threads = Vec::new();
         let (tx, rx) = std::sync::mpsc::channel();
         for &cpu in cpus {
-            let (stop, spun, tx) = (stop.clone(), spun.clone(), tx.clone());
+            let (stop, experimenting, spun, tx) = (
+                stop.clone(),
+                experimenting.clone(),
+                spun.clone(),
+                tx.clone(),
+            );
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("holdup-core{cpu}"))
@@ -46,13 +59,14 @@ impl Handlers {
                         let ok = ready.is_ok();
                         let _ = tx.send(ready);
                         if ok {
-                            handle(cpu, cores, &stop, &spun);
+                            handle(cpu, cores, &stop, &experimenting, &spun);
                         }
                     })?,
             );
         }
         let handlers = Handlers {
             stop,
+            experimenting,
             threads,
             spun,
         };
@@ -61,12 +75,25 @@ impl Handlers {
         }
         Ok(handlers)
     }
+
+    /// Whether an experiment runs; the handlers wake at once when one
+    /// starts.
+    pub fn set_experimenting(&self, on: bool) {
+        if on && !self.experimenting.swap(true, Ordering::AcqRel) {
+            for t in &self.threads {
+                t.thread().unpark();
+            }
+        } else if !on {
+            self.experimenting.store(false, Ordering::Release);
+        }
+    }
 }
 
 impl Drop for Handlers {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
         for t in self.threads.drain(..) {
+            t.thread().unpark();
             let _ = t.join();
         }
     }
@@ -101,10 +128,21 @@ fn become_handler(cpu: usize, cores: Cores) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn handle(cpu: usize, cores: Cores, stop: &AtomicBool, spun: &AtomicU64) {
+fn handle(
+    cpu: usize,
+    cores: Cores,
+    stop: &AtomicBool,
+    experimenting: &AtomicBool,
+    spun: &AtomicU64,
+) {
     let Some(core) = cores.core(cpu) else { return };
     let mut next = holdup_bpf::monotonic_ns();
     while !stop.load(Ordering::Acquire) {
+        if !experimenting.load(Ordering::Acquire) && cores.owed(cpu) == 0 {
+            std::thread::park_timeout(std::time::Duration::from_nanos(PARKED_NS));
+            next = holdup_bpf::monotonic_ns();
+            continue;
+        }
         next += TICK_NS;
         let now = holdup_bpf::monotonic_ns();
         if next < now {

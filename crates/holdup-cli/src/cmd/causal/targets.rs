@@ -79,17 +79,24 @@ impl Hit {
     }
 }
 
-/// Kernel entry and exit code: every system call or interrupt runs
-/// through it, so as a target it would stand for the whole kernel. And
-/// the trap of the uprobes that count progress: our cost, not the program's.
+/// What a kernel frame is to the targets.
+#[derive(Clone, Copy)]
+enum KernelFrame {
+    /// Entry and exit code: every system call or interrupt runs through
+    /// it, so as a target it would stand for the whole kernel. Skipped.
+    Entry,
+    /// Our own instrumentation: the trap of the uprobes that count
+    /// progress, and BPF programs with what calls them. It and the frames
+    /// it called are our cost, not the program's: dropped.
+    Tracer,
+    Function(u32),
+}
+
 fn is_entry_code(function: &str) -> bool {
     const PREFIXES: &[&str] = &[
         "exc_int3",
         "exc_debug",
         "do_int3",
-        "uprobe_",
-        "__uprobe_",
-        "handle_swbp",
         "entry_SYSCALL",
         "do_syscall_",
         "x64_sys_call",
@@ -97,6 +104,21 @@ fn is_entry_code(function: &str) -> bool {
         "asm_",
         "irqentry_",
         "ret_from_fork",
+    ];
+    PREFIXES.iter().any(|p| function.starts_with(p))
+}
+
+fn is_tracer(function: &str) -> bool {
+    const PREFIXES: &[&str] = &[
+        "handle_swbp",
+        "uprobe_",
+        "__uprobe_",
+        "bpf_prog_",
+        "bpf_trampoline_",
+        "bpf_trace_run",
+        "__bpf_trace_",
+        "__traceiter_",
+        "trace_call_bpf",
     ];
     PREFIXES.iter().any(|p| function.starts_with(p))
 }
@@ -119,7 +141,7 @@ pub struct Resolver {
     pub names: Names,
     scope: Option<String>,
     kernel: Option<KernelSymbols>,
-    kernel_ids: HashMap<u64, Option<u32>>,
+    kernel_frames: HashMap<u64, KernelFrame>,
     spaces: AddressSpaces,
     unwinder: Unwinder,
     procs: HashMap<u32, Process>,
@@ -142,7 +164,7 @@ impl Resolver {
             names: Names::default(),
             scope,
             kernel,
-            kernel_ids: HashMap::new(),
+            kernel_frames: HashMap::new(),
             spaces: AddressSpaces::new(),
             unwinder: Unwinder::new(),
             procs: HashMap::new(),
@@ -176,10 +198,10 @@ impl Resolver {
         if r.flags & SF_KSTACK_LEAF_IS_IP != 0 {
             for (i, addr) in s.kstack().enumerate() {
                 let addr = if i == 0 { addr } else { addr.wrapping_sub(1) };
-                if let Some(id) = self.kernel_function(addr) {
-                    if !hit.kernel.contains(&id) {
-                        hit.kernel.push(id);
-                    }
+                match self.kernel_frame(addr) {
+                    KernelFrame::Function(id) if !hit.kernel.contains(&id) => hit.kernel.push(id),
+                    KernelFrame::Tracer => hit.kernel.clear(),
+                    _ => {}
                 }
             }
         }
@@ -235,19 +257,25 @@ impl Resolver {
         }
     }
 
-    /// The target of the kernel function at `addr` (None for entry code).
-    fn kernel_function(&mut self, addr: u64) -> Option<u32> {
-        let k = self.kernel.as_ref()?;
-        if let Some(&id) = self.kernel_ids.get(&addr) {
-            return id;
+    /// The kernel function at `addr`, as a target.
+    fn kernel_frame(&mut self, addr: u64) -> KernelFrame {
+        let Some(k) = self.kernel.as_ref() else {
+            return KernelFrame::Entry;
+        };
+        if let Some(&frame) = self.kernel_frames.get(&addr) {
+            return frame;
         }
-        let name: Option<String> = k
-            .find(addr)
-            .filter(|(f, _)| !is_entry_code(f))
-            .map(|(f, _)| format!("{KERNEL_PREFIX}{f}"));
-        let id = name.map(|n| self.names.id(&n));
-        self.kernel_ids.insert(addr, id);
-        id
+        let frame = match k.find(addr) {
+            None => KernelFrame::Entry,
+            Some((f, _)) if is_tracer(f) => KernelFrame::Tracer,
+            Some((f, _)) if is_entry_code(f) => KernelFrame::Entry,
+            Some((f, _)) => {
+                let name = format!("{KERNEL_PREFIX}{f}");
+                KernelFrame::Function(self.names.id(&name))
+            }
+        };
+        self.kernel_frames.insert(addr, frame);
+        frame
     }
 
     /// The target of the source line at `addr` of `pid`, if in scope.
