@@ -792,11 +792,9 @@ static __always_inline void switch_out(struct task_struct *prev, struct task_str
 	st->wake = 0;
 	st->waker_kind = WAKER_NONE;
 	st->waker_id = 0;
-	if ((preempt || prev_state == TASK_RUNNING) && own_preemption_is_delay &&
-	    BPF_CORE_READ(next, tgid) == self_tgid)
-		st->class = CLASS_DELAY;
-	else if (preempt || prev_state == TASK_RUNNING)
-		st->class = CLASS_SCHED;
+	if (preempt || prev_state == TASK_RUNNING)
+		st->class = own_preemption_is_delay && BPF_CORE_READ(next, tgid) == self_tgid ?
+				    CLASS_DELAY : CLASS_SCHED;
 	else
 		st->class = classify_sleep(prev, st);
 	if (st->class != CLASS_SCHED && st->early_wake &&
