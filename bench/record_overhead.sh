@@ -96,14 +96,16 @@ bench "perf bench sched messaging (context-switch storm)" perf bench sched messa
 echo
 fixed_cost
 
-# What each BPF program costs per call on the storm (kernel.bpf_stats_enabled
-# for one recording; the recorder's programs are those its descriptors name).
-bpf_costs() {
+# What each BPF program costs per call (kernel.bpf_stats_enabled for one
+# recording of a command; the recorder's programs are those its descriptors
+# name). The per-event programs of an I/O-bound program are its whole cost.
+bpf_costs() { # name, command...
+	local name=$1; shift
 	command -v bpftool >/dev/null || { echo "(bpftool missing: no per-program costs)"; return; }
 	local prev rec ids="" snap=""
 	prev=$(sysctl -n kernel.bpf_stats_enabled)
 	sysctl -q kernel.bpf_stats_enabled=1
-	"$holdup" record -o "$work/c.data" -- perf bench sched messaging >/dev/null 2>&1 &
+	"$holdup" record -o "$work/c.data" -- "$@" >/dev/null 2>&1 &
 	rec=$!
 	while kill -0 "$rec" 2>/dev/null; do
 		local i s
@@ -113,7 +115,7 @@ bpf_costs() {
 		sleep 0.1
 	done
 	sysctl -q kernel.bpf_stats_enabled="$prev"
-	echo "BPF programs of one recording of the storm (calls, mean cost, total):"
+	echo "BPF programs of one recording of $name (calls, mean cost, total):"
 	python3 -c '
 import json, sys
 ids = {int(x) for x in sys.argv[1].split()}
@@ -124,7 +126,8 @@ for p in sorted(json.loads(sys.argv[2]), key=lambda p: -p.get("run_time_ns", 0))
 }
 
 echo
-bpf_costs
+bpf_costs "the storm" perf bench sched messaging
+bpf_costs "the demo" "$work/demo" "$work/demo.bin"
 
 echo
 echo "trace contents of one recording of perf bench sched messaging:"

@@ -464,10 +464,7 @@ impl LatencyProbe {
 
     /// Trace process `pid` (and, if so configured, its future children).
     pub fn track(&self, pid: u32) -> Result<()> {
-        self.skel
-            .maps
-            .tracked_tgids
-            .update(&pid.to_ne_bytes(), &[1], MapFlags::ANY)
+        crate::tracked::track(&self.skel.maps.tracked_tgids, pid)
             .map_err(|e| Error::Read(e.to_string()))
     }
 

@@ -20,6 +20,8 @@ mod latency_skel;
 pub mod perf;
 #[cfg(feature = "loader")]
 mod recorder;
+#[cfg(feature = "loader")]
+mod tracked;
 
 /// CLOCK_MONOTONIC in ns: the clock of `bpf_ktime_get_ns`, so record
 /// times and times taken in user space compare directly.

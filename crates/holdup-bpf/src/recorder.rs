@@ -165,6 +165,7 @@ impl Recorder {
             ro.self_tgid = std::process::id();
             ro.own_preemption_is_delay = options.own_preemption_is_delay;
             if let Some(sc) = &options.syscalls {
+                ro.count_syscalls = true;
                 ro.syscall_keep_ns = sc.keep_ns;
                 ro.syscall_sample_every = sc.sample_every.max(1);
                 ro.debox_inband = sc.inband;
@@ -427,8 +428,6 @@ pub struct DrainStats {
 }
 
 fn track(skel: &RecorderSkel<'_>, pid: u32) -> Result<()> {
-    skel.maps
-        .tracked_tgids
-        .update(&pid.to_ne_bytes(), &[1u8], MapFlags::ANY)
+    crate::tracked::track(&skel.maps.tracked_tgids, pid)
         .map_err(|e| Error::Load(format!("cannot track pid {pid}: {e}")))
 }

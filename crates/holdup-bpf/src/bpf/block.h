@@ -6,10 +6,10 @@
  * layout), 0 when the queue has no disk. */
 static __always_inline u32 rq_dev(struct request *rq)
 {
-	struct gendisk *disk = BPF_CORE_READ(rq, q, disk);
+	struct gendisk *disk = rq->q->disk;
 
 	if (!disk)
 		return 0;
-	return (BPF_CORE_READ(disk, major) << 20) | BPF_CORE_READ(disk, first_minor);
+	return (disk->major << 20) | disk->first_minor;
 }
 #endif

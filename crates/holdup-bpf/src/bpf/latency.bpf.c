@@ -904,11 +904,8 @@ int BPF_PROG(lat_softirq_exit, unsigned int vec)
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(lat_fork, struct task_struct *parent, struct task_struct *child)
 {
-	u32 child_tgid = BPF_CORE_READ(child, tgid);
-	u8 one = 1;
-
 	if (trace_all || !follow_children || !tgid_tracked(BPF_CORE_READ(parent, tgid)))
 		return 0;
-	bpf_map_update_elem(&tracked_tgids, &child_tgid, &one, BPF_ANY);
+	track_tgid(BPF_CORE_READ(child, tgid));
 	return 0;
 }

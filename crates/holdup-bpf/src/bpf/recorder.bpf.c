@@ -178,6 +178,18 @@ struct {
 	__type(value, struct irq_context);
 } irq_ctx SEC(".maps");
 
+/* The thread whose blocked sample was parked at the CPU's last switch-in
+ * (0: none): the hooks on the way back to user space, which run at every
+ * return of every thread, look here before looking up the thread's state.
+ * A thread that leaves the CPU first has its sample emitted at the
+ * switch-out. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, u32);
+} parked_tid SEC(".maps");
+
 /* Records dropped because the ring buffer was full, per record kind. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -193,6 +205,13 @@ static __always_inline struct irq_context *this_irq_ctx(void)
 	return bpf_map_lookup_elem(&irq_ctx, &zero);
 }
 
+static __always_inline u32 *this_parked_tid(void)
+{
+	u32 zero = 0;
+
+	return bpf_map_lookup_elem(&parked_tid, &zero);
+}
+
 static __always_inline void count_lost(u32 kind)
 {
 	u64 *n = bpf_map_lookup_elem(&lost, &kind);
@@ -203,7 +222,7 @@ static __always_inline void count_lost(u32 kind)
 
 static __always_inline bool is_tracked(struct task_struct *t)
 {
-	return tgid_tracked(BPF_CORE_READ(t, tgid));
+	return tgid_tracked(t->tgid);
 }
 
 /* Advance a clock by `len` ns: the sampling points it passes. */
@@ -501,18 +520,18 @@ static __always_inline bool in_futex_wait(struct task_struct *t)
 	struct pt_regs *regs;
 	long nr;
 
-	if (BPF_CORE_READ(t, flags) & PF_KTHREAD)
+	if (t->flags & PF_KTHREAD)
 		return false;
 	regs = (struct pt_regs *)bpf_task_pt_regs(t);
 	if (!regs)
 		return false;
-	nr = BPF_CORE_READ(regs, orig_ax);
+	nr = regs->orig_ax;
 	return nr == NR_futex || nr == NR_futex_waitv;
 }
 
 static __always_inline u8 classify_sleep(struct task_struct *t, struct thread_state *st)
 {
-	if (BPF_CORE_READ_BITFIELD_PROBED(t, in_iowait))
+	if (BPF_CORE_READ_BITFIELD(t, in_iowait))
 		return CLASS_IO;
 	if (st->klock || in_futex_wait(t))
 		return CLASS_LOCK;
@@ -542,6 +561,7 @@ static __always_inline bool mm_loaded(struct task_struct *prev, struct task_stru
  * took a major fault, and one in `syscall_sample_every` of the rest. The
  * programs are attached only with --syscalls.
  */
+const volatile bool count_syscalls = false;
 const volatile u64 syscall_keep_ns = 1000000;
 const volatile u32 syscall_sample_every = 256;
 
@@ -592,10 +612,13 @@ struct syscall_totals zero_totals = {};
 static __always_inline void syscall_off_cpu(struct task_struct *t, struct thread_state *st,
 					    u64 out, u64 wake, u64 now)
 {
-	struct sys_state *ss = bpf_task_storage_get(&sys_threads, t, 0, 0);
+	struct sys_state *ss;
 	u64 waited, runnable;
 	u8 class = st->class;
 
+	if (!count_syscalls)
+		return;
+	ss = bpf_task_storage_get(&sys_threads, t, 0, 0);
 	if (!ss || !ss->start || out < ss->start || now <= out)
 		return;
 	if (class == CLASS_SCHED || !wake) {
@@ -772,13 +795,10 @@ int BPF_PROG(on_syscall_exit, struct pt_regs *regs, long ret)
 /* Internal class of an interval the tool's delay took: no points, no sample. */
 #define CLASS_DELAY 0xff
 
-static __always_inline void switch_out(struct task_struct *prev, struct task_struct *next,
-				       bool preempt, unsigned int prev_state, u64 now)
+static __always_inline void switch_out(struct task_struct *prev, struct thread_state *st,
+				       struct task_struct *next, bool preempt,
+				       unsigned int prev_state, u64 now)
 {
-	struct thread_state *st = state_of(prev, true);
-
-	if (!st)
-		return;
 	st->seen = 1;
 	if (st->pending)
 		emit_pending(SCRATCH_TASK, st, prev, USER_LOADED, SF_LATE_USTACK);
@@ -889,13 +909,12 @@ static __always_inline bool close_interval(struct task_struct *task, struct thre
 	return true;
 }
 
-static __always_inline void switch_in(struct task_struct *prev, struct task_struct *next, u64 now)
+static __always_inline void switch_in(struct task_struct *prev, struct task_struct *next,
+				      struct thread_state *st, u64 now)
 {
-	struct thread_state *st = state_of(next, true);
 	bool loaded;
+	u32 *parked;
 
-	if (!st)
-		return;
 	st->run_mark = now;
 	st->runtime_mark = now;
 	first_sight(next, st, true);
@@ -904,9 +923,16 @@ static __always_inline void switch_in(struct task_struct *prev, struct task_stru
 	/* Most switches stay inside one process: then the user stack can be
 	 * read right away, otherwise it waits for the thread to run. */
 	loaded = mm_loaded(prev, next);
-	if (close_interval(next, st, now, bpf_get_smp_processor_id(), SCRATCH_TASK,
-			   loaded ? USER_LOADED : USER_NONE, SF_LATE_USTACK) && loaded)
+	if (!close_interval(next, st, now, bpf_get_smp_processor_id(), SCRATCH_TASK,
+			    loaded ? USER_LOADED : USER_NONE, SF_LATE_USTACK))
+		return;
+	if (loaded) {
 		emit_pending(SCRATCH_TASK, st, next, USER_LOADED, 0);
+	} else {
+		parked = this_parked_tid();
+		if (parked)
+			*parked = next->pid;
+	}
 }
 
 SEC("tp_btf/sched_switch")
@@ -915,28 +941,35 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 {
 	u64 now = bpf_ktime_get_ns();
 	struct irq_context *ic = this_irq_ctx();
+	u32 *parked = this_parked_tid();
+	struct thread_state *st;
 
 	/* No interrupt handler runs across a context switch: whatever the
 	 * entry/exit hooks left behind (an exit missed while attaching) must
 	 * not name the wakers of the rest of the recording. */
 	if (ic)
 		__builtin_memset(ic, 0, sizeof(*ic));
-
-	if (is_tracked(prev))
-		switch_out(prev, next, preempt, prev_state, now);
-	if (is_tracked(next))
-		switch_in(prev, next, now);
+	if (parked)
+		*parked = 0;
+	if (is_tracked(prev)) {
+		st = state_of(prev, true);
+		if (st)
+			switch_out(prev, st, next, preempt, prev_state, now);
+	}
+	if (is_tracked(next)) {
+		st = state_of(next, true);
+		if (st)
+			switch_in(prev, next, st, now);
+	}
 	return 0;
 }
 
 SEC("tp_btf/sched_waking")
 int BPF_PROG(on_waking, struct task_struct *p)
 {
-	struct thread_state *st;
+	/* Only tracked threads have a state. */
+	struct thread_state *st = state_of(p, false);
 
-	if (!is_tracked(p))
-		return 0;
-	st = state_of(p, false);
 	if (!st)
 		return 0;
 	if (!st->out) {
@@ -973,17 +1006,30 @@ int BPF_PROG(on_wakeup_new, struct task_struct *p)
 	return 0;
 }
 
+/* Emit the sample parked at current's switch-in, if it has one: the
+ * per-CPU hint spares the state lookup on every other return. */
+static __always_inline void emit_parked(void)
+{
+	u32 *parked = this_parked_tid();
+	struct task_struct *task;
+	struct thread_state *st;
+
+	if (!parked || !*parked || *parked != (u32)bpf_get_current_pid_tgid())
+		return;
+	*parked = 0;
+	task = bpf_get_current_task_btf();
+	st = state_of(task, false);
+	if (st && st->pending)
+		emit_pending(SCRATCH_TASK, st, task, USER_LOADED, 0);
+}
+
 /* The thread is on its way back to user space after being switched in (rseq
  * notifies every switched-out task that has registered rseq, as glibc does):
  * its user stack is still the one it blocked with. */
 SEC("tp_btf/rseq_update")
 int BPF_PROG(on_rseq_update, struct task_struct *t)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
-	struct thread_state *st = state_of(task, false);
-
-	if (st && st->pending)
-		emit_pending(SCRATCH_TASK, st, task, USER_LOADED, 0);
+	emit_parked();
 	return 0;
 }
 
@@ -992,11 +1038,7 @@ int BPF_PROG(on_rseq_update, struct task_struct *t)
 SEC("tp_btf/sys_exit")
 int BPF_PROG(on_sys_exit)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
-	struct thread_state *st = state_of(task, false);
-
-	if (st && st->pending)
-		emit_pending(SCRATCH_TASK, st, task, USER_LOADED, 0);
+	emit_parked();
 	return 0;
 }
 
@@ -1074,13 +1116,11 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 SEC("tp_btf/sched_stat_runtime")
 int BPF_PROG(on_stat_runtime, struct task_struct *t, u64 runtime)
 {
-	struct thread_state *st;
+	/* Only tracked threads have a state. */
+	struct thread_state *st = state_of(t, false);
 	u64 now, mark;
 	s64 stolen;
 
-	if (!is_tracked(t))
-		return 0;
-	st = state_of(t, false);
 	if (!st || !st->run_mark)
 		return 0;
 	now = bpf_ktime_get_ns();
@@ -1253,11 +1293,9 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 		return 0;
 	child_tgid = BPF_CORE_READ(child, tgid);
 	if (!trace_all && child_tgid != BPF_CORE_READ(parent, tgid)) {
-		u8 one = 1;
-
 		if (!follow_children)
 			return 0;
-		bpf_map_update_elem(&tracked_tgids, &child_tgid, &one, BPF_ANY);
+		track_tgid(child_tgid);
 	}
 	r = reserve(REC_FORK, sizeof(*r));
 	if (!r)
@@ -1286,7 +1324,7 @@ int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	r->pid = BPF_CORE_READ(p, tgid);
 	r->tid = BPF_CORE_READ(p, pid);
 	BPF_CORE_READ_STR_INTO(&r->comm, p, comm);
-	bpf_probe_read_kernel_str(r->filename, sizeof(r->filename), BPF_CORE_READ(bprm, filename));
+	bpf_probe_read_kernel_str(r->filename, sizeof(r->filename), bprm->filename);
 	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
 	return 0;
 }
@@ -1316,7 +1354,6 @@ SEC("tp_btf/sched_process_exit")
 int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
 {
 	struct thread_state *st;
-	u32 tgid;
 
 	if (!is_tracked(p))
 		return 0;
@@ -1328,9 +1365,8 @@ int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
 	if (st)
 		take_cpu_sample(ctx, SCRATCH_TASK, p, st, 0);
 	emit_task_rec(REC_EXIT, p, p->comm);
-	tgid = BPF_CORE_READ(p, tgid);
 	if (group_dead && !trace_all)
-		bpf_map_delete_elem(&tracked_tgids, &tgid);
+		untrack_tgid(p->tgid);
 	return 0;
 }
 
@@ -1338,7 +1374,7 @@ int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
 
 static __always_inline u8 rq_op(struct request *rq)
 {
-	u32 op = BPF_CORE_READ(rq, cmd_flags) & REQ_OP_MASK;
+	u32 op = rq->cmd_flags & REQ_OP_MASK;
 
 	return op <= BIO_DISCARD ? op : BIO_OTHER;
 }
@@ -1356,11 +1392,11 @@ int BPF_PROG(on_rq_issue, struct request *rq)
 		return 0;
 	task = bpf_get_current_task_btf();
 	r->time = bpf_ktime_get_ns();
-	r->sector = BPF_CORE_READ(rq, __sector);
+	r->sector = rq->__sector;
 	r->dev = rq_dev(rq);
-	r->bytes = BPF_CORE_READ(rq, __data_len);
-	r->pid = BPF_CORE_READ(task, tgid);
-	r->tid = BPF_CORE_READ(task, pid);
+	r->bytes = rq->__data_len;
+	r->pid = task->tgid;
+	r->tid = task->pid;
 	r->op = rq_op(rq);
 	r->tracked = is_tracked(task);
 	r->error = 0;
@@ -1379,7 +1415,7 @@ int BPF_PROG(on_rq_complete, struct request *rq, blk_status_t error, unsigned in
 	if (!r)
 		return 0;
 	r->time = bpf_ktime_get_ns();
-	r->sector = BPF_CORE_READ(rq, __sector);
+	r->sector = rq->__sector;
 	r->dev = rq_dev(rq);
 	r->bytes = nr_bytes;
 	r->op = rq_op(rq);
@@ -1403,7 +1439,7 @@ int flush_open(struct bpf_iter__task *ctx)
 	st = state_of(task, true);
 	if (!st)
 		return 0;
-	first_sight(task, st, BPF_CORE_READ(task, __state) != TASK_RUNNING);
+	first_sight(task, st, task->__state != TASK_RUNNING);
 	if (st->pending)
 		emit_pending(SCRATCH_ITER, st, task, USER_REMOTE, SF_BLOCKED_TAIL);
 	if (st->out && close_interval(task, st, bpf_ktime_get_ns(), CPU_OPEN, SCRATCH_ITER,
