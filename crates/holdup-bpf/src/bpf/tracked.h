@@ -9,9 +9,9 @@
 const volatile bool trace_all = false;	/* -a */
 const volatile u32 self_tgid = 0;	/* the tool itself, never traced */
 
-/* One bit per possible process id (PID_MAX_LIMIT): the test runs at every
- * context switch of every task, and an array word is a plain load where a
- * hash lookup cost more than the rest of a switch-in. User space sets bits
+/* One bit per possible process id (PID_MAX_LIMIT): the test runs twice at
+ * every context switch of every task, and an array word is a plain load
+ * where a hash lookup was a fifth of a switch-in. User space sets bits
  * through a shared mapping, with atomic operations like the kernel side. */
 #define TRACKED_PID_LIMIT (4 * 1024 * 1024)
 struct {
