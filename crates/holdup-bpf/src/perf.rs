@@ -5,7 +5,7 @@
 
 use perf_event_open_sys as sys;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 fn open(attr: &mut sys::bindings::perf_event_attr, cpu: i32) -> io::Result<OwnedFd> {
@@ -156,20 +156,9 @@ impl MmapEvents {
             attr.set_use_clockid(1);
             let fd = open(&mut attr, cpu)?;
             let len = page * (1 + DATA_PAGES);
-            let base = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_SHARED,
-                    fd.as_raw_fd(),
-                    0,
-                )
-            };
-            if base == libc::MAP_FAILED {
-                return Err(io::Error::last_os_error());
-            }
-            rings.push((fd, base as *mut u8));
+            let base =
+                crate::ringbuf::map_shared(fd.as_fd(), 0, len, libc::PROT_READ | libc::PROT_WRITE)?;
+            rings.push((fd, base));
         }
         Ok(Self {
             rings,

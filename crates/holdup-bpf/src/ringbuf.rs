@@ -22,8 +22,14 @@ fn page_size() -> usize {
     unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
 }
 
-/// Map `len` bytes of the ring at offset `off`, shared, with `prot`.
-fn map(fd: BorrowedFd<'_>, off: usize, len: usize, prot: libc::c_int) -> io::Result<*mut u8> {
+/// Map `len` bytes of the ring (or of any map or perf event fd) at offset
+/// `off`, shared, with `prot`.
+pub(crate) fn map_shared(
+    fd: BorrowedFd<'_>,
+    off: usize,
+    len: usize,
+    prot: libc::c_int,
+) -> io::Result<*mut u8> {
     let p = unsafe {
         libc::mmap(
             std::ptr::null_mut(),
@@ -57,12 +63,11 @@ impl RingReader {
     /// (the map's max_entries, a power of two multiple of the page size).
     pub fn new(fd: BorrowedFd<'_>, data_size: u64) -> io::Result<Self> {
         let page = page_size();
-        let consumer = map(fd, 0, page, libc::PROT_READ | libc::PROT_WRITE)?;
-        let producer = map(fd, page, page + 2 * data_size as usize, libc::PROT_READ).inspect_err(
-            |_| unsafe {
+        let consumer = map_shared(fd, 0, page, libc::PROT_READ | libc::PROT_WRITE)?;
+        let producer = map_shared(fd, page, page + 2 * data_size as usize, libc::PROT_READ)
+            .inspect_err(|_| unsafe {
                 libc::munmap(consumer.cast(), page);
-            },
-        )?;
+            })?;
         Ok(Self {
             consumer,
             producer,
@@ -154,8 +159,8 @@ unsafe impl Sync for RingPeek {}
 impl RingPeek {
     pub fn new(fd: BorrowedFd<'_>) -> io::Result<Self> {
         let page = page_size();
-        let consumer = map(fd, 0, page, libc::PROT_READ)?;
-        let producer = map(fd, page, page, libc::PROT_READ).inspect_err(|_| unsafe {
+        let consumer = map_shared(fd, 0, page, libc::PROT_READ)?;
+        let producer = map_shared(fd, page, page, libc::PROT_READ).inspect_err(|_| unsafe {
             libc::munmap(consumer.cast(), page);
         })?;
         Ok(RingPeek {

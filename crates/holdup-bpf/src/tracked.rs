@@ -2,8 +2,10 @@
 //! bit per process id in a shared array map.
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::ringbuf::map_shared;
 
 /// PID_MAX_LIMIT: the bits the map has.
 const PID_LIMIT: u32 = 4 * 1024 * 1024;
@@ -19,21 +21,9 @@ pub(crate) fn track(map: &impl AsFd, pid: u32) -> io::Result<()> {
         ));
     }
     let len = (PID_LIMIT / 8) as usize;
-    let base = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
-            map.as_fd().as_raw_fd(),
-            0,
-        )
-    };
-    if base == libc::MAP_FAILED {
-        return Err(io::Error::last_os_error());
-    }
+    let base = map_shared(map.as_fd(), 0, len, libc::PROT_READ | libc::PROT_WRITE)?;
     let words = base as *const AtomicU64;
     unsafe { (*words.add((pid / 64) as usize)).fetch_or(1 << (pid % 64), Ordering::SeqCst) };
-    unsafe { libc::munmap(base, len) };
+    unsafe { libc::munmap(base.cast(), len) };
     Ok(())
 }
