@@ -52,5 +52,6 @@ pub fn counter_total(fds: impl IntoIterator<Item = std::os::fd::RawFd>) -> usize
 
 #[cfg(feature = "loader")]
 pub use recorder::{
-    DrainStats, Error, Lost, Recorder, RecorderOptions, Result, SyscallOptions, Target,
+    DrainStats, Error, KstackCounts, Lost, Recorder, RecorderOptions, Result, SyscallOptions,
+    Target,
 };

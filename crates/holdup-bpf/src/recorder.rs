@@ -372,6 +372,27 @@ impl Recorder {
         lost
     }
 
+    /// How the kernel stacks of blocked samples were taken so far.
+    pub fn kstack_counts(&self) -> KstackCounts {
+        let mut c = KstackCounts::default();
+        let key = 0u32.to_ne_bytes();
+        if let Ok(Some(per_cpu)) = self
+            .skel
+            .maps
+            .kstack_counts
+            .lookup_percpu(&key, MapFlags::ANY)
+        {
+            for v in per_cpu {
+                let word = |i: usize| u64::from_ne_bytes(v[i * 8..i * 8 + 8].try_into().unwrap());
+                c.walked += word(0);
+                c.reused += word(1);
+                c.checked += word(2);
+                c.differed += word(3);
+            }
+        }
+        c
+    }
+
     /// The exact per-process per-call totals of system calls so far,
     /// summed over CPUs.
     pub fn syscall_totals(&self) -> Vec<(SyscallKey, SyscallTotals)> {
@@ -419,6 +440,18 @@ impl Recorder {
         iter.read_to_end(&mut sink)?;
         Ok(())
     }
+}
+
+/// How the kernel stacks of blocked samples were taken: walked, or reused
+/// from the thread's last walk when it blocked at the same place. Some
+/// reuses are walked anyway (`checked`), to see whether the reused stack
+/// would have been wrong (`differed`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct KstackCounts {
+    pub walked: u64,
+    pub reused: u64,
+    pub checked: u64,
+    pub differed: u64,
 }
 
 #[derive(Clone, Copy, Debug, Default)]

@@ -405,6 +405,93 @@ fn a_context_switch_storm_loses_nothing() {
     assert_coverage(&r);
 }
 
+/// Kernel stacks of blocked samples are reused from a thread's earlier walks
+/// only where the thread blocked at the same place: one thread alternates
+/// between a read of a pipe and a read of a Unix socket, through one call
+/// site (same system call, same user stack), and the kernel wait site of
+/// each blocked sample must still be the right one. The workload times its
+/// own waits; the reuse must really have happened (most stacks), and no
+/// check of a reused stack may have found it wrong.
+#[test]
+#[ignore = "needs root and BPF"]
+fn reused_kernel_stacks_keep_each_wait_at_its_own_site() {
+    let _serial = serial();
+    let dir = scratch("two_waits");
+    let bin = workload("two_waits");
+    let data = dir.join("holdup.data");
+    let out = run_ok(&[
+        "record",
+        "-v",
+        "-o",
+        data.to_str().unwrap(),
+        "--",
+        bin.to_str().unwrap(),
+        "300",
+    ]);
+    let measured = |what: &str| -> f64 {
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find_map(|l| l.strip_prefix(what)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("the workload printed no {what} time"))
+    };
+    let (pipe, socket) = (measured("pipe "), measured("socket "));
+
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let counts: Vec<u64> = stderr
+        .lines()
+        .find(|l| l.contains("kernel stacks of blocked samples"))
+        .expect("record -v prints how kernel stacks were taken")
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    let [walked, reused, checked, differed] = counts[..] else {
+        panic!("unexpected kernel stack counts: {counts:?}");
+    };
+    assert!(
+        reused >= 2 * walked,
+        "{reused} stacks reused, {walked} walked: the reuse did not happen"
+    );
+    assert!(checked > 0, "no reuse was checked by a walk");
+    assert_eq!(differed, 0, "checks found reused stacks wrong");
+
+    let r = report(&data);
+    let reader = threads(&r)
+        .iter()
+        .find(|t| {
+            t["functions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|f| f["symbol"] == "wait_on")
+        })
+        .expect("a thread waits in wait_on");
+    let period = r["period_ns"].as_f64().unwrap() / 1e9;
+    // Blocked, and then runnable until it ran: both are the read's time.
+    let waited_in = |kernel_fn: &str| -> f64 {
+        functions_matching(reader, |s| s == kernel_fn)
+            .iter()
+            .map(|f| {
+                (f["total"]["other"].as_f64().unwrap() + f["total"]["sched"].as_f64().unwrap())
+                    * period
+            })
+            .sum()
+    };
+    let on_pipe = waited_in("anon_pipe_read").max(waited_in("pipe_read"));
+    let on_socket = waited_in("unix_stream_read_generic");
+    assert_near(
+        "seconds blocked reading the pipe",
+        on_pipe,
+        pipe,
+        0.1 * pipe,
+    );
+    assert_near(
+        "seconds blocked reading the socket",
+        on_socket,
+        socket,
+        0.15 * socket,
+    );
+}
+
 /// Code in the vDSO (no file on disk) is named and unwound through: a loop
 /// reading the clock spends its time in `[vdso]` clock_gettime, under its
 /// caller.

@@ -47,6 +47,7 @@ pub struct Summary {
     pub cached_addresses: usize,
     /// The sys_exit fallback for threads without rseq had to be attached.
     pub fallback: bool,
+    pub kstacks: holdup_bpf::KstackCounts,
 }
 
 /// Where a recording's time went.
@@ -284,6 +285,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     let end_ns = holdup_bpf::monotonic_ns();
     let lost = rec.lost();
     let fallback = rec.fallback_attached();
+    let kstacks = rec.kstack_counts();
     if cfg.options.syscalls.is_some() {
         for (k, t) in rec.syscall_totals() {
             d.writer
@@ -365,5 +367,6 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         addresses: sym.frames,
         cached_addresses: sym.cached,
         fallback,
+        kstacks,
     })
 }

@@ -75,6 +75,23 @@ u64 start_ns = 0;
 u64 late_without_rseq = 0;
 #define RSEQ_STARTUP_NS 10000000ULL
 
+/* Kernel stacks are reused when the return addresses of their first
+ * KSTACK_KEY frames are where they were (see read_kstack). */
+#define KSTACK_KEY 4
+#define KSTACK_SCAN_WORDS 256
+#define KSTACK_CHECK 8
+
+/* A kernel stack, and what it was walked at, to reuse it (see read_kstack). */
+struct kstack {
+	u64 ips[MAX_KSTACK];
+	u64 hash;		/* of ips and len */
+	u16 len;		/* bytes in ips */
+	u16 off[KSTACK_KEY];	/* where its first frames lie above thread.sp */
+	u32 nr;			/* system call the thread blocked in, or -1 */
+	u8 keys;		/* frames that make the key: KSTACK_KEY, or all */
+	u8 placed;		/* frames whose place is known */
+};
+
 struct thread_state {
 	u64 out;		/* switch-out time, 0 while running */
 	u64 wake;		/* wakeup time, 0 until woken */
@@ -103,7 +120,6 @@ struct thread_state {
 	u64 pending;
 	u8 p_class;
 	u8 p_waker_kind;
-	u16 p_kstack_len;
 	u16 p_cpu;
 	u32 p_waker_id;
 	u32 p_weight;
@@ -111,7 +127,12 @@ struct thread_state {
 	u64 p_start;
 	u64 p_wake;
 	u64 p_end;
-	u64 p_kstack[MAX_KSTACK];
+	/* The last two kernel stacks walked; p_slot is the parked sample's. */
+	struct kstack ks[2];
+	u8 p_slot;
+	u8 k_last;		/* the slot walked or reused last */
+	u8 k_noreuse;		/* a check found a reused stack wrong */
+	u8 k_reuses;		/* reuses since the last check */
 };
 
 /* What the CPU is doing besides running current: names the waker when a
@@ -137,7 +158,10 @@ struct scratch {
 	struct sample_rec rec;
 	u64 kstack[MAX_KSTACK];
 	u64 fp[MAX_FP * 2];
-	u8 copy[STACK_COPY_MAX];
+	u32 cut;		/* copy bytes up to the last frame record in it */
+	/* Twice the largest copy: its length is bounded with a mask, which
+	 * the verifier follows without a branch (see submit_sample). */
+	u8 copy[STACK_COPY_MAX * 2];
 };
 
 struct {
@@ -189,6 +213,21 @@ struct {
 	__type(key, u32);
 	__type(value, u32);
 } parked_tid SEC(".maps");
+
+/* How the kernel stacks of blocked samples were taken, per CPU. */
+struct kstack_counts {
+	u64 walked;
+	u64 reused;
+	u64 checked;		/* reuses walked anyway, to compare */
+	u64 differed;		/* checks that found the reused stack wrong */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct kstack_counts);
+} kstack_counts SEC(".maps");
 
 /* Records dropped because the ring buffer was full, per record kind. */
 struct {
@@ -368,15 +407,56 @@ static __always_inline long read_user(void *dst, u32 size, u64 src, struct task_
 	return bpf_probe_read_user(dst, size, (void *)src);
 }
 
+struct fp_walk {
+	struct scratch *s;
+	struct task_struct *task;
+	enum user_access how;
+	u64 bp, sp;
+	u32 len;		/* bytes in s->copy, the stack from sp */
+	u32 n;			/* frames found */
+	/* The frame record read: here rather than on the callback's stack,
+	 * which this kernel's verifier mishandles ("verifier bug: stack
+	 * slot"). */
+	u64 pair[2];
+};
+
+static long fp_walk_frame(u64 i, struct fp_walk *w)
+{
+	u64 bp = w->bp, off = bp - w->sp, *pair = w->pair;
+	u32 n = w->n;
+
+	if (!bp || (bp & 7) || n >= MAX_FP)
+		return 1;
+	if (!(w->sp & 7) && bp >= w->sp && off + sizeof(w->pair) <= w->len) {
+		pair[0] = *(u64 *)(w->s->copy + (off & (STACK_COPY_MAX - 8)));
+		pair[1] = *(u64 *)(w->s->copy + ((off + 8) & (STACK_COPY_MAX - 8)));
+		w->s->cut = off + 16;
+	} else if (read_user(pair, sizeof(w->pair), bp, w->task, w->how)) {
+		return 1;
+	}
+	/* Two links at least (see capture_user). Kept in the map value, whose
+	 * contents the verifier does not follow: as a number on the stack, it
+	 * made the verifier walk every program that takes stacks twice over. */
+	if (n >= 1 && w->s->cut)
+		w->s->rec.copy_len = w->s->cut;
+	w->s->fp[(n * 2) & (MAX_FP * 2 - 1)] = bp;
+	w->s->fp[(n * 2 + 1) & (MAX_FP * 2 - 1)] = pair[1];
+	w->n = n + 1;
+	if (pair[0] <= bp)
+		return 1;
+	w->bp = pair[0];
+	return 0;
+}
+
 /* The user half of a stack: registers, a frame-pointer walk and a copy of the
  * top of the stack, into s->fp and s->copy. */
 static __always_inline void capture_user(struct scratch *s, struct task_struct *task,
 					 enum user_access how)
 {
+	struct fp_walk w = { .s = s, .task = task, .how = how };
 	struct pt_regs *regs;
-	u64 bp, sp, pair[2];
-	u32 n = 0, len;
-	int i;
+	u64 bp, sp;
+	u32 len;
 
 	if (BPF_CORE_READ(task, flags) & PF_KTHREAD)
 		return;
@@ -389,20 +469,6 @@ static __always_inline void capture_user(struct scratch *s, struct task_struct *
 	s->rec.sp = sp;
 	s->rec.bp = bp;
 	s->rec.flags |= SF_USER_REGS;
-
-	for (i = 0; i < MAX_FP; i++) {
-		if (!bp || (bp & 7))
-			break;
-		if (read_user(pair, sizeof(pair), bp, task, how))
-			break;
-		s->fp[(n * 2) & (MAX_FP * 2 - 1)] = bp;
-		s->fp[(n * 2 + 1) & (MAX_FP * 2 - 1)] = pair[1];
-		n++;
-		if (pair[0] <= bp)
-			break;
-		bp = pair[0];
-	}
-	s->rec.fp_len = n;
 
 	/* The copy must not run past the top of the stack mapping; on failure
 	 * retry with what is left of the current page. */
@@ -419,12 +485,40 @@ static __always_inline void capture_user(struct scratch *s, struct task_struct *
 			len = 0;
 	}
 	s->rec.copy_len = len;
+
+	/* Frame records inside the copy are read from it: a user read costs
+	 * about 150 ns here, most of it fixed, and most frames of a blocked
+	 * thread lie within the copy's reach. A callback loop keeps the
+	 * verifier's walk of every program that takes stacks short. */
+	w.bp = bp;
+	w.sp = sp;
+	w.len = len;
+	s->cut = 0;
+	bpf_loop(MAX_FP, fp_walk_frame, &w, 0);
+	s->rec.fp_len = w.n;
+
+	/* User space needs the copy only up to the outermost record of a
+	 * genuine frame-pointer chain that lies in it: CFI unwinds the frames
+	 * between the records (code without frame pointers, such as libc's
+	 * wrapper under the vDSO's clock_gettime), and the chain gives the
+	 * rest. Two links at least, so that rbp holding a pointer to a local
+	 * is not taken for a chain. What is left out is the stack above the
+	 * chain's end (the libc frames that start a thread) or above the copy's
+	 * last record, which needs the record beyond. Most samples then carry a
+	 * few hundred bytes of stack instead of the whole copy (set by
+	 * fp_walk_frame). */
+}
+
+static __always_inline struct scratch *scratch_at(enum scratch_slot slot)
+{
+	u32 key = slot;
+
+	return bpf_map_lookup_elem(&scratch_map, &key);
 }
 
 static __always_inline struct scratch *get_scratch(enum scratch_slot slot)
 {
-	u32 key = slot;
-	struct scratch *s = bpf_map_lookup_elem(&scratch_map, &key);
+	struct scratch *s = scratch_at(slot);
 
 	if (s) {
 		__builtin_memset(&s->rec, 0, sizeof(s->rec));
@@ -444,8 +538,7 @@ static __always_inline void submit_sample(struct scratch *s, u64 *kstack)
 		klen = MAX_KSTACK;
 	if (fplen > MAX_FP)
 		fplen = MAX_FP;
-	if (clen > STACK_COPY_MAX)
-		clen = STACK_COPY_MAX;
+	clen &= STACK_COPY_MAX * 2 - 1;
 	kbytes = klen * 8;
 	fpbytes = fplen * 16;
 	size = sizeof(s->rec) + kbytes + fpbytes + clen;
@@ -467,8 +560,7 @@ static __always_inline void submit_sample(struct scratch *s, u64 *kstack)
 	if (fpbytes <= MAX_FP * 16)
 		bpf_dynptr_write(&dp, off, s->fp, fpbytes, 0);
 	off += fpbytes;
-	if (clen <= STACK_COPY_MAX)
-		bpf_dynptr_write(&dp, off, s->copy, clen, 0);
+	bpf_dynptr_write(&dp, off, s->copy, clen, 0);
 	bpf_ringbuf_submit_dynptr(&dp, BPF_RB_NO_WAKEUP);
 }
 
@@ -478,6 +570,7 @@ static __always_inline void emit_pending(enum scratch_slot slot, struct thread_s
 					 struct task_struct *task, enum user_access how, u16 flags)
 {
 	struct scratch *s;
+	struct kstack *k;
 
 	if (!__sync_lock_test_and_set(&st->pending, 0))
 		return;
@@ -499,10 +592,11 @@ static __always_inline void emit_pending(enum scratch_slot slot, struct thread_s
 	s->rec.waker_id = st->p_waker_id;
 	s->rec.cpu = st->p_cpu;
 	s->rec.flags = flags;
-	s->rec.kstack_len = st->p_kstack_len / 8;
+	k = &st->ks[st->p_slot & 1];
+	s->rec.kstack_len = k->len / 8;
 	if (how != USER_NONE)
 		capture_user(s, task, how);
-	submit_sample(s, st->p_kstack);
+	submit_sample(s, k->ips);
 }
 
 static __always_inline struct thread_state *state_of(struct task_struct *t, bool create)
@@ -831,12 +925,216 @@ static __always_inline void switch_out(struct task_struct *prev, struct thread_s
 	st->early_wake = 0;
 }
 
-/* The kernel stack of a thread that is off-CPU, into p_kstack. */
-static __always_inline void read_kstack(struct task_struct *t, struct thread_state *st)
-{
-	long n = bpf_get_task_stack(t, st->p_kstack, sizeof(st->p_kstack), 0);
+struct kstack_hash {
+	u64 *ips;
+	u64 h;
+};
 
-	st->p_kstack_len = n > 0 ? n : 0;
+static long kstack_hash_word(u64 i, struct kstack_hash *c)
+{
+	if (i >= MAX_KSTACK)
+		return 1;
+	c->h = (c->h ^ c->ips[i]) * 0x100000001b3ULL;
+	return 0;
+}
+
+/* A hash of a stack of `len` bytes (FNV-style), to compare it with others. */
+static __always_inline u64 kstack_hash(u64 *ips, u32 len)
+{
+	struct kstack_hash c = { .ips = ips, .h = len };
+
+	bpf_loop(len / 8, kstack_hash_word, &c, 0);
+	return c.h;
+}
+
+/* Whether a thread blocked in system call `nr` with its stack saved at
+ * `ksp` has the return addresses of k's key frames where k's walks found
+ * them. */
+static __always_inline bool kstack_in_place(struct kstack *k, u32 nr, u64 ksp)
+{
+	u64 w;
+	int i;
+
+	if (!k->keys || k->placed != k->keys || k->nr != nr)
+		return false;
+	for (i = 0; i < KSTACK_KEY; i++) {
+		if (i >= k->keys)
+			break;
+		if (bpf_probe_read_kernel(&w, sizeof(w), (void *)(ksp + k->off[i])) ||
+		    w != k->ips[i])
+			return false;
+	}
+	return true;
+}
+
+struct kstack_scan {
+	u64 *buf;
+	struct kstack *k;
+	u32 words;		/* in buf */
+	u32 from;		/* the word the scan starts at */
+	u32 found;		/* frames placed */
+	u32 keys;		/* frames to place */
+};
+
+static long kstack_scan_word(u64 i, struct kstack_scan *c)
+{
+	u32 j = c->found, at = c->from + i;
+
+	if (j >= c->keys || j >= KSTACK_KEY || at >= c->words || at >= KSTACK_SCAN_WORDS)
+		return 1;
+	if (c->buf[at & (KSTACK_SCAN_WORDS - 1)] == c->k->ips[j]) {
+		c->k->off[j] = at * 8;
+		c->found = j + 1;
+	}
+	return 0;
+}
+
+/* Place the key frames of k (its first KSTACK_KEY, or all of a shorter
+ * stack but a system call's entry frame), just walked from the stack saved
+ * at `ksp`, in the raw stack (read into `buf`, the scratch's copy area):
+ * each at the first word above the one before that holds its return
+ * address. (The walk leaves out the scheduler's own frames: frame 0 is the
+ * function that called it.) That first word may be a stale copy (the stack
+ * offset of every system call is random, so old frames lie anywhere below
+ * and between the live ones). So when k was walked before (`again`), a
+ * frame whose word no longer holds its address moves on to the next word
+ * that does, and the frames above it after that; the live word always holds
+ * it, so every frame settles there. A callback loop: an inline one made
+ * on_switch too large for the verifier. */
+static __always_inline void kstack_place(struct kstack *k, u64 ksp, u64 *buf, bool again)
+{
+	struct kstack_scan c = { .buf = buf, .k = k };
+	u32 len = KSTACK_SCAN_WORDS * 8, frames, j;
+
+	/* The outermost frame of a system call, the entry code's, lies above
+	 * the random offset, at no fixed distance from ksp; it is the same for
+	 * every system call. */
+	frames = k->len / 8;
+	if (k->nr != (u32)-1 && frames)
+		frames--;
+	k->keys = frames < KSTACK_KEY ? frames : KSTACK_KEY;
+	c.keys = k->keys;
+	if (!again)
+		k->placed = 0;
+	if (!k->keys)
+		return;
+	/* A read past the top of the stack fails; the top is a page boundary
+	 * (a guard page follows), so then it is the next one. */
+	if (bpf_probe_read_kernel(buf, len, (void *)ksp)) {
+		len = 4096 - (ksp & 4095);
+		if (len > KSTACK_SCAN_WORDS * 8 ||
+		    bpf_probe_read_kernel(buf, len, (void *)ksp)) {
+			k->placed = 0;
+			return;
+		}
+	}
+	c.words = len / 8;
+	/* Frames placed before stay where their words still hold them. */
+	for (j = 0; j < KSTACK_KEY && j < k->placed; j++) {
+		u32 at = k->off[j] / 8;
+
+		if (at >= c.words || buf[at & (KSTACK_SCAN_WORDS - 1)] != k->ips[j])
+			break;
+	}
+	c.found = j;
+	if (j < k->placed)
+		c.from = k->off[j & (KSTACK_KEY - 1)] / 8 + 1;
+	else if (j > 0)
+		c.from = k->off[(j - 1) & (KSTACK_KEY - 1)] / 8 + 1;
+	if (j < k->keys)
+		bpf_loop(KSTACK_SCAN_WORDS, kstack_scan_word, &c, 0);
+	k->placed = c.found;
+}
+
+/* The kernel stack of a thread that is off-CPU, into one of its two stack
+ * slots, which p_slot then names.
+ *
+ * Walking a sleeping thread's kernel stack costs about 1.3 µs here, almost
+ * all of it fixed cost whatever the depth, at every blocked sample; and a
+ * thread mostly blocks at one of a few places (the read it waits in, the
+ * preemption after the write that wakes its peer). So from a switch-in
+ * (`reuse`), the stack of one of the thread's last two walks is taken again
+ * when the thread blocked in the same system call and the return addresses
+ * of its first KSTACK_KEY frames lie where they lay then: a few one-word
+ * reads instead of a walk. The saved stack pointer itself is no key, as the
+ * kernel randomizes the stack offset of each system call; the frames lie at
+ * the same distances above it. Every KSTACK_CHECK-th reuse is walked anyway
+ * and compared: a thread whose reused stack was wrong is walked from then
+ * on, and the counts reach the recording's summary. */
+static __always_inline void read_kstack(struct task_struct *t, struct thread_state *st,
+					struct scratch *s, bool reuse)
+{
+	u32 zero = 0;
+	struct kstack_counts *c = bpf_map_lookup_elem(&kstack_counts, &zero);
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(t);
+	u64 ksp = t->thread.sp, h;
+	u32 nr = 0, last = st->k_last & 1, slot = last ^ 1, len;
+	bool hit = false, again = false;
+	struct kstack *k;
+	long n;
+
+	if (regs)
+		nr = regs->orig_ax;
+	reuse = reuse && s && c && regs && !st->k_noreuse && !(t->flags & PF_KTHREAD);
+	if (!reuse) {
+		/* A plain walk, into the slot of the older one. */
+		k = &st->ks[slot];
+		n = bpf_get_task_stack(t, k->ips, sizeof(k->ips), 0);
+		k->len = n > 0 ? n : 0;
+		k->placed = 0;
+		k->hash = 0;
+		st->p_slot = slot;
+		st->k_last = slot;
+		if (c)
+			c->walked++;
+		return;
+	}
+	if (kstack_in_place(&st->ks[last], nr, ksp)) {
+		slot = last;
+		hit = true;
+	} else {
+		hit = kstack_in_place(&st->ks[slot], nr, ksp);
+	}
+	k = &st->ks[slot];
+	if (hit && ++st->k_reuses < KSTACK_CHECK) {
+		st->p_slot = slot;
+		st->k_last = slot;
+		c->reused++;
+		return;
+	}
+
+	/* A walk: into the scratch first, to find whether it is the stack of
+	 * a slot already. */
+	n = bpf_get_task_stack(t, s->kstack, sizeof(s->kstack), 0);
+	len = n > 0 ? n : 0;
+	h = kstack_hash(s->kstack, len);
+	c->walked++;
+	if (hit) {
+		/* A check of a reuse. */
+		st->k_reuses = 0;
+		c->checked++;
+		if (h == k->hash)
+			goto chosen;
+		c->differed++;
+		st->k_noreuse = 1;
+	} else if (h == st->ks[last].hash && st->ks[last].len == len) {
+		slot = last;
+		again = true;
+	} else if (h == st->ks[slot].hash && st->ks[slot].len == len) {
+		again = true;
+	}
+	k = &st->ks[slot];
+	if (!again) {
+		__builtin_memcpy(k->ips, s->kstack, sizeof(k->ips));
+		k->len = len;
+		k->hash = h;
+	}
+	k->nr = nr;
+	if (!st->k_noreuse)
+		kstack_place(k, ksp, (u64 *)s->copy, again);
+chosen:
+	st->p_slot = slot;
+	st->k_last = slot;
 }
 
 /* First sight of a thread that was already off-CPU when the recording
@@ -907,7 +1205,7 @@ static __always_inline bool close_interval(struct task_struct *task, struct thre
 	st->p_waker_kind = st->waker_kind;
 	st->p_waker_id = st->waker_id;
 	st->p_cpu = cpu;
-	read_kstack(task, st);
+	read_kstack(task, st, scratch_at(slot), slot == SCRATCH_TASK);
 	st->pending = 1;
 	return true;
 }

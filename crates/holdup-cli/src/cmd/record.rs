@@ -207,6 +207,11 @@ fn print_details(s: &Summary) {
         s.cached_addresses,
         if s.fallback { "attached" } else { "not needed" },
     );
+    let k = &s.kstacks;
+    eprintln!(
+        "holdup: kernel stacks of blocked samples: {} walked, {} reused from the thread's last walk ({} reuses checked by a walk, {} of them wrong)",
+        k.walked, k.reused, k.checked, k.differed
+    );
 }
 
 /// The closing status line, warnings, and the exit code to pass through.
