@@ -489,24 +489,24 @@ static __always_inline void capture_user(struct scratch *s, struct task_struct *
 	/* Frame records inside the copy are read from it: a user read costs
 	 * about 150 ns here, most of it fixed, and most frames of a blocked
 	 * thread lie within the copy's reach. A callback loop keeps the
-	 * verifier's walk of every program that takes stacks short. */
+	 * verifier's walk of every program that takes stacks short.
+	 *
+	 * The walk also cuts the copy sent: user space needs it only up to
+	 * the outermost record of a genuine frame-pointer chain that lies in
+	 * it. CFI unwinds the frames between the records (code without frame
+	 * pointers, such as libc's wrapper under the vDSO's clock_gettime),
+	 * and the chain gives the rest. Two links at least, so that rbp
+	 * holding a pointer to a local is not taken for a chain. What is left
+	 * out is the stack above the chain's end (the libc frames that start
+	 * a thread) or above the copy's last record, which needs the record
+	 * beyond. Most samples then carry a few hundred bytes of stack instead
+	 * of the whole copy. */
 	w.bp = bp;
 	w.sp = sp;
 	w.len = len;
 	s->cut = 0;
 	bpf_loop(MAX_FP, fp_walk_frame, &w, 0);
 	s->rec.fp_len = w.n;
-
-	/* User space needs the copy only up to the outermost record of a
-	 * genuine frame-pointer chain that lies in it: CFI unwinds the frames
-	 * between the records (code without frame pointers, such as libc's
-	 * wrapper under the vDSO's clock_gettime), and the chain gives the
-	 * rest. Two links at least, so that rbp holding a pointer to a local
-	 * is not taken for a chain. What is left out is the stack above the
-	 * chain's end (the libc frames that start a thread) or above the copy's
-	 * last record, which needs the record beyond. Most samples then carry a
-	 * few hundred bytes of stack instead of the whole copy (set by
-	 * fp_walk_frame). */
 }
 
 static __always_inline struct scratch *scratch_at(enum scratch_slot slot)
