@@ -443,9 +443,10 @@ impl Recorder {
 }
 
 /// How the kernel stacks of blocked samples were taken: walked, or reused
-/// from the thread's last walk when it blocked at the same place. Some
-/// reuses are walked anyway (`checked`), to see whether the reused stack
-/// would have been wrong (`differed`).
+/// from one of the thread's last two walks when it blocked at the same
+/// place. Every 8th reuse of a thread is walked anyway (`checked`), to see
+/// whether the reused stack would have been wrong (`differed`); a thread
+/// found wrong is walked from then on.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct KstackCounts {
     pub walked: u64,

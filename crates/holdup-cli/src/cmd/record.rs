@@ -209,7 +209,7 @@ fn print_details(s: &Summary) {
     );
     let k = &s.kstacks;
     eprintln!(
-        "holdup: kernel stacks of blocked samples: {} walked, {} reused from the thread's last walk ({} reuses checked by a walk, {} of them wrong)",
+        "holdup: kernel stacks of blocked samples: {} walked, {} reused from the thread's last two walks ({} reuses checked by a walk, {} of them wrong)",
         k.walked, k.reused, k.checked, k.differed
     );
 }
@@ -238,6 +238,13 @@ fn print_summary(cfg: &Config, s: &Summary) -> ExitCode {
         eprintln!(
             "holdup: warning: could not symbolize {} (changed or unreadable); reports show file+offset for them",
             s.failed_files.join(", ")
+        );
+    }
+    if s.kstacks.differed > 0 {
+        eprintln!(
+            "holdup: warning: {} of {} checks found a reused kernel stack wrong; those threads' stacks were walked from then on, but their blocked samples since the check before may show the wrong kernel stack",
+            s.kstacks.differed,
+            s.kstacks.checked
         );
     }
     match s.exit {
