@@ -428,13 +428,11 @@ fn reused_kernel_stacks_keep_each_wait_at_its_own_site() {
         bin.to_str().unwrap(),
         "300",
     ]);
-    let measured = |what: &str| -> f64 {
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .find_map(|l| l.strip_prefix(what)?.trim().parse().ok())
-            .unwrap_or_else(|| panic!("the workload printed no {what} time"))
-    };
-    let (pipe, socket) = (measured("pipe "), measured("socket "));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (pipe, socket) = (
+        printed_value(&stdout, "pipe"),
+        printed_value(&stdout, "socket"),
+    );
 
     let stderr = String::from_utf8_lossy(&out.stderr);
     let counts: Vec<u64> = stderr
@@ -455,15 +453,8 @@ fn reused_kernel_stacks_keep_each_wait_at_its_own_site() {
     assert_eq!(differed, 0, "checks found reused stacks wrong");
 
     let r = report(&data);
-    let reader = threads(&r)
-        .iter()
-        .find(|t| {
-            t["functions"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|f| f["symbol"] == "wait_on")
-        })
+    let reader = *threads_with(&r, "wait_on")
+        .first()
         .expect("a thread waits in wait_on");
     let period = r["period_ns"].as_f64().unwrap() / 1e9;
     // Blocked, and then runnable until it ran: both are the read's time.

@@ -12,14 +12,6 @@ use serde_json::Value;
 use std::path::Path;
 use support::*;
 
-/// `key value` lines the workload printed.
-fn measured(stdout: &str, key: &str) -> f64 {
-    stdout
-        .lines()
-        .find_map(|l| l.strip_prefix(key)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or_else(|| panic!("no '{key}' in the workload's output:\n{stdout}"))
-}
-
 fn syscalls_json(data: &Path) -> Value {
     json(&[
         "syscalls",
@@ -82,9 +74,9 @@ fn cold_opens_block_on_io_warm_ones_do_not_and_counts_are_exact() {
             "10000",
         ],
     );
-    let n = measured(&out, "cold_opens") as u64;
+    let n = printed_value(&out, "cold_opens") as u64;
     assert_eq!(n, 200);
-    assert_eq!(measured(&out, "warm_opens") as u64, 200);
+    assert_eq!(printed_value(&out, "warm_opens") as u64, 200);
     let r = syscalls_json(&data);
     assert_eq!(r["schema"], "holdup.syscalls/1");
     let p = process(&r, "sys_open");
@@ -151,8 +143,8 @@ fn major_faults_count_in_the_read_that_took_them_and_nowhere_else() {
         &["--syscalls"],
         &[bin.to_str().unwrap(), dir.to_str().unwrap(), "256"],
     );
-    let read_major = measured(&out, "read_major") as u64;
-    let touch_major = measured(&out, "touch_major") as u64;
+    let read_major = printed_value(&out, "read_major") as u64;
+    let touch_major = printed_value(&out, "touch_major") as u64;
     assert!(
         read_major >= 200,
         "the workload faulted only {read_major} pages in"
@@ -186,7 +178,7 @@ fn readers_of_one_pipe_sleep_in_pipe_read_and_are_woken_by_the_writer() {
         &["--syscalls"],
         &[bin.to_str().unwrap(), "2", "200", "2000"],
     );
-    let wall = measured(&out, "read_wall_ns");
+    let wall = printed_value(&out, "read_wall_ns");
     let r = syscalls_json(&data);
     let p = process(&r, "writer");
     let read = call(p, "read");
@@ -270,7 +262,7 @@ fn in_band_results_are_the_reports_for_the_same_calls() {
             (v[0], v[1], v[2])
         })
         .collect();
-    assert_eq!(inband.len() as f64, measured(&out, "inband_reads"));
+    assert_eq!(inband.len() as f64, printed_value(&out, "inband_reads"));
     assert_eq!(inband.len(), 16, "{out}");
     let r = syscalls_json(&data);
     let reported: Vec<(u64, u64, u64)> = invocations(&r, "pread64", "read_chunk (sys_inband.c:")

@@ -213,6 +213,14 @@ pub fn record_with_output(dir: &Path, extra: &[&str], cmd: &[&str]) -> (PathBuf,
     (data, String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// The number on the `key value` line a workload printed.
+pub fn printed_value(stdout: &str, key: &str) -> f64 {
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no '{key}' in the workload's output:\n{stdout}"))
+}
+
 /// `holdup report --json` of a trace.
 pub fn report(data: &Path) -> serde_json::Value {
     json(&["report", "--json", "-i", data.to_str().unwrap()])
