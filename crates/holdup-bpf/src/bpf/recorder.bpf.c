@@ -996,12 +996,12 @@ static long kstack_scan_word(u64 i, struct kstack_scan *c)
  * address. (The walk leaves out the scheduler's own frames: frame 0 is the
  * function that called it.) That first word may be a stale copy (the stack
  * offset of every system call is random, so old frames lie anywhere below
- * and between the live ones). So when k was walked before (`again`), a
- * frame whose word no longer holds its address moves on to the next word
- * that does, and the frames above it after that; the live word always holds
+ * and between the live ones). So when the same stack is walked again (its
+ * placed frames kept), a frame whose word no longer holds its address moves
+ * on to the next word that does, and the frames above it after that; the live word always holds
  * it, so every frame settles there. A callback loop: an inline one made
  * on_switch too large for the verifier. */
-static __always_inline void kstack_place(struct kstack *k, u64 ksp, u64 *buf, bool again)
+static __always_inline void kstack_place(struct kstack *k, u64 ksp, u64 *buf)
 {
 	struct kstack_scan c = { .buf = buf, .k = k };
 	u32 len = KSTACK_SCAN_WORDS * 8, frames, j;
@@ -1014,8 +1014,6 @@ static __always_inline void kstack_place(struct kstack *k, u64 ksp, u64 *buf, bo
 		frames--;
 	k->keys = frames < KSTACK_KEY ? frames : KSTACK_KEY;
 	c.keys = k->keys;
-	if (!again)
-		k->placed = 0;
 	if (!k->keys)
 		return;
 	/* A read past the top of the stack fails; the top is a page boundary
@@ -1128,10 +1126,11 @@ static __always_inline void read_kstack(struct task_struct *t, struct thread_sta
 		__builtin_memcpy(k->ips, s->kstack, sizeof(k->ips));
 		k->len = len;
 		k->hash = h;
+		k->placed = 0;
 	}
 	k->nr = nr;
 	if (!st->k_noreuse)
-		kstack_place(k, ksp, (u64 *)s->copy, again);
+		kstack_place(k, ksp, (u64 *)s->copy);
 chosen:
 	st->p_slot = slot;
 	st->k_last = slot;
