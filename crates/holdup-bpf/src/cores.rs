@@ -2,10 +2,11 @@
 //! half of the accounting in the scheduler's tracepoints, and shares the
 //! per-core state with user space through its mapped `.bss`.
 //!
-//! The global delay only grows. Each core has settled `paid` of it; it
-//! owes the difference, which its handler thread spins off. User space
-//! credits the core that ran the target (it owes nothing for its own
-//! speedup); the kernel side credits an idle core woken by another core.
+//! The global delay only grows. Each core has settled `paid` of it (its
+//! local delay); it owes the difference, which its handler thread spins
+//! off. User space credits the core that ran the target (it owes nothing
+//! for its own speedup); the kernel side credits an idle core woken by
+//! another core.
 
 use crate::cores_skel::{CoresSkel, CoresSkelBuilder, OpenCoresSkel};
 use crate::recorder::{Error, Result};
@@ -33,8 +34,7 @@ pub struct CoreState {
     pub skipped: AtomicU64,
     pub idle: AtomicU32,
     pub in_irq: AtomicU32,
-    pub handler_tid: AtomicU32,
-    _pad: [u32; 7],
+    _pad: [u32; 8],
 }
 
 const _: () = assert!(std::mem::size_of::<CoreState>() == 64);
@@ -55,9 +55,14 @@ impl CoreDelays {
         // 'static for the handler threads.
         let storage: &'static mut MaybeUninit<libbpf_rs::OpenObject> =
             Box::leak(Box::new(MaybeUninit::uninit()));
-        let open: OpenCoresSkel<'static> = CoresSkelBuilder::default()
+        let mut open: OpenCoresSkel<'static> = CoresSkelBuilder::default()
             .open(storage)
             .map_err(|e| Error::Load(e.to_string()))?;
+        open.maps
+            .rodata_data
+            .as_deref_mut()
+            .expect("rodata is mmapable")
+            .self_tgid = std::process::id();
         let skel: &'static mut CoresSkel<'static> = Box::leak(Box::new(
             open.load().map_err(|e| Error::Load(e.to_string()))?,
         ));
@@ -108,9 +113,28 @@ impl Cores {
         self.cores.get(cpu)
     }
 
-    /// Core `cpu` ran the target for `delay` ns of virtual speedup: every
-    /// other core owes it.
+    /// Core `cpu` ran the target for `delay` ns of virtual speedup: its
+    /// local delay moves on by `delay`, and the global delay to it if it
+    /// was behind (COZ's rule). Two cores that run the target at once are
+    /// both sped up: they owe each other nothing, and the experiment's
+    /// delay is one core's, not the sum (which would stop each core for
+    /// the other's credits, and count the speedup twice).
     pub fn credit(&self, cpu: usize, delay: u64) {
+        match self.core(cpu) {
+            Some(c) => {
+                let local = c.paid.fetch_add(delay, Ordering::AcqRel) + delay;
+                self.global.fetch_max(local, Ordering::AcqRel);
+            }
+            None => self.credit_wait(cpu, delay),
+        }
+    }
+
+    /// A thread waited in the target (I/O, the runqueue, a line's blocked
+    /// time) for `delay` ns of virtual speedup. Its core `cpu` is idle or
+    /// runs something else, and an idle core's local delay stands still
+    /// (post_idle settles it), so it is no measure of how far the target
+    /// got: every other core owes the whole delay.
+    pub fn credit_wait(&self, cpu: usize, delay: u64) {
         if let Some(c) = self.core(cpu) {
             c.paid.fetch_add(delay, Ordering::AcqRel);
         }
@@ -141,5 +165,64 @@ impl Cores {
                 c.paid.fetch_add(owed, Ordering::AcqRel);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Delay state in plain memory, as the mapped `.bss` would hold it.
+    fn cores(n: usize) -> Cores {
+        let global = Box::leak(Box::new(AtomicU64::new(0)));
+        let io_is_target = Box::leak(Box::new(AtomicU32::new(0)));
+        let cores: Vec<CoreState> = (0..n)
+            .map(|_| CoreState {
+                paid: AtomicU64::new(0),
+                idle_global: AtomicU64::new(0),
+                skipped: AtomicU64::new(0),
+                idle: AtomicU32::new(0),
+                in_irq: AtomicU32::new(0),
+                _pad: [0; 8],
+            })
+            .collect();
+        Cores {
+            global,
+            io_is_target,
+            cores: cores.leak(),
+        }
+    }
+
+    #[test]
+    fn cores_that_run_the_target_together_owe_each_other_nothing() {
+        let c = cores(3);
+        for _ in 0..10 {
+            c.credit(0, 500);
+            c.credit(1, 500);
+        }
+        assert_eq!(c.global(), 5000, "one core's speedup, not the sum");
+        assert_eq!((c.owed(0), c.owed(1), c.owed(2)), (0, 0, 5000));
+    }
+
+    #[test]
+    fn a_core_behind_that_runs_the_target_owes_less() {
+        let c = cores(2);
+        c.credit(0, 3000);
+        assert_eq!(c.owed(1), 3000);
+        c.credit(1, 1000);
+        assert_eq!((c.global(), c.owed(1)), (3000, 2000));
+        c.credit(1, 4000);
+        assert_eq!((c.global(), c.owed(0), c.owed(1)), (5000, 2000, 0));
+    }
+
+    /// A wait's core may be idle, its local delay left behind: the wait
+    /// adds its delay whatever the core's.
+    #[test]
+    fn waits_in_the_target_add_to_the_global_delay() {
+        let c = cores(2);
+        c.credit(0, 3000);
+        c.credit_wait(1, 1000);
+        assert_eq!(c.global(), 4000);
+        assert_eq!((c.owed(0), c.owed(1)), (1000, 3000));
     }
 }

@@ -12,8 +12,10 @@
  *    like a device that did not get faster, unless the device is what the
  *    experiment speeds up (subclass:io, BCOZ): then the woken thread
  *    waited for the target, as if woken by a core that ran it.
- * A handler woken on an idle core leaves it idle: it spins only on a core
- * that was running something. */
+ * Our own threads leave an idle core idle: a handler spins only on a core
+ * that was running something, and the thread that drains the samples and
+ * credits them must not make its core owe the delays it inserts, which
+ * the next thread to run there would pay. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
@@ -21,6 +23,9 @@
 #include "cores.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+/* Our process: its threads are no work of the profiled programs. */
+const volatile __u32 self_tgid;
 
 __u64 global_delay;
 struct holdup_core cores[MAX_CORES];
@@ -91,7 +96,7 @@ int BPF_PROG(core_switch, bool preempt, struct task_struct *prev, struct task_st
 		}
 		return 0;
 	}
-	if (c->idle && next->pid != c->handler_tid) {
+	if (c->idle && next->tgid != self_tgid) {
 		c->idle = 0;
 		w = bpf_task_storage_get(&wakers, next, NULL, 0);
 		/* Woken by a core that paid, or by the device being sped up:

@@ -13,10 +13,9 @@ struct holdup_core {
 	__u64 paid;
 	__u64 idle_global;	/* global_delay when the core went idle */
 	__u64 skipped;		/* total skipped by post_idle, for the report */
-	__u32 idle;		/* running the idle task, or its handler woken from idle */
+	__u32 idle;		/* running the idle task, or our own thread woken from idle */
 	__u32 in_irq;		/* interrupt nesting: wakeups here are not a core's */
-	__u32 handler_tid;	/* the core's handler thread */
-	__u32 _pad[7];
+	__u32 _pad[8];
 };
 
 #endif

@@ -150,8 +150,11 @@ impl Run {
             };
             if w > 0 {
                 r.selected += w;
-                if r.delay_ns > 0 {
-                    self.cores.credit(s.rec.cpu as usize, r.delay_ns * w);
+                let (cpu, delay) = (s.rec.cpu as usize, r.delay_ns * w);
+                if delay > 0 && s.is_on_cpu() {
+                    self.cores.credit(cpu, delay);
+                } else if delay > 0 {
+                    self.cores.credit_wait(cpu, delay);
                 }
             }
         }
@@ -525,7 +528,7 @@ pub fn attach_run(a: &RunArgs, output: PathBuf) -> anyhow::Result<std::process::
                 State::CoolOff(_) => run.state = State::WaitTarget,
             }
         }
-        handlers.set_experimenting(matches!(run.state, State::Running(_)));
+        handlers.wake_owing();
         if SIGNALS.load(Ordering::Acquire) > 0 || deadline.is_some_and(|d| now >= d) {
             break;
         }

@@ -5,31 +5,34 @@
 //! kernel gets close with a thread pinned to its core at the highest
 //! real-time priority: nothing but the kernel's own stop tasks and
 //! interrupts runs there while it spins, so the core is held as SCOZ's
-//! ndelay holds it. A handler wakes every tick, and spins off what its
-//! core owes, unless the core is idle (then the kernel side settles the
-//! debt when the core wakes; see `cores.bpf.c`).
+//! ndelay holds it. A handler sleeps until the drain that credits samples
+//! finds its core owing while it runs something, then spins the debt off.
+//! An idle core pays nothing: the kernel side settles its debt when it
+//! wakes (see `cores.bpf.c`), and the next drain wakes the handler if
+//! some is left.
+//!
+//! Woken only when owed: a real-time thread that woke every tick on every
+//! core, to find nothing owed in most ticks, cost a program that keeps a
+//! core busy several percent (two context switches, and the other
+//! process's caches, per tick).
 
 use holdup_bpf::cores::Cores;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-/// How often a handler looks at its core's debt during an experiment.
-const TICK_NS: u64 = 1_000_000;
-/// Between experiments nothing new is owed, so a handler with no debt
-/// sleeps until woken, or this long: a wake-up of a real-time thread every
-/// tick on every core is not free. It ticks in every experiment, those at
-/// 0% too, so that its cost is the same in the baseline.
-const PARKED_NS: u64 = 50_000_000;
-/// The longest spin before the handler sleeps a tick: a debt of seconds
-/// (an idle core woken by an interrupt after a long experiment) must not
-/// hold the core for seconds at once.
+/// The longest spin: a debt of seconds (an idle core woken by an
+/// interrupt after a long experiment) must not hold the core for seconds
+/// at once.
 const MAX_SPIN_NS: u64 = 20_000_000;
+/// How long the core runs its threads between two such spins.
+const BETWEEN_SPINS_NS: u64 = 1_000_000;
 
 pub struct Handlers {
     stop: Arc<AtomicBool>,
-    /// An experiment runs: debts may grow.
-    experimenting: Arc<AtomicBool>,
+    cores: Cores,
+    /// The handlers' cores, in the order of `threads`.
+    cpus: Vec<usize>,
     threads: Vec<JoinHandle<()>>,
     /// Delay spun off by all handlers, in ns.
     pub spun: Arc<AtomicU64>,
@@ -40,33 +43,28 @@ impl Handlers {
     /// be made (no CAP_SYS_NICE, or real-time scheduling disabled).
     pub fn start(cores: Cores, cpus: &[usize]) -> anyhow::Result<Handlers> {
         let stop = Arc::new(AtomicBool::new(false));
-        let experimenting = Arc::new(AtomicBool::new(false));
         let spun = Arc::new(AtomicU64::new(0));
         let mut threads = Vec::new();
         let (tx, rx) = std::sync::mpsc::channel();
         for &cpu in cpus {
-            let (stop, experimenting, spun, tx) = (
-                stop.clone(),
-                experimenting.clone(),
-                spun.clone(),
-                tx.clone(),
-            );
+            let (stop, spun, tx) = (stop.clone(), spun.clone(), tx.clone());
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("holdup-core{cpu}"))
                     .spawn(move || {
-                        let ready = become_handler(cpu, cores);
+                        let ready = become_handler(cpu);
                         let ok = ready.is_ok();
                         let _ = tx.send(ready);
                         if ok {
-                            handle(cpu, cores, &stop, &experimenting, &spun);
+                            handle(cpu, cores, &stop, &spun);
                         }
                     })?,
             );
         }
         let handlers = Handlers {
             stop,
-            experimenting,
+            cores,
+            cpus: cpus.to_vec(),
             threads,
             spun,
         };
@@ -76,15 +74,16 @@ impl Handlers {
         Ok(handlers)
     }
 
-    /// Whether an experiment runs; the handlers wake at once when one
-    /// starts.
-    pub fn set_experimenting(&self, on: bool) {
-        if on && !self.experimenting.swap(true, Ordering::AcqRel) {
-            for t in &self.threads {
+    /// Wake the handler of every core that owes and runs something.
+    pub fn wake_owing(&self) {
+        for (&cpu, t) in self.cpus.iter().zip(&self.threads) {
+            let running = self
+                .cores
+                .core(cpu)
+                .is_some_and(|c| c.idle.load(Ordering::Acquire) == 0);
+            if running && self.cores.owed(cpu) > 0 {
                 t.thread().unpark();
             }
-        } else if !on {
-            self.experimenting.store(false, Ordering::Release);
         }
     }
 }
@@ -99,9 +98,8 @@ impl Drop for Handlers {
     }
 }
 
-/// Pin this thread to `cpu` at the highest real-time priority, and tell
-/// the kernel side that it is the core's handler.
-fn become_handler(cpu: usize, cores: Cores) -> anyhow::Result<()> {
+/// Pin this thread to `cpu` at the highest real-time priority.
+fn become_handler(cpu: usize) -> anyhow::Result<()> {
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         libc::CPU_SET(cpu, &mut set);
@@ -121,39 +119,16 @@ fn become_handler(cpu: usize, cores: Cores) -> anyhow::Result<()> {
             );
         }
     }
-    let tid = unsafe { libc::gettid() } as u32;
-    if let Some(c) = cores.core(cpu) {
-        c.handler_tid.store(tid, Ordering::Release);
-    }
     Ok(())
 }
 
-fn handle(
-    cpu: usize,
-    cores: Cores,
-    stop: &AtomicBool,
-    experimenting: &AtomicBool,
-    spun: &AtomicU64,
-) {
+fn handle(cpu: usize, cores: Cores, stop: &AtomicBool, spun: &AtomicU64) {
     let Some(core) = cores.core(cpu) else { return };
-    let mut next = holdup_bpf::monotonic_ns();
     while !stop.load(Ordering::Acquire) {
-        if !experimenting.load(Ordering::Acquire) && cores.owed(cpu) == 0 {
-            std::thread::park_timeout(std::time::Duration::from_nanos(PARKED_NS));
-            next = holdup_bpf::monotonic_ns();
-            continue;
-        }
-        next += TICK_NS;
-        let now = holdup_bpf::monotonic_ns();
-        if next < now {
-            next = now;
-        }
-        sleep_until(next);
-        if core.idle.load(Ordering::Acquire) != 0 {
-            continue;
-        }
+        // Woken on an idle core (it leaves it idle), nothing is paid.
         let owed = cores.owed(cpu).min(MAX_SPIN_NS);
-        if owed == 0 {
+        if owed == 0 || core.idle.load(Ordering::Acquire) != 0 {
+            std::thread::park();
             continue;
         }
         let start = holdup_bpf::monotonic_ns();
@@ -162,21 +137,8 @@ fn handle(
         }
         core.paid.fetch_add(owed, Ordering::AcqRel);
         spun.fetch_add(owed, Ordering::Relaxed);
+        if cores.owed(cpu) > 0 {
+            std::thread::sleep(std::time::Duration::from_nanos(BETWEEN_SPINS_NS));
+        }
     }
-    core.handler_tid.store(0, Ordering::Release);
-}
-
-fn sleep_until(ns: u64) {
-    let ts = libc::timespec {
-        tv_sec: (ns / 1_000_000_000) as libc::time_t,
-        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
-    };
-    unsafe {
-        libc::clock_nanosleep(
-            libc::CLOCK_MONOTONIC,
-            libc::TIMER_ABSTIME,
-            &ts,
-            std::ptr::null_mut(),
-        )
-    };
 }
