@@ -13,6 +13,14 @@ static inline long long now_ns(void)
 	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+/* CPU time of the calling thread, kernel time included. */
+static inline long long thread_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
 static volatile double spin_sink;
 
 /* n steps of a dependent floating-point chain. A macro, so that the loop's
