@@ -27,7 +27,8 @@
 
 static pthread_barrier_t barrier;
 
-/* A round begins and ends: functions a uprobe can count. */
+/* A round begins and ends: functions a uprobe can count. round_start is a
+ * bare `ret`, a probe the kernel single-steps (holdup says so). */
 __attribute__((noinline)) static void round_start(void)
 {
 	__asm__ volatile("" ::: "memory");
@@ -35,7 +36,7 @@ __attribute__((noinline)) static void round_start(void)
 
 __attribute__((noinline)) static void round_done(void)
 {
-	__asm__ volatile("" ::: "memory");
+	PROBED_BODY();
 	COZ_PROGRESS_NAMED("round");
 }
 static long rounds, a_iters, b_iters;

@@ -21,6 +21,12 @@ static inline long long thread_cpu_ns(void)
 	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+/* The body of a function that a uprobe counts: clobbering a callee-saved
+ * register makes the function start with a push, as most functions do,
+ * which the kernel emulates. A bare `ret` it would single-step, ~20 µs a
+ * visit on some virtual machines: longer than some rounds here. */
+#define PROBED_BODY() __asm__ volatile("" ::: "rbx", "memory")
+
 static volatile double spin_sink;
 
 /* n steps of a dependent floating-point chain. A macro, so that the loop's

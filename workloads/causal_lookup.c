@@ -23,7 +23,7 @@ static long rounds_per_thread;
 
 __attribute__((noinline)) void round_done(void)
 {
-	__asm__ volatile("" ::: "memory");
+	PROBED_BODY();
 }
 
 static void *worker(void *arg)

@@ -87,7 +87,7 @@ static void make_file(const char *path)
 /* Progress without recompiling: a uprobe on it counts the rounds. */
 __attribute__((noinline)) void round_done(void)
 {
-	__asm__ volatile("" ::: "memory");
+	PROBED_BODY();
 }
 
 int main(int argc, char **argv)

@@ -114,6 +114,11 @@ fn get(vals: &[(String, f64)], key: &str) -> f64 {
 
 /// `holdup causal run` then `holdup causal report --json`.
 fn profile(dir: &Path, extra: &[&str], cmd: &[&str]) -> Value {
+    profile_and_notes(dir, extra, cmd).0
+}
+
+/// `profile`, and what `causal run` printed on stderr.
+fn profile_and_notes(dir: &Path, extra: &[&str], cmd: &[&str]) -> (Value, String) {
     let coz = dir.join("profile.coz");
     let mut args = vec!["causal", "run", "-o", coz.to_str().unwrap()];
     args.extend_from_slice(extra);
@@ -129,7 +134,10 @@ fn profile(dir: &Path, extra: &[&str], cmd: &[&str]) -> Value {
     );
     let report = run_ok(&["causal", "report", "-i", coz.to_str().unwrap()]);
     eprintln!("{}", String::from_utf8_lossy(&report.stdout));
-    json(&["causal", "report", "--json", "-i", coz.to_str().unwrap()])
+    (
+        json(&["causal", "report", "--json", "-i", coz.to_str().unwrap()]),
+        String::from_utf8_lossy(&run.stderr).into_owned(),
+    )
 }
 
 fn target<'a>(report: &'a Value, name: &str) -> &'a Value {
@@ -434,8 +442,20 @@ fn progress_points_without_recompiling() {
         &["--latency", "round_start,round_done"],
     ]
     .concat();
-    let short = profile(&dir, &args, &[plain.to_str().unwrap(), "300", "4", "2"]);
+    let (short, notes) =
+        profile_and_notes(&dir, &args, &[plain.to_str().unwrap(), "300", "4", "2"]);
     assert!(short["experiments"].as_u64().unwrap() >= 5, "{short}");
+    // round_start is a bare `ret`, which the kernel single-steps: a costly
+    // probe, and said so; round_done starts with a push, the line with a
+    // call.
+    let costly: Vec<&str> = notes
+        .lines()
+        .filter(|l| l.contains("single-steps"))
+        .collect();
+    assert!(
+        costly.len() == 1 && costly[0].contains("--latency round_start:"),
+        "{notes}"
+    );
     let coz = dir.join("profile.coz");
     let by_function = point_total(&coz, "round_done", "delta");
     let by_line = point_total(&coz, &line, "delta");

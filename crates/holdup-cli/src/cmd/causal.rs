@@ -290,6 +290,13 @@ fn probe_points(a: &RunArgs) -> anyhow::Result<(Vec<OwnedFd>, String)> {
 fn open_counter(program: Option<&Path>, spec: &str, option: &str) -> anyhow::Result<Vec<OwnedFd>> {
     let site = holdup_coz::probe::resolve(program, spec)
         .map_err(|e| anyhow::anyhow!("{option} {spec}: {e}"))?;
+    if site.single_stepped {
+        // Its time counts in the program's, which waters down predictions
+        // when visits are microseconds apart.
+        eprintln!(
+            "holdup causal: note: {option} {spec}: the kernel single-steps the probed instruction (it emulates only pushes, nops, calls and jumps), up to ~20 µs a visit; a function that starts with a push, or a line at a call, counts visits cheaply"
+        );
+    }
     holdup_bpf::perf::uprobe_counters(&site.binary, site.offset)
         .with_context(|| format!("{option} {spec}: cannot attach a uprobe"))
 }
