@@ -29,7 +29,7 @@ static long long sync_ns_total;
 
 __attribute__((noinline)) void file_done(void)
 {
-	__asm__ volatile("" ::: "memory");
+	PROBED_BODY();
 }
 
 static void *worker(void *arg)

@@ -25,7 +25,7 @@ static long iterations, cs_iters, nc_iters;
 /* Progress without recompiling: a uprobe on it counts the iterations. */
 __attribute__((noinline)) void iteration_done(void)
 {
-	__asm__ volatile("" ::: "memory");
+	PROBED_BODY();
 }
 
 static void *worker(void *arg)

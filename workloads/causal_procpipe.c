@@ -45,7 +45,7 @@ static void read_item(int fd)
 /* Progress without recompiling: a uprobe on it counts the items. */
 __attribute__((noinline)) void item_done(void)
 {
-	__asm__ volatile("" ::: "memory");
+	PROBED_BODY();
 }
 
 int main(int argc, char **argv)
