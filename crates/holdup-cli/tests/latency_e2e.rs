@@ -1084,3 +1084,44 @@ fn damaged_files_are_one_clear_line() {
         "no operation matching",
     );
 }
+
+/// A function whose first instruction the kernel single-steps (a mov) is
+/// named in a note: that trap counts in each of its calls. One that starts
+/// with a push is timed as the workload times itself.
+#[test]
+#[ignore = "needs root and BPF"]
+fn a_single_stepped_function_is_named() {
+    let _g = serial();
+    let dir = scratch("latency_stepped");
+    let bin = workload("lat_stepped");
+    let data = dir.join("stepped.data");
+    let args = [
+        "latency",
+        "-o",
+        data.to_str().unwrap(),
+        "--func",
+        "stepped",
+        "--func",
+        "spin_body",
+        "--",
+        bin.to_str().unwrap(),
+        "2000",
+    ];
+    let out = run_ok(&args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    let notes: Vec<&str> = err.lines().filter(|l| l.contains("single-steps")).collect();
+    assert!(
+        notes.len() == 1 && notes[0].contains(" stepped ") && !notes[0].contains("spin_body"),
+        "{err}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let body = measured(&stdout, "body_ns") as f64;
+    let op = operation(&data, "func:spin_body");
+    assert_eq!(op["count"], 2000, "{op}");
+    assert_near(
+        "time in spin_body, ms",
+        op["total_ns"].as_f64().unwrap() / 1e6,
+        body / 1e6,
+        0.10 * body / 1e6,
+    );
+}

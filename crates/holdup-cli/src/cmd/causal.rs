@@ -294,7 +294,7 @@ fn open_counter(program: Option<&Path>, spec: &str, option: &str) -> anyhow::Res
         // Its time counts in the program's, which waters down predictions
         // when visits are microseconds apart.
         eprintln!(
-            "holdup causal: note: {option} {spec}: the kernel single-steps the probed instruction (it emulates only pushes, nops, calls and jumps), up to ~20 µs a visit; a function that starts with a push, or a line at a call, counts visits cheaply"
+            "holdup causal: note: {option} {spec}: the kernel single-steps the probed instruction (it emulates only pushes, nops, calls and jumps), ~20 µs a visit on some virtual machines; a function that starts with a push, or a line at a call, counts visits cheaply"
         );
     }
     holdup_bpf::perf::uprobe_counters(&site.binary, site.offset)
