@@ -381,16 +381,19 @@ impl LatencyProbe {
             lat_sys_exit: "sys_exit".into(),
             lat_rq_issue: "block_rq_issue".into(),
             lat_rq_complete: "block_rq_complete".into(),
-            lat_irq_entry: "irq_handler_entry".into(),
+            // Exits before entries: an entry seen without its exit would
+            // leave the CPU "inside an interrupt" for the whole recording,
+            // and no later interrupt there would be timed.
             lat_irq_exit: "irq_handler_exit".into(),
-            lat_softirq_entry: "softirq_entry".into(),
-            lat_softirq_exit: "softirq_exit".into()
+            lat_irq_entry: "irq_handler_entry".into(),
+            lat_softirq_exit: "softirq_exit".into(),
+            lat_softirq_entry: "softirq_entry".into()
         );
         // The local timer's tracepoints are x86's; without them the timer
         // interrupt's time stays in the calls' own time.
-        if let (Ok(entry), Ok(exit)) = (
-            skel.progs.lat_timer_entry.attach(),
+        if let (Ok(exit), Ok(entry)) = (
             skel.progs.lat_timer_exit.attach(),
+            skel.progs.lat_timer_entry.attach(),
         ) {
             links.push(entry);
             links.push(exit);
