@@ -45,17 +45,36 @@ pub fn resolve(default_binary: Option<&Path>, spec: &str) -> Result<Site, String
                 binary.display()
             )
         })?;
-        let code = data.get(offset as usize..).unwrap_or_default();
-        Ok((
-            offset,
-            file.architecture() == object::Architecture::X86_64 && !x86_emulated(code),
-        ))
+        Ok((offset, stepped_at(file, data, offset)))
     })?;
     Ok(Site {
         binary,
         offset,
         single_stepped,
     })
+}
+
+/// Which of `functions` of `binary` the kernel single-steps the first
+/// instruction of (one read of the file for all; a name it does not define
+/// counts as emulated).
+pub fn single_stepped(binary: &Path, functions: &[&str]) -> Result<Vec<bool>, String> {
+    with_elf(binary, |file, data| {
+        Ok(functions
+            .iter()
+            .map(|name| {
+                text_symbols(file)
+                    .find(|s| s.name() == Ok(*name))
+                    .and_then(|s| file_offset(file, s.address()))
+                    .is_some_and(|offset| stepped_at(file, data, offset))
+            })
+            .collect())
+    })
+}
+
+/// Whether a uprobe at file offset `offset` is single-stepped.
+fn stepped_at(file: &object::File<'_>, data: &[u8], offset: u64) -> bool {
+    let code = data.get(offset as usize..).unwrap_or_default();
+    file.architecture() == object::Architecture::X86_64 && !x86_emulated(code)
 }
 
 /// Whether x86-64 uprobes emulate the instruction that `code` starts with:

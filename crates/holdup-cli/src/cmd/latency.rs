@@ -18,7 +18,7 @@ use holdup_trace::latency::{
     read_latency, write_latency, CallPath, CalleeTime, IntervalHistogram, LatencyData, WaitSite,
     LEGACY_CAUSES, OFF_CPU_CAUSES,
 };
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -308,13 +308,22 @@ pub(crate) fn resolve_program(argv0: &str) -> Option<PathBuf> {
 /// it counts in each of their calls (about 19 µs on a test VM, more in a
 /// process's first calls).
 fn note_single_stepped(funcs: &[UserFunc]) {
-    let stepped: Vec<&str> = funcs
-        .iter()
-        .filter(|f| {
-            holdup_coz::probe::resolve(Some(&f.binary), &f.symbol).is_ok_and(|s| s.single_stepped)
-        })
-        .map(|f| f.symbol.as_str())
-        .collect();
+    // Each binary is read once: --callees can time dozens of its functions.
+    let mut by_binary: BTreeMap<&Path, Vec<&str>> = BTreeMap::new();
+    for f in funcs {
+        by_binary.entry(&f.binary).or_default().push(&f.symbol);
+    }
+    let mut stepped = Vec::new();
+    for (binary, symbols) in by_binary {
+        let flags = holdup_coz::probe::single_stepped(binary, &symbols).unwrap_or_default();
+        stepped.extend(
+            symbols
+                .iter()
+                .zip(flags)
+                .filter(|(_, s)| *s)
+                .map(|(f, _)| *f),
+        );
+    }
     if !stepped.is_empty() {
         eprintln!(
             "holdup latency: note: the kernel single-steps the first instruction of {} (it emulates only pushes, nops, calls and jumps): each call's time includes that trap (~20 µs on some virtual machines)",
