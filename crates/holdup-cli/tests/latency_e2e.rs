@@ -19,13 +19,25 @@ fn measured(out: &str, key: &str) -> u64 {
 /// `holdup latency -o <dir>/<name> <extra> -- <cmd>`; the file and what
 /// the command printed.
 fn latency(dir: &Path, name: &str, extra: &[&str], cmd: &[&str]) -> (PathBuf, String) {
+    let (data, out, _) = latency_and_notes(dir, name, extra, cmd);
+    (data, out)
+}
+
+/// `latency`, and what `holdup latency` printed on stderr.
+fn latency_and_notes(
+    dir: &Path,
+    name: &str,
+    extra: &[&str],
+    cmd: &[&str],
+) -> (PathBuf, String, String) {
     let data = dir.join(name);
     let mut args = vec!["latency", "-o", data.to_str().unwrap()];
     args.extend_from_slice(extra);
     args.push("--");
     args.extend_from_slice(cmd);
     let out = run_ok(&args);
-    (data, String::from_utf8_lossy(&out.stdout).into_owned())
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (data, text(&out.stdout), text(&out.stderr))
 }
 
 /// The operation `op` of `holdup latency report --json`.
@@ -1094,28 +1106,18 @@ fn a_single_stepped_function_is_named() {
     let _g = serial();
     let dir = scratch("latency_stepped");
     let bin = workload("lat_stepped");
-    let data = dir.join("stepped.data");
-    let args = [
-        "latency",
-        "-o",
-        data.to_str().unwrap(),
-        "--func",
-        "stepped",
-        "--func",
-        "spin_body",
-        "--",
-        bin.to_str().unwrap(),
-        "2000",
-    ];
-    let out = run_ok(&args);
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (data, out, err) = latency_and_notes(
+        &dir,
+        "stepped.data",
+        &["--func", "stepped", "--func", "spin_body"],
+        &[bin.to_str().unwrap(), "2000"],
+    );
     let notes: Vec<&str> = err.lines().filter(|l| l.contains("single-steps")).collect();
     assert!(
         notes.len() == 1 && notes[0].contains(" stepped ") && !notes[0].contains("spin_body"),
         "{err}"
     );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let body = measured(&stdout, "body_ns") as f64;
+    let body = measured(&out, "body_ns") as f64;
     let op = operation(&data, "func:spin_body");
     assert_eq!(op["count"], 2000, "{op}");
     assert_near(
