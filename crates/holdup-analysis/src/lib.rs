@@ -3,7 +3,7 @@
 pub mod advice;
 pub mod causal;
 pub mod folded;
-pub mod fxhash;
+pub use holdup_trace::fxhash;
 pub mod latency;
 pub mod profile;
 pub mod symbols;

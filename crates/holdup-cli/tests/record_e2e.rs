@@ -411,7 +411,9 @@ fn a_context_switch_storm_loses_nothing() {
 /// site (same system call, same user stack), and the kernel wait site of
 /// each blocked sample must still be the right one. The workload times its
 /// own waits; the reuse must really have happened (most stacks), and no
-/// check of a reused stack may have found it wrong.
+/// check of a reused stack may have found it wrong. The same goes for the
+/// user stacks, which the drainer replays from an earlier unwind at the
+/// same registers: most are replayed, and still lead to the caller.
 #[test]
 #[ignore = "needs root and BPF"]
 fn reused_kernel_stacks_keep_each_wait_at_its_own_site() {
@@ -451,6 +453,17 @@ fn reused_kernel_stacks_keep_each_wait_at_its_own_site() {
     );
     assert!(checked > 0, "no reuse was checked by a walk");
     assert_eq!(differed, 0, "checks found reused stacks wrong");
+    let user: Vec<u64> = stderr
+        .lines()
+        .find(|l| l.contains("user stacks:"))
+        .expect("record -v prints how user stacks were unwound")
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    assert!(
+        user.len() == 4 && user[1] * 2 >= user[0],
+        "user stacks (unwound, replayed, CFI frames, chain frames): {user:?}"
+    );
 
     let r = report(&data);
     let reader = *threads_with(&r, "wait_on")

@@ -2,10 +2,10 @@
 //! unwound while the target's files are at hand, frames are normalized to
 //! (file, offset), stacks are deduplicated, threads get their names.
 
-use holdup_analysis::fxhash::FxHashMap;
 use holdup_bpf::perf::AddressEvent;
 use holdup_bpf::records::{self as raw, c_str, RawRecord};
 use holdup_symbolize::{AddressSpaces, Mapping, Unwinder};
+use holdup_trace::fxhash::FxHashMap;
 use holdup_trace::{
     self as trace, Class, DsoId, Frame, Record, StackId, Waker, KERNEL_DSO, UNKNOWN_DSO,
 };
@@ -34,6 +34,11 @@ pub struct Drainer<W: Write> {
     /// hashing; cleared whenever mappings change.
     mapping_dsos: FxHashMap<(u32, u64), DsoId>,
     stack_ids: FxHashMap<Vec<Frame>, StackId>,
+    /// (process layout, address, exact) → frame: the same few return
+    /// addresses come back in every sample, and finding their mapping in a
+    /// process of many was the drainer's largest cost on a storm of forked
+    /// processes. Layouts are the unwinder's (never reused for another).
+    user_frames: FxHashMap<(u64, u64, bool), Frame>,
     named: HashSet<u32>,
     /// Address-space events not yet applied: applied in time order with the
     /// records, so that a sample sees the mappings of its own time.
@@ -49,6 +54,9 @@ pub struct Drainer<W: Write> {
 }
 
 const VDSO: &str = "[vdso]";
+
+/// Frames remembered at most (see `Drainer::user_frames`).
+const USER_FRAMES_MAX: usize = 1 << 16;
 
 /// The copy is an anonymous memory file (memfd), read through its
 /// /proc/self/fd path: nothing is written to a shared directory, and
@@ -118,6 +126,7 @@ impl<W: Write> Drainer<W> {
             dsos: Vec::new(),
             mapping_dsos: FxHashMap::default(),
             stack_ids: FxHashMap::default(),
+            user_frames: FxHashMap::default(),
             named: HashSet::new(),
             address_events: VecDeque::new(),
             counts: Counts::default(),
@@ -313,8 +322,22 @@ impl<W: Write> Drainer<W> {
             let user = self
                 .unwinder
                 .unwind(&self.spaces, r.pid, &s.user_stack(&chain));
+            let layout = self.unwinder.layout(r.pid);
             for (i, a) in user.into_iter().enumerate() {
-                let f = self.user_frame(r.pid, a, i == 0)?;
+                let exact = i == 0;
+                let f = match layout.and_then(|l| self.user_frames.get(&(l, a, exact))) {
+                    Some(&f) => f,
+                    None => {
+                        let f = self.user_frame(r.pid, a, exact)?;
+                        if let Some(l) = layout {
+                            if self.user_frames.len() >= USER_FRAMES_MAX {
+                                self.user_frames.clear();
+                            }
+                            self.user_frames.insert((l, a, exact), f);
+                        }
+                        f
+                    }
+                };
                 self.frames.push(f);
             }
         }
@@ -448,6 +471,11 @@ impl<W: Write> Drainer<W> {
     }
 
     /// Every distinct frame of every stack written, for the final symbolization.
+    /// How the user stacks were unwound.
+    pub fn unwind_stats(&self) -> holdup_symbolize::UnwindStats {
+        self.unwinder.stats()
+    }
+
     pub fn frames(&self) -> impl Iterator<Item = &Frame> {
         self.stack_ids.keys().flatten()
     }

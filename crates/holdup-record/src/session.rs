@@ -48,6 +48,7 @@ pub struct Summary {
     /// The sys_exit fallback for threads without rseq had to be attached.
     pub fallback: bool,
     pub kstacks: holdup_bpf::KstackCounts,
+    pub unwinds: holdup_symbolize::UnwindStats,
 }
 
 /// Where a recording's time went.
@@ -341,6 +342,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         exit_code: exit.map(ExitStatus::as_shell_code),
     }))?;
     let counts = d.counts;
+    let unwinds = d.unwind_stats();
     let writer_stats = d.writer.stats().collect();
     let out = d.writer.finish()?;
     let size = out
@@ -368,5 +370,6 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         cached_addresses: sym.cached,
         fallback,
         kstacks,
+        unwinds,
     })
 }

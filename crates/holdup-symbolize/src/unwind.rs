@@ -14,6 +14,7 @@ use crate::maps::{AddressSpaces, Mapping};
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{FrameAddress, Unwinder as _};
 use holdup_bpf::records::{fp_continue, UNMAPPED_OK};
+use holdup_trace::fxhash::FxHashMap;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -25,6 +26,15 @@ pub const MAX_FRAMES: usize = 128;
 
 /// Drop per-process state of processes that vanished, every so many stacks.
 const PRUNE_EVERY: u64 = 4096;
+
+/// Registers remembered at most (see [`Memo`]); past that the memory starts
+/// afresh.
+const MEMO_MAX: usize = 16384;
+
+/// Unwinds remembered at the same registers: one call site can block in
+/// one place from several callers (a loop that reads one descriptor, then
+/// another, through the same function).
+const MEMOS_PER_KEY: usize = 4;
 
 /// framehop tags cached rules with a global 16-bit module-list generation
 /// (one per unwinder created and per module added) that wraps. Once this many
@@ -44,7 +54,37 @@ pub struct UnwindStats {
     pub fp_frames: u64,
     /// Stacks that ended at the thread's outermost frame.
     pub complete: u64,
+    /// Stacks whose CFI part was replayed from an earlier unwind.
+    pub remembered: u64,
 }
+
+/// Where the CFI part of an unwind ended.
+#[derive(Clone, Copy)]
+enum CfiEnd {
+    /// At the thread's outermost frame.
+    Complete,
+    /// At the frame limit, or an address that cannot be a return address.
+    Stop,
+    /// CFI could not go on from the frame with these registers; the
+    /// frame-pointer chain continues from there.
+    Fallback { sp: u64, bp: u64 },
+}
+
+/// The CFI part of an unwind, with every word of the copy it read: a thread
+/// that blocks at the same place again (same registers, same process
+/// layout) has the same stack when those words hold the same values, and
+/// checking a few words is far cheaper than finding and applying each
+/// frame's rule again (a context-switch storm blocks in one `read` at the
+/// same stack depth thousands of times).
+struct Memo {
+    reads: Vec<(u64, Option<u64>)>,
+    /// Return addresses CFI found, after the leaf.
+    frames: Vec<u64>,
+    end: CfiEnd,
+}
+
+/// Registers of a stack in a process layout (see [`Unwinder::sync`]).
+type MemoKey = (u64, u64, u64, u64);
 
 #[derive(Clone, PartialEq, Eq, Hash)]
 enum FileKey {
@@ -61,6 +101,9 @@ enum FileKey {
 struct ProcState {
     generation: u64,
     unwinder: Arc<UnwinderX86_64<Bytes>>,
+    /// Which of the layouts seen its mappings are: processes with the same
+    /// executable mappings unwind the same stack memory the same way.
+    layout: u64,
 }
 
 /// What a module list is built from: processes with the same mappings
@@ -99,6 +142,11 @@ pub struct Unwinder {
     cache: CacheX86_64,
     /// framehop generations used since the cache was last reset.
     generations: usize,
+    /// Every process layout seen, numbered (never reused: memos name them).
+    layouts: HashMap<Vec<Mapping>, u64>,
+    last_layout: u64,
+    /// The latest first.
+    memos: FxHashMap<MemoKey, Vec<Memo>>,
     stats: UnwindStats,
 }
 
@@ -117,8 +165,18 @@ impl Unwinder {
             empty: UnwinderX86_64::new(),
             cache: CacheX86_64::new(),
             generations: 0,
+            layouts: HashMap::new(),
+            last_layout: 0,
+            memos: FxHashMap::default(),
             stats: UnwindStats::default(),
         }
+    }
+
+    /// Which process layout `pid` had at its last unwind: processes with
+    /// the same executable mappings (a server's forked children) share one,
+    /// and a number is never used for another layout.
+    pub fn layout(&self, pid: u32) -> Option<u64> {
+        self.procs.get(&pid).map(|p| p.layout)
     }
 
     /// Counters over every stack unwound by this unwinder.
@@ -152,37 +210,91 @@ impl Unwinder {
         }
         out.push(stack.ip);
         self.sync(spaces, pid);
+        let key = self
+            .procs
+            .get(&pid)
+            .map(|p| (p.layout, stack.ip, stack.sp, stack.bp));
+        let remembered = key.and_then(|k| self.memos.get(&k)).and_then(|ms| {
+            ms.iter().find(|m| {
+                m.reads
+                    .iter()
+                    .all(|&(addr, value)| stack.read(addr) == value)
+            })
+        });
+        let end = match remembered {
+            Some(m) => {
+                self.stats.remembered += 1;
+                out.extend_from_slice(&m.frames);
+                m.end
+            }
+            None => {
+                let mut reads = Vec::new();
+                let end = self.cfi(spaces, pid, stack, out, &mut reads);
+                if let Some(k) = key {
+                    if self.memos.len() >= MEMO_MAX {
+                        self.memos.clear();
+                    }
+                    let frames = out[1..].to_vec();
+                    let ms = self.memos.entry(k).or_default();
+                    ms.truncate(MEMOS_PER_KEY - 1);
+                    ms.insert(0, Memo { reads, frames, end });
+                }
+                end
+            }
+        };
+        self.stats.cfi_frames += out.len() as u64 - 1;
+        match end {
+            CfiEnd::Complete => self.stats.complete += 1,
+            CfiEnd::Stop => {}
+            CfiEnd::Fallback { sp, bp } => self.fp_continue(spaces, pid, stack, sp, bp, out),
+        }
+    }
+
+    /// The CFI part of an unwind: appends to `out` (which holds the leaf)
+    /// the return addresses CFI finds, and to `reads` every word of the copy
+    /// it looked at.
+    fn cfi(
+        &mut self,
+        spaces: &AddressSpaces,
+        pid: u32,
+        stack: &UserStack,
+        out: &mut Vec<u64>,
+        reads: &mut Vec<(u64, Option<u64>)>,
+    ) -> CfiEnd {
         let unwinder = self.procs.get(&pid).map_or(&self.empty, |p| &*p.unwinder);
         let mapped =
             |addr: u64, depth: usize| depth < UNMAPPED_OK || spaces.find(pid, addr).is_some();
 
         let mut regs = UnwindRegsX86_64::new(stack.ip, stack.sp, stack.bp);
         let mut address = FrameAddress::from_instruction_pointer(stack.ip);
-        let mut read = |addr| stack.read(addr).ok_or(());
-        // Registers of the frame where CFI gave up, if it did.
-        let fallback = loop {
+        let mut read = |addr| {
+            let value = stack.read(addr);
+            reads.push((addr, value));
+            value.ok_or(())
+        };
+        loop {
             if out.len() >= MAX_FRAMES {
-                return;
+                return CfiEnd::Stop;
             }
             let before = regs;
             match unwinder.unwind_frame(address, &mut regs, &mut self.cache, &mut read) {
                 // CFI marks the outermost frame (_start, clone3): done.
-                Ok(None) => {
-                    self.stats.complete += 1;
-                    return;
-                }
+                Ok(None) => return CfiEnd::Complete,
                 Ok(Some(ra)) if regs.sp() > before.sp() && mapped(ra, out.len()) => {
                     out.push(ra);
-                    self.stats.cfi_frames += 1;
                     match FrameAddress::from_return_address(ra) {
                         Some(a) => address = a,
-                        None => return,
+                        None => return CfiEnd::Stop,
                     }
                 }
-                Ok(Some(_)) | Err(_) => break before,
+                Ok(Some(_)) | Err(_) => {
+                    return CfiEnd::Fallback {
+                        sp: before.sp(),
+                        bp: before.bp(),
+                    }
+                }
             }
-        };
-        self.fp_continue(spaces, pid, stack, fallback.sp(), fallback.bp(), out);
+        }
     }
 
     /// Append return addresses from the kernel's frame-pointer chain from the
@@ -262,11 +374,21 @@ impl Unwinder {
                 u
             }
         };
+        let maps = spaces.mappings(pid);
+        let layout = match self.layouts.get(maps) {
+            Some(&id) => id,
+            None => {
+                self.last_layout += 1;
+                self.layouts.insert(maps.to_vec(), self.last_layout);
+                self.last_layout
+            }
+        };
         self.procs.insert(
             pid,
             ProcState {
                 generation,
                 unwinder,
+                layout,
             },
         );
     }
@@ -308,6 +430,9 @@ impl Unwinder {
         self.shared.retain(|_, u| Arc::strong_count(u) > 1);
         self.files
             .retain(|_, info| info.as_ref().is_some_and(|i| i.in_use()));
+        let live: std::collections::HashSet<u64> = self.procs.values().map(|p| p.layout).collect();
+        self.layouts.retain(|_, id| live.contains(id));
+        self.memos.retain(|k, _| live.contains(&k.0));
     }
 }
 
@@ -478,6 +603,69 @@ mod tests {
         );
         let s = u.stats();
         assert_eq!((s.cfi_frames, s.fp_frames), (2, 2));
+    }
+
+    #[test]
+    fn a_stack_is_replayed_only_when_every_word_read_and_the_layout_are_the_same() {
+        // As in frame_pointer_rule_on_the_copy_then_chain: two frames found
+        // on the copy, the rest from the chain.
+        let sp = 0x7fff_0000u64;
+        let mut copy = vec![0u8; 0x60];
+        let put = |copy: &mut Vec<u8>, off: usize, v: u64| {
+            copy[off..off + 8].copy_from_slice(&v.to_le_bytes())
+        };
+        put(&mut copy, 0x10, sp + 0x40);
+        put(&mut copy, 0x18, 0x2001);
+        put(&mut copy, 0x40, sp + 0x100);
+        put(&mut copy, 0x48, 0x2002);
+        let chain = [(sp + 0x100, 0x2003), (sp + 0x200, 0x2004)];
+        let mut spaces = AddressSpaces::new();
+        spaces.add_mapping(5, mapping(0x2000, 0x3000, "/nonexistent/jit"));
+        let mut u = Unwinder::new();
+        let unwind = |u: &mut Unwinder, spaces: &AddressSpaces, copy: &[u8]| {
+            let stack = UserStack {
+                ip: 0x2000,
+                sp,
+                bp: sp + 0x10,
+                fp_chain: &chain,
+                copy,
+            };
+            (u.unwind(spaces, 5, &stack), u.stats().remembered)
+        };
+        let all = vec![0x2000, 0x2001, 0x2002, 0x2003, 0x2004];
+        assert_eq!(unwind(&mut u, &spaces, &copy), (all.clone(), 0));
+        assert_eq!(unwind(&mut u, &spaces, &copy), (all.clone(), 1));
+        // A word the unwind never read (a local) does not matter.
+        put(&mut copy, 0x28, 0x1234);
+        assert_eq!(unwind(&mut u, &spaces, &copy), (all.clone(), 2));
+        // A return address it read does.
+        put(&mut copy, 0x48, 0x2999);
+        assert_eq!(
+            unwind(&mut u, &spaces, &copy),
+            (vec![0x2000, 0x2001, 0x2999, 0x2003, 0x2004], 2)
+        );
+        // Both are remembered now (one function called from two places).
+        put(&mut copy, 0x48, 0x2002);
+        assert_eq!(unwind(&mut u, &spaces, &copy), (all.clone(), 3));
+        put(&mut copy, 0x48, 0x2999);
+        assert_eq!(unwind(&mut u, &spaces, &copy).1, 4);
+        put(&mut copy, 0x48, 0x2002);
+        // So does any change of the process's mappings.
+        spaces.exec(5);
+        spaces.add_mapping(5, mapping(0x2000, 0x2003, "/nonexistent/jit"));
+        let (frames, remembered) = unwind(&mut u, &spaces, &copy);
+        assert_eq!((&frames[..], remembered), (&all[..3], 4));
+        // Another process with the same mappings shares the memory.
+        spaces.fork(5, 6);
+        let stack = UserStack {
+            ip: 0x2000,
+            sp,
+            bp: sp + 0x10,
+            fp_chain: &chain,
+            copy: &copy,
+        };
+        assert_eq!(u.unwind(&spaces, 6, &stack), frames);
+        assert_eq!(u.stats().remembered, 5);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 pub mod codec;
 pub mod file;
+pub mod fxhash;
 pub mod latency;
 pub mod model;
 pub mod record;

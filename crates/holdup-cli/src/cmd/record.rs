@@ -212,6 +212,11 @@ fn print_details(s: &Summary) {
         "holdup: kernel stacks of blocked samples: {} walked, {} reused from the thread's last two walks ({} reuses checked by a walk, {} of them wrong)",
         k.walked, k.reused, k.checked, k.differed
     );
+    let u = &s.unwinds;
+    eprintln!(
+        "holdup: user stacks: {} unwound, {} of them replayed from an earlier unwind at the same registers; {} frames from CFI, {} from the frame-pointer chain",
+        u.stacks, u.remembered, u.cfi_frames, u.fp_frames
+    );
 }
 
 /// The closing status line, warnings, and the exit code to pass through.

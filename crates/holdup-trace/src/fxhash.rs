@@ -1,6 +1,7 @@
 //! A fast hasher for small integer keys (the Firefox/rustc "Fx" hash). The
-//! analyses hash ids millions of times; SipHash's DoS resistance buys
-//! nothing for keys that come from our own trace.
+//! analyses hash ids millions of times, and recording hashes addresses for
+//! every sample; SipHash's DoS resistance buys nothing for keys that come
+//! from our own trace and recorder.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
