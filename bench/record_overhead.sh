@@ -68,6 +68,12 @@ bench() { # name, command...
 			"$w" "$(echo "$w / $basew" | bc -l)" "[$(printf '%s\n' ${wall[$m]} | sort -n | head -1 | cut -c1-5)..$(printf '%s\n' ${wall[$m]} | sort -n | tail -1 | cut -c1-5)]"
 	done
 	ratio() { echo "$(printf '%s\n' ${1} | median) / $2" | bc -l; }
+	# The machine's speed drifts over a run by more than the overheads
+	# compared: the ratio of each run to the plain run of its own round
+	# cancels the drift, and the median of those is the steadier figure.
+	paired() { paste -d/ <(printf '%s\n' ${prog[$1]}) <(printf '%s\n' ${prog[plain]}) | bc -l | median; }
+	printf '  paired (median of each round'"'"'s ratio to its plain run): holdup %+.1f%%, perf %+.1f%%\n' \
+		"$(echo "($(paired holdup) - 1) * 100" | bc -l)" "$(echo "($(paired perf) - 1) * 100" | bc -l)"
 	printf '  holdup vs perf: program ×%.3f vs ×%.3f, wall ×%.3f vs ×%.3f; holdup start-up %s ms, finishing %s ms\n' \
 		"$(ratio "${prog[holdup]}" "$base")" "$(ratio "${prog[perf]}" "$base")" \
 		"$(ratio "${wall[holdup]}" "$basew")" "$(ratio "${wall[perf]}" "$basew")" \

@@ -61,7 +61,8 @@ pub struct Timings {
     /// From the end of the target until the trace was complete.
     pub finishing: Duration,
     pub symbolization: Duration,
-    /// CPU time this process used while the target ran, and after.
+    /// CPU time this process used while the target ran, and after it
+    /// (the last drain, detaching, symbolization).
     pub drain_cpu: Duration,
     pub finish_cpu: Duration,
 }
@@ -280,6 +281,9 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     }
 
     let ended = Instant::now();
+    // What the drain loop took while the target ran: the cost it shares
+    // the CPUs with. Detaching and the last drain are finishing.
+    let cpu_recording = own_cpu() - cpu_at_start;
     // Threads still off-CPU (and samples still waiting for a user stack).
     rec.flush_open()?;
     drain(&mut rec, &mut d, &mut unparsable)?;
@@ -329,7 +333,6 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
             }))?;
         }
     }
-    let cpu_recording = own_cpu() - cpu_at_start;
     let recorded_for = ended - began;
     let sym_began = Instant::now();
     let sym = symbols::symbolize(&mut d)?;

@@ -186,7 +186,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 fn print_details(s: &Summary) {
     let t = &s.timings;
     eprintln!(
-        "holdup: drainer used {:.3} s of CPU over {:.3} s of recording ({:.2}% of one core); symbolization {:.3} s",
+        "holdup: drainer used {:.3} s of CPU over {:.3} s of recording ({:.2}% of one core); finishing used {:.3} s (last drain, detaching, symbolization)",
         t.drain_cpu.as_secs_f64(),
         t.recorded.as_secs_f64(),
         100.0 * t.drain_cpu.as_secs_f64() / t.recorded.as_secs_f64().max(1e-9),
