@@ -437,13 +437,17 @@ fn reused_kernel_stacks_keep_each_wait_at_its_own_site() {
     );
 
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let counts: Vec<u64> = stderr
-        .lines()
-        .find(|l| l.contains("kernel stacks of blocked samples"))
-        .expect("record -v prints how kernel stacks were taken")
-        .split(|c: char| !c.is_ascii_digit())
-        .filter_map(|w| w.parse().ok())
-        .collect();
+    // The numbers of the -v line that contains `marker`.
+    let counts_on = |marker: &str| -> Vec<u64> {
+        stderr
+            .lines()
+            .find(|l| l.contains(marker))
+            .unwrap_or_else(|| panic!("record -v prints a line with {marker:?}"))
+            .split(|c: char| !c.is_ascii_digit())
+            .filter_map(|w| w.parse().ok())
+            .collect()
+    };
+    let counts = counts_on("kernel stacks of blocked samples");
     let [walked, reused, checked, differed] = counts[..] else {
         panic!("unexpected kernel stack counts: {counts:?}");
     };
@@ -453,13 +457,7 @@ fn reused_kernel_stacks_keep_each_wait_at_its_own_site() {
     );
     assert!(checked > 0, "no reuse was checked by a walk");
     assert_eq!(differed, 0, "checks found reused stacks wrong");
-    let user: Vec<u64> = stderr
-        .lines()
-        .find(|l| l.contains("user stacks:"))
-        .expect("record -v prints how user stacks were unwound")
-        .split(|c: char| !c.is_ascii_digit())
-        .filter_map(|w| w.parse().ok())
-        .collect();
+    let user = counts_on("user stacks:");
     assert!(
         user.len() == 4 && user[1] * 2 >= user[0],
         "user stacks (unwound, replayed, CFI frames, chain frames): {user:?}"

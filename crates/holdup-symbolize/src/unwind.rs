@@ -29,7 +29,7 @@ const PRUNE_EVERY: u64 = 4096;
 
 /// Registers remembered at most (see [`Memo`]); past that the memory starts
 /// afresh.
-const MEMO_MAX: usize = 16384;
+const MEMO_MAX: usize = 8192;
 
 /// Unwinds remembered at the same registers: one call site can block in
 /// one place from several callers (a loop that reads one descriptor, then
@@ -622,7 +622,7 @@ mod tests {
         let mut spaces = AddressSpaces::new();
         spaces.add_mapping(5, mapping(0x2000, 0x3000, "/nonexistent/jit"));
         let mut u = Unwinder::new();
-        let unwind = |u: &mut Unwinder, spaces: &AddressSpaces, copy: &[u8]| {
+        let unwind_in = |pid: u32, u: &mut Unwinder, spaces: &AddressSpaces, copy: &[u8]| {
             let stack = UserStack {
                 ip: 0x2000,
                 sp,
@@ -630,8 +630,10 @@ mod tests {
                 fp_chain: &chain,
                 copy,
             };
-            (u.unwind(spaces, 5, &stack), u.stats().remembered)
+            (u.unwind(spaces, pid, &stack), u.stats().remembered)
         };
+        let unwind =
+            |u: &mut Unwinder, spaces: &AddressSpaces, copy: &[u8]| unwind_in(5, u, spaces, copy);
         let all = vec![0x2000, 0x2001, 0x2002, 0x2003, 0x2004];
         assert_eq!(unwind(&mut u, &spaces, &copy), (all.clone(), 0));
         assert_eq!(unwind(&mut u, &spaces, &copy), (all.clone(), 1));
@@ -657,15 +659,7 @@ mod tests {
         assert_eq!((&frames[..], remembered), (&all[..3], 4));
         // Another process with the same mappings shares the memory.
         spaces.fork(5, 6);
-        let stack = UserStack {
-            ip: 0x2000,
-            sp,
-            bp: sp + 0x10,
-            fp_chain: &chain,
-            copy: &copy,
-        };
-        assert_eq!(u.unwind(&spaces, 6, &stack), frames);
-        assert_eq!(u.stats().remembered, 5);
+        assert_eq!(unwind_in(6, &mut u, &spaces, &copy), (frames, 5));
     }
 
     #[test]
