@@ -470,12 +470,12 @@ impl<W: Write> Drainer<W> {
         }
     }
 
-    /// Every distinct frame of every stack written, for the final symbolization.
     /// How the user stacks were unwound.
     pub fn unwind_stats(&self) -> holdup_symbolize::UnwindStats {
         self.unwinder.stats()
     }
 
+    /// Every distinct frame of every stack written, for the final symbolization.
     pub fn frames(&self) -> impl Iterator<Item = &Frame> {
         self.stack_ids.keys().flatten()
     }

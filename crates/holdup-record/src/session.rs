@@ -61,9 +61,10 @@ pub struct Timings {
     /// From the end of the target until the trace was complete.
     pub finishing: Duration,
     pub symbolization: Duration,
-    /// CPU time this process used while the target ran, and after it
-    /// (the last drain, detaching, symbolization).
+    /// CPU time this process used while the target ran.
     pub drain_cpu: Duration,
+    /// CPU time this process used after it (the last drain, detaching,
+    /// symbolization).
     pub finish_cpu: Duration,
 }
 
