@@ -27,6 +27,8 @@ impl Mapping {
 /// Every change to any address space gets a number never used before, so
 /// that state derived from a space (the unwinder's per-process module list)
 /// can tell it is stale, even across pid reuse or separate `AddressSpaces`.
+/// Two spaces have the same number only when one is a fork of the other
+/// that neither changed since: the same mappings.
 static GENERATION: AtomicU64 = AtomicU64::new(1);
 
 fn next_generation() -> u64 {
@@ -154,10 +156,15 @@ impl AddressSpaces {
         self.spaces.insert(pid, space);
     }
 
-    /// A new process starts with a copy of its parent's mappings.
+    /// A new process starts with a copy of its parent's mappings, and with
+    /// their generation: what was derived from them holds for both (a
+    /// server's forked children share the unwinder's module list) until
+    /// either changes.
     pub fn fork(&mut self, parent: u32, child: u32) {
-        let mut space = self.spaces.get(&parent).cloned().unwrap_or_default();
-        space.generation = next_generation();
+        let space = self.spaces.get(&parent).cloned().unwrap_or_else(|| Space {
+            maps: Vec::new(),
+            generation: next_generation(),
+        });
         self.spaces.insert(child, space);
     }
 
@@ -311,8 +318,17 @@ mod tests {
         let g1 = s.generation(1).unwrap();
         s.fork(1, 2);
         assert_eq!(s.find(2, 0x1000).unwrap().path, "a");
-        assert_ne!(s.generation(2), Some(g1), "a child is a new space");
+        assert_eq!(
+            s.generation(2),
+            Some(g1),
+            "the same mappings, the same number"
+        );
         s.add_mapping(2, m(0x4000, 0x5000, 0, "b"));
+        assert_ne!(
+            s.generation(2),
+            Some(g1),
+            "a child's own change is a new number"
+        );
         assert_eq!(
             s.find(1, 0x4000),
             None,

@@ -145,6 +145,10 @@ pub struct Unwinder {
     /// Every process layout seen, numbered (never reused: memos name them).
     layouts: HashMap<Vec<Mapping>, u64>,
     last_layout: u64,
+    /// Module list and layout by the generation of the mappings they were
+    /// made from: forked processes keep their parent's generation, so a
+    /// storm of forks makes them once.
+    by_generation: FxHashMap<u64, (Arc<UnwinderX86_64<Bytes>>, u64)>,
     /// The latest first.
     memos: FxHashMap<MemoKey, Vec<Memo>>,
     stats: UnwindStats,
@@ -167,6 +171,7 @@ impl Unwinder {
             generations: 0,
             layouts: HashMap::new(),
             last_layout: 0,
+            by_generation: FxHashMap::default(),
             memos: FxHashMap::default(),
             stats: UnwindStats::default(),
         }
@@ -338,9 +343,20 @@ impl Unwinder {
         if self.generations > GENERATIONS_PER_EPOCH {
             self.procs.clear();
             self.shared.clear();
+            self.by_generation.clear();
             self.cache = CacheX86_64::new();
             self.empty = UnwinderX86_64::new();
             self.generations = 1;
+        }
+        // A fork of a process seen already, with the same mappings.
+        if let Some((unwinder, layout)) = self.by_generation.get(&generation) {
+            let state = ProcState {
+                generation,
+                unwinder: unwinder.clone(),
+                layout: *layout,
+            };
+            self.procs.insert(pid, state);
+            return;
         }
         let mut fingerprint = Fingerprint::new();
         let mut paths = Vec::new();
@@ -383,6 +399,8 @@ impl Unwinder {
                 self.last_layout
             }
         };
+        self.by_generation
+            .insert(generation, (unwinder.clone(), layout));
         self.procs.insert(
             pid,
             ProcState {
@@ -426,6 +444,9 @@ impl Unwinder {
     fn prune(&mut self, spaces: &AddressSpaces) {
         self.procs
             .retain(|&pid, _| spaces.generation(pid).is_some());
+        let generations: std::collections::HashSet<u64> =
+            self.procs.values().map(|p| p.generation).collect();
+        self.by_generation.retain(|g, _| generations.contains(g));
         // Module lists no process uses any more.
         self.shared.retain(|_, u| Arc::strong_count(u) > 1);
         self.files
@@ -727,6 +748,14 @@ mod tests {
         // mapped more has a list of its own.
         assert!(Arc::ptr_eq(&u.procs[&20].unwinder, &u.procs[&21].unwinder));
         assert!(!Arc::ptr_eq(&u.procs[&20].unwinder, &u.procs[&22].unwinder));
+        assert_eq!(u.layout(20), u.layout(21));
+        assert_ne!(u.layout(20), u.layout(22));
+        // pid 21 reused by a fork of 22: 22's mappings, not the old ones.
+        spaces.exit(21);
+        spaces.fork(22, 21);
+        u.unwind(&spaces, 21, &stack);
+        assert!(Arc::ptr_eq(&u.procs[&22].unwinder, &u.procs[&21].unwinder));
+        assert_eq!(u.layout(21), u.layout(22));
     }
 
     #[test]
