@@ -269,7 +269,30 @@ impl<W: Write> Drainer<W> {
         Ok(id)
     }
 
-    fn user_frame(&mut self, pid: u32, addr: u64, exact: bool) -> std::io::Result<Frame> {
+    /// The frame of a user address of `pid`, whose process layout (the
+    /// unwinder's) is `layout`: remembered by layout, since the same few
+    /// return addresses come back in every sample.
+    fn user_frame(
+        &mut self,
+        pid: u32,
+        layout: Option<u64>,
+        addr: u64,
+        exact: bool,
+    ) -> std::io::Result<Frame> {
+        if let Some(&f) = layout.and_then(|l| self.user_frames.get(&(l, addr, exact))) {
+            return Ok(f);
+        }
+        let f = self.frame_in_mapping(pid, addr, exact)?;
+        if let Some(l) = layout {
+            if self.user_frames.len() >= USER_FRAMES_MAX {
+                self.user_frames.clear();
+            }
+            self.user_frames.insert((l, addr, exact), f);
+        }
+        Ok(f)
+    }
+
+    fn frame_in_mapping(&mut self, pid: u32, addr: u64, exact: bool) -> std::io::Result<Frame> {
         let a = adjust(addr, exact);
         let Some(m) = self.spaces.find(pid, addr) else {
             return Ok(Frame {
@@ -324,20 +347,7 @@ impl<W: Write> Drainer<W> {
                 .unwind(&self.spaces, r.pid, &s.user_stack(&chain));
             let layout = self.unwinder.layout(r.pid);
             for (i, a) in user.into_iter().enumerate() {
-                let exact = i == 0;
-                let f = match layout.and_then(|l| self.user_frames.get(&(l, a, exact))) {
-                    Some(&f) => f,
-                    None => {
-                        let f = self.user_frame(r.pid, a, exact)?;
-                        if let Some(l) = layout {
-                            if self.user_frames.len() >= USER_FRAMES_MAX {
-                                self.user_frames.clear();
-                            }
-                            self.user_frames.insert((l, a, exact), f);
-                        }
-                        f
-                    }
-                };
+                let f = self.user_frame(r.pid, layout, a, i == 0)?;
                 self.frames.push(f);
             }
         }
