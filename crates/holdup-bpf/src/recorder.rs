@@ -75,7 +75,7 @@ impl Default for RecorderOptions {
             segments: true,
             block_io: true,
             stack_copy_bytes: 2048,
-            ring_bytes: 32 << 20,
+            ring_bytes: 64 << 20,
             syscalls: None,
             own_preemption_is_delay: false,
         }

@@ -151,11 +151,59 @@ fn header(cfg: &Config, start_ns: u64) -> Header {
 
 type Out = BufWriter<File>;
 
-/// Move everything the recorder has into the trace.
-fn drain(rec: &mut Recorder, d: &mut Drainer<Out>, unparsable: &mut u64) -> anyhow::Result<()> {
+/// Take what cannot wait: the address-space events (their per-CPU buffers
+/// are small) and the fallbacks the threads seen so far need.
+fn collect(rec: &mut Recorder, d: &mut Drainer<Out>) -> anyhow::Result<()> {
     rec.attach_fallbacks()?;
     rec.drain_address_events(|ev| d.queue_address_event(ev));
     d.sort_address_events();
+    Ok(())
+}
+
+/// When the drain loop converts the ring buffer's records while the target
+/// runs. Converting (unwinding user stacks above all) takes CPU the target
+/// shares; records left in the ring cost nothing until the end, when the
+/// target no longer runs. So they wait there, but no longer than a second
+/// (what a recorder killed outright loses) and never until the ring is half
+/// full, or would be within four ticks at the rate of the last one (far
+/// from the point where the kernel drops records). A recording of under a
+/// second is then converted once, after the target exited, and a longer one
+/// each second, at the same cost as before; the conversion left for the end
+/// stays bounded.
+struct DrainPolicy {
+    threshold: u64,
+    last_pending: u64,
+    last_drain: Instant,
+}
+
+impl DrainPolicy {
+    const MAX_AGE: Duration = Duration::from_secs(1);
+
+    fn new(ring_bytes: u32) -> Self {
+        Self {
+            threshold: ring_bytes as u64 / 2,
+            last_pending: 0,
+            last_drain: Instant::now(),
+        }
+    }
+
+    /// Whether to convert now, with `pending` bytes in the ring.
+    fn due(&mut self, pending: u64) -> bool {
+        let growth = pending.saturating_sub(self.last_pending);
+        self.last_pending = pending;
+        pending + 4 * growth >= self.threshold || self.last_drain.elapsed() >= Self::MAX_AGE
+    }
+
+    /// The ring was emptied down to `pending` bytes.
+    fn drained(&mut self, pending: u64) {
+        self.last_pending = pending;
+        self.last_drain = Instant::now();
+    }
+}
+
+/// Move everything the recorder has into the trace.
+fn drain(rec: &mut Recorder, d: &mut Drainer<Out>, unparsable: &mut u64) -> anyhow::Result<()> {
+    collect(rec, d)?;
     let mut err = None;
     let stats = rec.drain_records(|r| {
         if err.is_none() {
@@ -260,15 +308,21 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     let mut unparsable = 0u64;
     let mut exit: Option<ExitStatus> = None;
     let tick = Duration::from_millis(50);
+    let mut policy = DrainPolicy::new(cfg.options.ring_bytes);
     loop {
         // Wake up when the command exits (or a signal arrives), or to drain.
         match &launched {
             Some(l) => exit = l.wait_for(tick),
             None => launch::sleep_until_readable(None, tick),
         }
-        drain(&mut rec, &mut d, &mut unparsable)?;
         if exit.is_some() {
             break;
+        }
+        if policy.due(rec.ring_pending()) {
+            drain(&mut rec, &mut d, &mut unparsable)?;
+            policy.drained(rec.ring_pending());
+        } else {
+            collect(&mut rec, &mut d)?;
         }
         let signals = SIGNALS.load(Ordering::SeqCst);
         // With a command, Ctrl-C reaches it too: keep recording until it
@@ -376,4 +430,33 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         kstacks,
         unwinds,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DrainPolicy;
+    use std::time::{Duration, Instant};
+
+    const MB: u64 = 1 << 20;
+
+    #[test]
+    fn records_wait_until_the_ring_fills_or_a_second_passed() {
+        let mut p = DrainPolicy::new(64 << 20);
+        // A slow trickle waits.
+        assert!(!p.due(MB));
+        assert!(!p.due(2 * MB));
+        // Half full: convert.
+        assert!(p.due(32 * MB));
+        p.drained(0);
+        // At 5 MiB a tick, 15 MiB would pass half within four ticks.
+        assert!(!p.due(5 * MB));
+        assert!(!p.due(10 * MB));
+        assert!(p.due(15 * MB));
+        p.drained(0);
+        // A second since the last conversion: convert, however little.
+        p.last_drain = Instant::now() - Duration::from_millis(1100);
+        assert!(p.due(MB));
+        p.drained(0);
+        assert!(!p.due(MB));
+    }
 }

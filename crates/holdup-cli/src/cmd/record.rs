@@ -31,8 +31,10 @@ pub struct Args {
     /// without frame pointers.
     #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u32).range(0..=4096))]
     pub stack_bytes: u32,
-    /// Ring buffer size in MiB (a power of two).
-    #[arg(long, default_value_t = 32)]
+    /// Ring buffer size in MiB (a power of two): kernel memory, taken at
+    /// start. Records wait in it up to a second (never until it is half
+    /// full), so that converting them takes less CPU from the command.
+    #[arg(long, default_value_t = 64)]
     pub ring_mb: u32,
     /// Record system calls (for `holdup syscalls`): every call is counted
     /// and timed, slow, blocked or faulting ones are kept whole.
