@@ -87,6 +87,13 @@ fn bad_arguments_are_refused_clearly() {
     assert!(err.contains("nothing to record"), "{err}");
     let err = one_line_error(&holdup_out(&["record", "-p", "1", "--", "true"]));
     assert!(err.contains("not several"), "{err}");
+    // A ring the kernel cannot make is refused by the argument parser,
+    // before anything is loaded (it once reached libbpf's own messages).
+    let out = holdup_out(&["record", "--ring-mb", "4096", "--", "true"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("'4096' for '--ring-mb"), "{err}");
+    assert!(!err.contains("libbpf"), "{err}");
 }
 
 #[test]

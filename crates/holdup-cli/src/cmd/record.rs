@@ -34,7 +34,7 @@ pub struct Args {
     /// Ring buffer size in MiB (a power of two): kernel memory, taken at
     /// start. Records wait in it up to a second (never until it is half
     /// full), so that converting them takes less CPU from the command.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=2048))]
     pub ring_mb: u32,
     /// Record system calls (for `holdup syscalls`): every call is counted
     /// and timed, slow, blocked or faulting ones are kept whole.
