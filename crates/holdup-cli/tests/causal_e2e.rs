@@ -731,12 +731,13 @@ fn attach_bad_input_is_one_clear_line() {
 
 /// `-a` on a kernel-heavy program: four lines each make one system call
 /// that walks a path 200 directories deep. The kernel's path walk is one
-/// function under all four lines, so it ranks above each of them (only the
-/// whole process ranks higher). The prediction for it at 50% is checked
+/// function under all four lines, so it predicts more than each of them,
+/// and more than any other kernel function: its callers contain it for
+/// some of the lines only. The prediction for it at 50% is checked
 /// against the program run with half the depth: half the walk.
 #[test]
 #[ignore = "needs root and BPF"]
-fn attach_kernel_function_under_several_lines_ranks_first() {
+fn attach_kernel_function_under_several_lines_predicts_the_most() {
     let _turn = turn();
     let dir = scratch("causal_attach_kernel");
     let bin = build("causal_lookup", &[]);
@@ -747,14 +748,28 @@ fn attach_kernel_function_under_several_lines_ranks_first() {
         &["-a", "--experiment-ms", "50", "--progress", &progress],
         &[b, d, "1000000", "2", "200"],
     );
-    let first = report["targets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["kind"] != "process" && t["kind"] != "subclass")
-        .unwrap();
-    assert_eq!(first["target"], "kernel:link_path_walk", "{report}");
     let targets = report["targets"].as_array().unwrap();
+    let walk_target = targets
+        .iter()
+        .find(|t| t["target"] == "kernel:link_path_walk")
+        .unwrap_or_else(|| panic!("no path walk: {report}"));
+    // Compared at one speedup: the ranking follows the highest point each
+    // curve reached, which also depends on how far its experiments went
+    // (a caller that drew a 100% experiment once ranked above the walk,
+    // tested to 90%, while it predicted less at every speedup both had).
+    let walk = predict(walk_target, 0.5);
+    for t in targets.iter().filter(|t| {
+        t["kind"] != "process"
+            && t["kind"] != "subclass"
+            && t["enough_data"] == true
+            && t["target"] != walk_target["target"]
+    }) {
+        assert!(
+            predict(t, 0.5) < walk + 0.03,
+            "{} beats the walk ({walk}): {t}",
+            t["target"]
+        );
+    }
     // Our own instrumentation is no target: the progress uprobe's trap
     // and what it calls, and BPF programs.
     for t in targets {
@@ -785,7 +800,6 @@ fn attach_kernel_function_under_several_lines_ranks_first() {
         "subclass:sched has {sched} samples"
     );
     // Each line alone gives less than the function under all of them.
-    let walk = predict(first, 0.5);
     for marker in ["stat", "access", "open", "readlink"] {
         let name = format!("causal_lookup:{}", line_of("causal_lookup", marker));
         if let Some(t) = report["targets"]
