@@ -707,6 +707,7 @@ fn attach_pipe_reader_line_with_core_level_delays() {
 /// `-p` and `-a` refuse what they cannot profile in one line each.
 #[test]
 fn attach_bad_input_is_one_clear_line() {
+    let _turn = turn();
     for (args, says) in [
         (
             vec!["-p", "999999999", "--progress", "main"],
@@ -926,6 +927,9 @@ fn a_program_that_unloads_libraries_is_not_crashed() {
 #[test]
 #[ignore = "needs root and BPF"]
 fn progress_point_that_does_not_exist_is_one_clear_error() {
+    // Its build (and the first build's calibration) would run beside
+    // another test's experiments, whose curves it would disturb.
+    let _turn = turn();
     let bin = build("causal_barrier", &["-DNO_PROGRESS"]);
     for (opt, spec, says) in [
         (
