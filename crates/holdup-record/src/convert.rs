@@ -47,6 +47,9 @@ pub struct Drainer<W: Write> {
     frames: Vec<Frame>,
     /// Per thread, the stack of its next system call record: (start, stack).
     syscall_stacks: FxHashMap<u32, (u64, StackId)>,
+    /// Per thread, the stack of its last on-CPU sample: where the points of
+    /// its exit tail go (see `sample`).
+    last_cpu_stacks: FxHashMap<u32, StackId>,
     /// A copy of the vDSO: it is no file on disk, but unwinding through it
     /// needs its CFI and reports need its symbols. Every process of a
     /// kernel maps the same image, so the recorder's own one is used.
@@ -132,6 +135,7 @@ impl<W: Write> Drainer<W> {
             counts: Counts::default(),
             frames: Vec::new(),
             syscall_stacks: FxHashMap::default(),
+            last_cpu_stacks: FxHashMap::default(),
             vdso: VdsoCopy::new(),
         }
     }
@@ -357,8 +361,21 @@ impl<W: Write> Drainer<W> {
     fn sample(&mut self, s: &raw::RawSample<'_>) -> std::io::Result<()> {
         let r = &s.rec;
         self.name(r.pid, r.tid, r.end, None)?;
-        let stack = self.sample_stack(s)?;
         let class = class(r.class);
+        // A thread that exits takes with it the CPU time no on-CPU sample
+        // found it running: hundreds of short-lived processes that each ran
+        // for less than a period at a time put a quarter of a storm's
+        // on-CPU points there. Its stack at the exit is not where that time
+        // went; its last on-CPU sample is the best place known. A thread
+        // never sampled keeps its exit stack (user frames only).
+        let exit_tail = r.flags & raw::SF_EXIT_TAIL != 0;
+        let stack = match self.last_cpu_stacks.get(&r.tid) {
+            Some(&id) if exit_tail => id,
+            _ => self.sample_stack(s)?,
+        };
+        if class == Class::Cpu && !exit_tail {
+            self.last_cpu_stacks.insert(r.tid, stack);
+        }
         if class == Class::Cpu {
             self.counts.cpu_samples += 1;
         } else {
@@ -437,6 +454,7 @@ impl<W: Write> Drainer<W> {
             }
             RawRecord::Comm(c) => self.rename(c.pid, c.tid, c.time, &c.comm),
             RawRecord::Exit(c) => {
+                self.last_cpu_stacks.remove(&c.tid);
                 self.name(c.pid, c.tid, c.time, Some(c_str(&c.comm)))?;
                 self.writer.write(&Record::Exit {
                     time: c.time,
@@ -592,6 +610,57 @@ mod tests {
             (1_000, 3_000_000, 4_000_000, None)
         );
         assert_eq!(t.threads.len(), 1, "the thread is named once");
+    }
+
+    /// A raw on-CPU sample of thread `tid` with kernel frames `kstack`.
+    fn raw_cpu_sample(tid: u32, flags: u16, kstack: &[u64]) -> Vec<u8> {
+        let base = std::mem::size_of::<raw::SampleRec>();
+        let rec = raw::SampleRec {
+            hdr: raw::RecHdr {
+                kind: raw::REC_SAMPLE,
+                size: (base + 8 * kstack.len()) as u32,
+            },
+            pid: 7,
+            tid,
+            start: 5_000_000,
+            end: 5_000_000,
+            weight: 2,
+            class: raw::CLASS_CPU,
+            flags,
+            kstack_len: kstack.len() as u16,
+            ..Default::default()
+        };
+        let mut bytes = vec![0u8; rec.hdr.size as usize];
+        unsafe { std::ptr::write_unaligned(bytes.as_mut_ptr() as *mut raw::SampleRec, rec) };
+        for (i, a) in kstack.iter().enumerate() {
+            bytes[base + 8 * i..base + 8 * i + 8].copy_from_slice(&a.to_ne_bytes());
+        }
+        bytes
+    }
+
+    /// The points a thread's exit leaves go where its last on-CPU sample
+    /// was; a thread never sampled keeps the stack of its exit tail.
+    #[test]
+    fn an_exit_tail_takes_the_stack_of_the_last_on_cpu_sample() {
+        let (work, exit) = (0xffff_ffff_8100_0010u64, 0xffff_ffff_8200_0010u64);
+        let writer = trace::Writer::new(Vec::new(), &trace::Header::default(), 0).unwrap();
+        let mut d = Drainer::new(writer);
+        for (tid, flags, at) in [
+            (8, 0, work),
+            (8, raw::SF_EXIT_TAIL, exit),
+            (9, raw::SF_EXIT_TAIL, exit),
+        ] {
+            let bytes = raw_cpu_sample(tid, flags, &[at]);
+            d.record(raw::parse(&bytes).unwrap()).unwrap();
+        }
+        let out = d.writer.finish().unwrap();
+        let mut reader = trace::Reader::new(&out[..], "replay").unwrap();
+        let t = trace::Trace::read(&mut reader).unwrap();
+        let leaf = |i: usize| t.stacks[&t.samples[i].stack][0].addr;
+        assert_eq!(t.samples.len(), 3);
+        assert_eq!(leaf(1), leaf(0), "thread 8's tail goes to its last sample");
+        assert_eq!(t.samples[1].weight, 2);
+        assert_eq!(leaf(2), exit - 1, "thread 9 was never sampled");
     }
 
     #[test]

@@ -66,6 +66,7 @@ enum sample_flags {
 	SF_USER_REGS = 1 << 1,		/* ip/sp/bp are the thread's user registers */
 	SF_BLOCKED_TAIL = 1 << 2,	/* emitted at end of recording: interval still open */
 	SF_LATE_USTACK = 1 << 3,	/* user stack captured after the thread had run again */
+	SF_EXIT_TAIL = 1 << 4,		/* on-CPU points a thread had not been sampled for at its exit */
 };
 
 enum bio_op {

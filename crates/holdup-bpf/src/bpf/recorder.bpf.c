@@ -1344,10 +1344,12 @@ int BPF_PROG(on_sys_exit)
 
 /* Turn what the on-CPU and steal clocks of the running `task` hold into an
  * on-CPU sample at its current stacks, if that is a sampling point or more.
- * `kflags` says how to read the kernel stack's first frame. */
+ * `kflags` says how to read the kernel stack's first frame; `flags` are the
+ * sample's own (an exit tail takes no kernel stack: it would be the exit
+ * path and this program's own frames, where none of that time was spent). */
 static __always_inline void take_cpu_sample(void *ctx, enum scratch_slot slot,
 					    struct task_struct *task, struct thread_state *st,
-					    u16 kflags)
+					    u16 kflags, u16 flags)
 {
 	struct scratch *s;
 	u32 w, ws;
@@ -1377,8 +1379,9 @@ static __always_inline void take_cpu_sample(void *ctx, enum scratch_slot slot,
 	s->rec.sched_weight = ws;
 	s->rec.class = CLASS_CPU;
 	s->rec.cpu = bpf_get_smp_processor_id();
+	s->rec.flags = flags;
 	/* Empty when the sample hit user mode. */
-	n = bpf_get_stack(ctx, s->kstack, sizeof(s->kstack), 0);
+	n = flags & SF_EXIT_TAIL ? 0 : bpf_get_stack(ctx, s->kstack, sizeof(s->kstack), 0);
 	if (n > 0) {
 		s->rec.kstack_len = (u64)n / 8;
 		s->rec.flags |= kflags;
@@ -1400,7 +1403,7 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 		return 0;
 	if (st->pending)
 		emit_pending(SCRATCH_IRQ, st, task, USER_LOADED, SF_LATE_USTACK);
-	take_cpu_sample(ctx, SCRATCH_IRQ, task, st, SF_KSTACK_LEAF_IS_IP);
+	take_cpu_sample(ctx, SCRATCH_IRQ, task, st, SF_KSTACK_LEAF_IS_IP, 0);
 	return 0;
 }
 
@@ -1660,10 +1663,12 @@ int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
 	st = state_of(p, false);
 	if (st && st->pending)
 		emit_pending(SCRATCH_TASK, st, p, USER_LOADED, SF_LATE_USTACK);
-	/* Its last points: after a long steal (no on-CPU sample can fire
-	 * while the host does not run the virtual CPU) they are many. */
+	/* Its last points: the CPU time no on-CPU sample found it running
+	 * (it runs for less than a period at a time, or for a long steal no
+	 * sample fired at all). User space puts them where its last on-CPU
+	 * sample was. */
 	if (st)
-		take_cpu_sample(ctx, SCRATCH_TASK, p, st, 0);
+		take_cpu_sample(ctx, SCRATCH_TASK, p, st, 0, SF_EXIT_TAIL);
 	emit_task_rec(REC_EXIT, p, p->comm);
 	if (group_dead && !trace_all)
 		untrack_tgid(p->tgid);
