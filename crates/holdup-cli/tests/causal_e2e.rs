@@ -36,6 +36,11 @@ fn turn() -> MutexGuard<'static, ()> {
 fn build(name: &str, extra: &[&str]) -> PathBuf {
     static CALIBRATED: OnceLock<()> = OnceLock::new();
     CALIBRATED.get_or_init(|| {
+        // The test binaries were just built: hundreds of MB of dirty pages
+        // that the kernel writes back some 30 s later, in the middle of
+        // the first experiments (extra runqueue and disk time that the
+        // plain runs measured afterwards do not have). Written now, first.
+        unsafe { libc::sync() };
         let misc = workload_with("causal_misc", &[]);
         let out = Command::new(misc).arg("calibrate").bounded_output();
         let per_ms = String::from_utf8_lossy(&out.stdout).trim().to_string();
