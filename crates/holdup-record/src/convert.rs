@@ -369,9 +369,12 @@ impl<W: Write> Drainer<W> {
         // went; its last on-CPU sample is the best place known. A thread
         // never sampled keeps its exit stack (user frames only).
         let exit_tail = r.flags & raw::SF_EXIT_TAIL != 0;
-        let stack = match self.last_cpu_stacks.get(&r.tid) {
-            Some(&id) if exit_tail => id,
-            _ => self.sample_stack(s)?,
+        let last = exit_tail
+            .then(|| self.last_cpu_stacks.get(&r.tid).copied())
+            .flatten();
+        let stack = match last {
+            Some(id) => id,
+            None => self.sample_stack(s)?,
         };
         if class == Class::Cpu && !exit_tail {
             self.last_cpu_stacks.insert(r.tid, stack);
