@@ -348,16 +348,33 @@ impl Unwinder {
             self.empty = UnwinderX86_64::new();
             self.generations = 1;
         }
-        // A fork of a process seen already, with the same mappings.
-        if let Some((unwinder, layout)) = self.by_generation.get(&generation) {
-            let state = ProcState {
+        // A fork of a process seen already, with the same mappings, takes
+        // what was made for it.
+        let (unwinder, layout) = match self.by_generation.get(&generation) {
+            Some(made) => made.clone(),
+            None => {
+                let made = self.module_list(spaces, pid);
+                self.by_generation.insert(generation, made.clone());
+                made
+            }
+        };
+        self.procs.insert(
+            pid,
+            ProcState {
                 generation,
-                unwinder: unwinder.clone(),
-                layout: *layout,
-            };
-            self.procs.insert(pid, state);
-            return;
-        }
+                unwinder,
+                layout,
+            },
+        );
+    }
+
+    /// The framehop module list of `pid`'s mappings (shared with every
+    /// process whose mappings have the same unwind info), and its layout.
+    fn module_list(
+        &mut self,
+        spaces: &AddressSpaces,
+        pid: u32,
+    ) -> (Arc<UnwinderX86_64<Bytes>>, u64) {
         let mut fingerprint = Fingerprint::new();
         let mut paths = Vec::new();
         for m in spaces.mappings(pid) {
@@ -399,16 +416,7 @@ impl Unwinder {
                 self.last_layout
             }
         };
-        self.by_generation
-            .insert(generation, (unwinder.clone(), layout));
-        self.procs.insert(
-            pid,
-            ProcState {
-                generation,
-                unwinder,
-                layout,
-            },
-        );
+        (unwinder, layout)
     }
 
     /// The unwind info of a mapping's file, loaded once per file version.
