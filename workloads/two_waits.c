@@ -1,11 +1,13 @@
-/* One thread blocks, from one call site, alternately in a read of a pipe and
+/* A thread blocks, from one call site, alternately in a read of a pipe and
  * in a read of a Unix socket: the same system call under the same user
  * stack, two kernel wait sites. A helper thread writes to the pipe PIPE_MS
  * after the reader starts waiting on it, and to the socket SOCK_MS after.
- * The reader times its own waits and prints the seconds blocked on each:
+ * With READERS > 1 the rounds are read by that many threads, one after
+ * another, each a new thread blocking where the one before did. The
+ * readers time their own waits and print the seconds blocked on each:
  *   pipe <s>
  *   socket <s>
- * usage: two_waits [ROUNDS] */
+ * usage: two_waits [ROUNDS] [READERS] */
 #include "common.h"
 #include <pthread.h>
 #include <sys/socket.h>
@@ -41,24 +43,46 @@ static void *writer(void *arg)
 	return NULL;
 }
 
-int main(int argc, char **argv)
-{
-	double on_pipe = 0, on_sock = 0;
-	pthread_t t;
+struct share {
+	int rounds;
+	double on_pipe, on_sock;
+};
 
-	rounds = arg_int(argc, argv, 1, 300);
-	if (pipe(pipe_fds) || socketpair(AF_UNIX, SOCK_STREAM, 0, sock_fds))
-		return 1;
-	pthread_create(&t, NULL, writer, NULL);
-	for (int i = 0; i < rounds; i++) {
+static void *reader(void *arg)
+{
+	struct share *sh = arg;
+
+	for (int i = 0; i < sh->rounds; i++) {
 		double t0 = now_s(), t1, t2;
 
 		wait_on(pipe_fds[0]);
 		t1 = now_s();
 		wait_on(sock_fds[0]);
 		t2 = now_s();
-		on_pipe += t1 - t0;
-		on_sock += t2 - t1;
+		sh->on_pipe += t1 - t0;
+		sh->on_sock += t2 - t1;
+	}
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	double on_pipe = 0, on_sock = 0;
+	pthread_t t, r;
+	int readers;
+
+	rounds = arg_int(argc, argv, 1, 300);
+	readers = arg_int(argc, argv, 2, 1);
+	if (pipe(pipe_fds) || socketpair(AF_UNIX, SOCK_STREAM, 0, sock_fds))
+		return 1;
+	pthread_create(&t, NULL, writer, NULL);
+	for (int i = 0; i < readers; i++) {
+		struct share sh = { rounds / readers + (i < rounds % readers), 0, 0 };
+
+		pthread_create(&r, NULL, reader, &sh);
+		pthread_join(r, NULL);
+		on_pipe += sh.on_pipe;
+		on_sock += sh.on_sock;
 	}
 	pthread_join(t, NULL);
 	printf("pipe %.6f\nsocket %.6f\n", on_pipe, on_sock);

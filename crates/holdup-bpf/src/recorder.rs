@@ -388,6 +388,7 @@ impl Recorder {
                 c.reused += word(1);
                 c.checked += word(2);
                 c.differed += word(3);
+                c.shared += word(4);
             }
         }
         c
@@ -442,17 +443,20 @@ impl Recorder {
     }
 }
 
-/// How the kernel stacks of blocked samples were taken: walked, or reused
-/// from one of the thread's last two walks when it blocked at the same
-/// place. Every 8th reuse of a thread is walked anyway (`checked`), to see
-/// whether the reused stack would have been wrong (`differed`); a thread
-/// found wrong is walked from then on.
+/// How the kernel stacks of blocked samples were taken: walked, reused from
+/// one of the thread's last two walks when it blocked at the same place, or
+/// taken from another thread's walk on the same CPU (`shared`). A thread's
+/// 8th reuse is walked anyway (`checked`), then the 16th after, and so on
+/// up to every 128th while they agree, to see whether the reused stack
+/// would have been wrong (`differed`); a thread found wrong is walked from
+/// then on.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct KstackCounts {
     pub walked: u64,
     pub reused: u64,
     pub checked: u64,
     pub differed: u64,
+    pub shared: u64,
 }
 
 #[derive(Clone, Copy, Debug, Default)]

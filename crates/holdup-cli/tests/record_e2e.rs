@@ -406,12 +406,14 @@ fn a_context_switch_storm_loses_nothing() {
 }
 
 /// Kernel stacks of blocked samples are reused from a thread's earlier walks
-/// only where the thread blocked at the same place: one thread alternates
-/// between a read of a pipe and a read of a Unix socket, through one call
-/// site (same system call, same user stack), and the kernel wait site of
-/// each blocked sample must still be the right one. The workload times its
-/// own waits; the reuse must really have happened (most stacks), and no
-/// check of a reused stack may have found it wrong. The same goes for the
+/// (or another thread's) only where the thread blocked at the same place:
+/// a thread alternates between a read of a pipe and a read of a Unix
+/// socket, through one call site (same system call, same user stack), and
+/// the kernel wait site of each blocked sample must still be the right one.
+/// Six such threads take turns, each new one blocking where the one before
+/// did. The workload times its own waits; the reuse must really have
+/// happened (most stacks), new threads must have taken stacks walked by
+/// others, and no check of a reused stack may have found it wrong. The same goes for the
 /// user stacks, which the drainer replays from an earlier unwind at the
 /// same registers: most are replayed, and still lead to the caller.
 #[test]
@@ -429,6 +431,7 @@ fn reused_kernel_stacks_keep_each_wait_at_its_own_site() {
         "--",
         bin.to_str().unwrap(),
         "300",
+        "6",
     ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let (pipe, socket) = (
@@ -448,12 +451,18 @@ fn reused_kernel_stacks_keep_each_wait_at_its_own_site() {
             .collect()
     };
     let counts = counts_on("kernel stacks of blocked samples");
-    let [walked, reused, checked, differed] = counts[..] else {
+    let [walked, reused, shared, checked, differed] = counts[..] else {
         panic!("unexpected kernel stack counts: {counts:?}");
     };
     assert!(
         reused >= 2 * walked,
         "{reused} stacks reused, {walked} walked: the reuse did not happen"
+    );
+    // Twelve first blocks of a thread at a site (six threads, two sites),
+    // most of them on a CPU where an earlier thread walked that site.
+    assert!(
+        shared >= 4,
+        "{shared} stacks taken from other threads' walks"
     );
     assert!(checked > 0, "no reuse was checked by a walk");
     assert_eq!(differed, 0, "checks found reused stacks wrong");
@@ -464,14 +473,14 @@ fn reused_kernel_stacks_keep_each_wait_at_its_own_site() {
     );
 
     let r = report(&data);
-    let reader = *threads_with(&r, "wait_on")
-        .first()
-        .expect("a thread waits in wait_on");
+    let readers = threads_with(&r, "wait_on");
+    assert_eq!(readers.len(), 6, "threads that wait in wait_on");
     let period = r["period_ns"].as_f64().unwrap() / 1e9;
     // Blocked, and then runnable until it ran: both are the read's time.
     let waited_in = |kernel_fn: &str| -> f64 {
-        functions_matching(reader, |s| s == kernel_fn)
+        readers
             .iter()
+            .flat_map(|t| functions_matching(t, |s| s == kernel_fn))
             .map(|f| {
                 (f["total"]["other"].as_f64().unwrap() + f["total"]["sched"].as_f64().unwrap())
                     * period

@@ -79,7 +79,14 @@ u64 late_without_rseq = 0;
  * KSTACK_KEY frames are where they were (see read_kstack). */
 #define KSTACK_KEY 4
 #define KSTACK_SCAN_WORDS 256
+/* A thread's first check of a reused stack comes at its KSTACK_CHECK-th
+ * reuse; each check that agrees doubles the distance to the next, up to
+ * KSTACK_CHECK << KSTACK_CHECK_MAX_SHIFT. */
 #define KSTACK_CHECK 8
+#define KSTACK_CHECK_MAX_SHIFT 4
+/* Stacks walked lately on a CPU, shared by all threads: KSTACK_SHARED
+ * system calls (by number, modulo) with two stacks each. */
+#define KSTACK_SHARED 64
 
 /* A kernel stack, and what it was walked at, to reuse it (see read_kstack). */
 struct kstack {
@@ -133,6 +140,7 @@ struct thread_state {
 	u8 k_last;		/* the slot walked or reused last */
 	u8 k_noreuse;		/* a check found a reused stack wrong */
 	u8 k_reuses;		/* reuses since the last check */
+	u8 k_check_shift;	/* the next check is at KSTACK_CHECK << this */
 };
 
 /* What the CPU is doing besides running current: names the waker when a
@@ -214,12 +222,30 @@ struct {
 	__type(value, u32);
 } parked_tid SEC(".maps");
 
+/* The last two kernel stacks walked on this CPU in one system call (and
+ * those whose number is the same modulo KSTACK_SHARED), from any thread:
+ * a thread's first block at a site is mostly where other threads blocked
+ * before (a pool's workers, the processes of a server). Per CPU, so that no
+ * other CPU writes one while it is read; each CPU learns the sites once. */
+struct kstack_shared {
+	struct kstack ks[2];
+	u8 last;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, KSTACK_SHARED);
+	__type(key, u32);
+	__type(value, struct kstack_shared);
+} kstack_shared SEC(".maps");
+
 /* How the kernel stacks of blocked samples were taken, per CPU. */
 struct kstack_counts {
 	u64 walked;
 	u64 reused;
 	u64 checked;		/* reuses walked anyway, to compare */
 	u64 differed;		/* checks that found the reused stack wrong */
+	u64 shared;		/* taken from another thread's walk */
 };
 
 struct {
@@ -1044,21 +1070,61 @@ static __always_inline void kstack_place(struct kstack *k, u64 ksp, u64 *buf)
 	k->placed = c.found;
 }
 
+/* The stack another thread walked on this CPU whose key frames lie in place
+ * for a thread blocked in `nr` with its stack saved at `ksp`, if any. */
+static __always_inline struct kstack *shared_kstack(u32 nr, u64 ksp)
+{
+	u32 idx = nr % KSTACK_SHARED, i;
+	struct kstack_shared *sh = bpf_map_lookup_elem(&kstack_shared, &idx);
+
+	if (!sh)
+		return NULL;
+	i = sh->last & 1;
+	if (kstack_in_place(&sh->ks[i], nr, ksp))
+		return &sh->ks[i];
+	if (kstack_in_place(&sh->ks[i ^ 1], nr, ksp))
+		return &sh->ks[i ^ 1];
+	return NULL;
+}
+
+/* Offer k, just walked and placed, to the other threads on this CPU: it
+ * replaces the same stack placed before (its places may have settled
+ * since), or else the older of the two, and is looked at first. */
+static __always_inline void share_kstack(struct kstack *k)
+{
+	u32 idx = k->nr % KSTACK_SHARED, i;
+	struct kstack_shared *sh;
+
+	if (!k->keys || k->placed != k->keys)
+		return;
+	sh = bpf_map_lookup_elem(&kstack_shared, &idx);
+	if (!sh)
+		return;
+	i = sh->last & 1;
+	if (sh->ks[i].hash != k->hash || sh->ks[i].len != k->len) {
+		i ^= 1;
+		sh->last = i;
+	}
+	__builtin_memcpy(&sh->ks[i], k, sizeof(*k));
+}
+
 /* The kernel stack of a thread that is off-CPU, into one of its two stack
  * slots, which p_slot then names.
  *
- * Walking a sleeping thread's kernel stack costs about 1.3 µs here, almost
+ * Walking a sleeping thread's kernel stack costs some 3-5 µs here, almost
  * all of it fixed cost whatever the depth, at every blocked sample; and a
  * thread mostly blocks at one of a few places (the read it waits in, the
  * preemption after the write that wakes its peer). So from a switch-in
- * (`reuse`), the stack of one of the thread's last two walks is taken again
- * when the thread blocked in the same system call and the return addresses
- * of its first KSTACK_KEY frames lie where they lay then: a few one-word
- * reads instead of a walk. The saved stack pointer itself is no key, as the
- * kernel randomizes the stack offset of each system call; the frames lie at
- * the same distances above it. Every KSTACK_CHECK-th reuse is walked anyway
- * and compared: a thread whose reused stack was wrong is walked from then
- * on, and the counts reach the recording's summary. */
+ * (`reuse`), a stack walked before is taken again when the thread blocked
+ * in the same system call and the return addresses of its first KSTACK_KEY
+ * frames lie where they lay then: a few one-word reads instead of a walk.
+ * That is one of the thread's last two walks, or else one of the last two
+ * on this CPU in that system call by any thread. The saved stack pointer
+ * itself is no key, as the kernel randomizes the stack offset of each
+ * system call; the frames lie at the same distances above it. Reuses are
+ * walked anyway now and then and compared, the KSTACK_CHECK-th first and
+ * ever more rarely while they agree: a thread whose reused stack was wrong
+ * is walked from then on, and the counts reach the recording's summary. */
 static __always_inline void read_kstack(struct task_struct *t, struct thread_state *st,
 					struct scratch *s, bool reuse)
 {
@@ -1067,8 +1133,8 @@ static __always_inline void read_kstack(struct task_struct *t, struct thread_sta
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(t);
 	u64 ksp = t->thread.sp, h;
 	u32 nr = 0, last = st->k_last & 1, slot = last ^ 1, len;
-	bool hit = false, again = false;
-	struct kstack *k;
+	bool hit = true, again = false;
+	struct kstack *k, *shared = NULL;
 	long n;
 
 	if (regs)
@@ -1089,15 +1155,21 @@ static __always_inline void read_kstack(struct task_struct *t, struct thread_sta
 	}
 	if (kstack_in_place(&st->ks[last], nr, ksp)) {
 		slot = last;
-		hit = true;
-	} else {
-		hit = kstack_in_place(&st->ks[slot], nr, ksp);
+	} else if (!kstack_in_place(&st->ks[slot], nr, ksp)) {
+		shared = shared_kstack(nr, ksp);
+		if (shared)
+			__builtin_memcpy(&st->ks[slot], shared, sizeof(*shared));
+		else
+			hit = false;
 	}
 	k = &st->ks[slot];
-	if (hit && ++st->k_reuses < KSTACK_CHECK) {
+	if (hit && ++st->k_reuses < (KSTACK_CHECK << (st->k_check_shift & 7))) {
 		st->p_slot = slot;
 		st->k_last = slot;
-		c->reused++;
+		if (shared)
+			c->shared++;
+		else
+			c->reused++;
 		return;
 	}
 
@@ -1111,8 +1183,11 @@ static __always_inline void read_kstack(struct task_struct *t, struct thread_sta
 		/* A check of a reuse. */
 		st->k_reuses = 0;
 		c->checked++;
-		if (h == k->hash)
+		if (h == k->hash) {
+			if (st->k_check_shift < KSTACK_CHECK_MAX_SHIFT)
+				st->k_check_shift++;
 			goto chosen;
+		}
 		c->differed++;
 		st->k_noreuse = 1;
 	} else if (h == st->ks[last].hash && st->ks[last].len == len) {
@@ -1129,8 +1204,10 @@ static __always_inline void read_kstack(struct task_struct *t, struct thread_sta
 		k->placed = 0;
 	}
 	k->nr = nr;
-	if (!st->k_noreuse)
+	if (!st->k_noreuse) {
 		kstack_place(k, ksp, (u64 *)s->copy);
+		share_kstack(k);
+	}
 chosen:
 	st->p_slot = slot;
 	st->k_last = slot;

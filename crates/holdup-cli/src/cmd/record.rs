@@ -211,8 +211,8 @@ fn print_details(s: &Summary) {
     );
     let k = &s.kstacks;
     eprintln!(
-        "holdup: kernel stacks of blocked samples: {} walked, {} reused from the thread's last two walks ({} reuses checked by a walk, {} of them wrong)",
-        k.walked, k.reused, k.checked, k.differed
+        "holdup: kernel stacks of blocked samples: {} walked, {} reused from the thread's last two walks, {} from other threads' walks ({} reuses checked by a walk, {} of them wrong)",
+        k.walked, k.reused, k.shared, k.checked, k.differed
     );
     let u = &s.unwinds;
     eprintln!(
