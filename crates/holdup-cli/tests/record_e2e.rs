@@ -413,9 +413,10 @@ fn a_context_switch_storm_loses_nothing() {
 /// Six such threads take turns, each new one blocking where the one before
 /// did. The workload times its own waits; the reuse must really have
 /// happened (most stacks), new threads must have taken stacks walked by
-/// others, and no check of a reused stack may have found it wrong. The same goes for the
-/// user stacks, which the drainer replays from an earlier unwind at the
-/// same registers: most are replayed, and still lead to the caller.
+/// others, and no check of a reused stack may have found it wrong. The
+/// same goes for the user stacks, which the drainer replays from an earlier
+/// unwind at the same registers: most are replayed, and still lead to the
+/// caller.
 #[test]
 #[ignore = "needs root and BPF"]
 fn reused_kernel_stacks_keep_each_wait_at_its_own_site() {
