@@ -1070,21 +1070,43 @@ static __always_inline void kstack_place(struct kstack *k, u64 ksp, u64 *buf)
 	k->placed = c.found;
 }
 
+/* Which of a pair of stacks (ks[last] looked at first) has its key frames
+ * in place for a thread blocked in `nr` with its stack saved at `ksp`: 0 or
+ * 1, or -1 for neither. */
+static __always_inline int kstack_pair_in_place(struct kstack *ks, u32 last, u32 nr, u64 ksp)
+{
+	last &= 1;
+	if (kstack_in_place(&ks[last], nr, ksp))
+		return last;
+	if (kstack_in_place(&ks[last ^ 1], nr, ksp))
+		return last ^ 1;
+	return -1;
+}
+
+/* Which of a pair of stacks (ks[last] looked at first) is the walk of hash
+ * `h` and `len` bytes: 0 or 1, or -1 for neither. */
+static __always_inline int kstack_pair_find(struct kstack *ks, u32 last, u64 h, u32 len)
+{
+	last &= 1;
+	if (ks[last].hash == h && ks[last].len == len)
+		return last;
+	if (ks[last ^ 1].hash == h && ks[last ^ 1].len == len)
+		return last ^ 1;
+	return -1;
+}
+
 /* The stack another thread walked on this CPU whose key frames lie in place
  * for a thread blocked in `nr` with its stack saved at `ksp`, if any. */
 static __always_inline struct kstack *shared_kstack(u32 nr, u64 ksp)
 {
-	u32 idx = nr % KSTACK_SHARED, i;
+	u32 idx = nr % KSTACK_SHARED;
 	struct kstack_shared *sh = bpf_map_lookup_elem(&kstack_shared, &idx);
+	int i;
 
 	if (!sh)
 		return NULL;
-	i = sh->last & 1;
-	if (kstack_in_place(&sh->ks[i], nr, ksp))
-		return &sh->ks[i];
-	if (kstack_in_place(&sh->ks[i ^ 1], nr, ksp))
-		return &sh->ks[i ^ 1];
-	return NULL;
+	i = kstack_pair_in_place(sh->ks, sh->last, nr, ksp);
+	return i < 0 ? NULL : &sh->ks[i & 1];
 }
 
 /* Offer k, just walked and placed, to the other threads on this CPU: it
@@ -1092,7 +1114,7 @@ static __always_inline struct kstack *shared_kstack(u32 nr, u64 ksp)
  * since), or else the older of the two, and is looked at first. */
 static __always_inline void share_kstack(struct kstack *k)
 {
-	u32 idx = k->nr % KSTACK_SHARED, i;
+	u32 idx = k->nr % KSTACK_SHARED, last;
 	struct kstack_shared *sh;
 
 	if (!k->keys || k->placed != k->keys)
@@ -1100,12 +1122,12 @@ static __always_inline void share_kstack(struct kstack *k)
 	sh = bpf_map_lookup_elem(&kstack_shared, &idx);
 	if (!sh)
 		return;
-	i = sh->last & 1;
-	if (sh->ks[i].hash != k->hash || sh->ks[i].len != k->len) {
-		i ^= 1;
-		sh->last = i;
+	last = sh->last & 1;
+	if (kstack_pair_find(sh->ks, last, k->hash, k->len) != last) {
+		last ^= 1;
+		sh->last = last;
 	}
-	__builtin_memcpy(&sh->ks[i], k, sizeof(*k));
+	__builtin_memcpy(&sh->ks[last], k, sizeof(*k));
 }
 
 /* The kernel stack of a thread that is off-CPU, into one of its two stack
@@ -1136,6 +1158,7 @@ static __always_inline void read_kstack(struct task_struct *t, struct thread_sta
 	bool hit = true, again = false;
 	struct kstack *k, *shared = NULL;
 	long n;
+	int i;
 
 	if (regs)
 		nr = regs->orig_ax;
@@ -1153,9 +1176,10 @@ static __always_inline void read_kstack(struct task_struct *t, struct thread_sta
 			c->walked++;
 		return;
 	}
-	if (kstack_in_place(&st->ks[last], nr, ksp)) {
-		slot = last;
-	} else if (!kstack_in_place(&st->ks[slot], nr, ksp)) {
+	i = kstack_pair_in_place(st->ks, last, nr, ksp);
+	if (i >= 0) {
+		slot = i & 1;
+	} else {
 		shared = shared_kstack(nr, ksp);
 		if (shared)
 			__builtin_memcpy(&st->ks[slot], shared, sizeof(*shared));
@@ -1190,11 +1214,13 @@ static __always_inline void read_kstack(struct task_struct *t, struct thread_sta
 		}
 		c->differed++;
 		st->k_noreuse = 1;
-	} else if (h == st->ks[last].hash && st->ks[last].len == len) {
-		slot = last;
-		again = true;
-	} else if (h == st->ks[slot].hash && st->ks[slot].len == len) {
-		again = true;
+	} else {
+		/* A stack walked before whose places did not hold. */
+		i = kstack_pair_find(st->ks, last, h, len);
+		if (i >= 0) {
+			slot = i & 1;
+			again = true;
+		}
 	}
 	k = &st->ks[slot];
 	if (!again) {
