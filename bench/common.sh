@@ -14,3 +14,9 @@ bench_setup() {
 
 # The median of the numbers on stdin.
 median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+
+# "median [q1..q3]" of the numbers on stdin (quartiles by nearest rank).
+quartiles() {
+	sort -n | awk '{a[NR]=$1} END {m=(NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2
+		printf "%s [%s..%s]", m, a[int((NR+3)/4)], a[int((3*NR+3)/4)]}'
+}

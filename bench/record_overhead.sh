@@ -6,7 +6,9 @@
 # program while it is profiled. The wall time of the whole command (with the
 # tool's start-up and finishing) is shown beside it, both as ratios to the
 # plain program, holdup's and perf's side by side. Medians of ROUNDS
-# interleaved runs (the spread, min..max, in brackets). Also: holdup's
+# interleaved runs, three times as many on the storm (the spread, min..max,
+# in brackets), and each round's slowdown against its own plain run with
+# quartiles, holdup's minus perf's among them. Also: holdup's
 # start-up (until the target runs) and finishing time (after it ended,
 # symbolization included; cold and warm symbol cache), the cost of each BPF
 # program per call on the storm (with bpftool), trace bytes per wait event,
@@ -38,11 +40,11 @@ spread() { local v; v=$(sort -n); printf '%s [%s..%s]' "$(echo "$v" | median)" "
 # holdup's own start-up and finishing (ms), from its -v line in $work/stderr
 phases() { sed -n 's/.*start-up \([0-9.]*\) ms.*finishing \([0-9.]*\) ms.*symbolization \([0-9.]*\) ms.*/\1 \2 \3/p' "$work/stderr"; }
 
-bench() { # name, command...
-	local name=$1; shift
+bench() { # name, rounds, command...
+	local name=$1 n=$2; shift 2
 	declare -A prog wall
 	local modes=(plain holdup holdup-no-segments perf) startup="" finishing=""
-	for _ in $(seq "$rounds"); do
+	for _ in $(seq "$n"); do
 		for m in "${modes[@]}"; do
 			case $m in
 			plain) r=$(run "$@") ;;
@@ -69,11 +71,13 @@ bench() { # name, command...
 	done
 	ratio() { echo "$(printf '%s\n' ${1} | median) / $2" | bc -l; }
 	# The machine's speed drifts over a run by more than the overheads
-	# compared: the ratio of each run to the plain run of its own round
-	# cancels the drift, and the median of those is the steadier figure.
-	paired() { paste -d/ <(printf '%s\n' ${prog[$1]}) <(printf '%s\n' ${prog[plain]}) | bc -l | median; }
-	printf '  paired (median of each round'"'"'s ratio to its plain run): holdup %+.1f%%, perf %+.1f%%\n' \
-		"$(echo "($(paired holdup) - 1) * 100" | bc -l)" "$(echo "($(paired perf) - 1) * 100" | bc -l)"
+	# compared: the slowdown of each run against the plain run of its own
+	# round cancels the drift. Their median and quartiles, and those of
+	# holdup's minus perf's in each round, say how far the difference
+	# between the two tools can be trusted.
+	slowdown() { paste <(printf '%s\n' ${prog[$1]}) <(printf '%s\n' ${prog[plain]}) | awk '{printf "%.2f\n", ($1 / $2 - 1) * 100}'; }
+	echo "  paired, slowdown in % against the plain run of the same round, median [quartiles]:"
+	echo "    holdup $(slowdown holdup | quartiles), perf $(slowdown perf | quartiles), holdup minus perf $(paste <(slowdown holdup) <(slowdown perf) | awk '{printf "%.2f\n", $1 - $2}' | quartiles)"
 	printf '  holdup vs perf: program ×%.3f vs ×%.3f, wall ×%.3f vs ×%.3f; holdup start-up %s ms, finishing %s ms\n' \
 		"$(ratio "${prog[holdup]}" "$base")" "$(ratio "${prog[perf]}" "$base")" \
 		"$(ratio "${wall[holdup]}" "$basew")" "$(ratio "${wall[perf]}" "$basew")" \
@@ -96,9 +100,10 @@ fixed_cost() {
 	echo "  start-up $(col "$cold" 1); finishing, cold symbol cache $(col "$cold" 2) (symbolization $(col "$cold" 3)); warm $(col "$warm" 2) (symbolization $(col "$warm" 3))"
 }
 
-echo "holdup record overhead, median of $rounds interleaved runs each, $(nproc) cores"
-bench "demo (cpu + O_DIRECT reads + mutex + sleeps)" "$work/demo" "$work/demo.bin"
-bench "perf bench sched messaging (context-switch storm)" perf bench sched messaging
+echo "holdup record overhead, medians of interleaved runs ($rounds rounds, $((3 * rounds)) on the storm), $(nproc) cores"
+bench "demo (cpu + O_DIRECT reads + mutex + sleeps)" "$rounds" "$work/demo" "$work/demo.bin"
+# A storm run is short and its time varies the most: three times the rounds.
+bench "perf bench sched messaging (context-switch storm)" $((3 * rounds)) perf bench sched messaging
 echo
 fixed_cost
 
@@ -128,6 +133,7 @@ ids = {int(x) for x in sys.argv[1].split()}
 for p in sorted(json.loads(sys.argv[2]), key=lambda p: -p.get("run_time_ns", 0)):
     if p["id"] in ids and p.get("run_cnt"):
         print("  %-20s %9d calls %7.0f ns %8.1f ms" % (p["name"], p["run_cnt"], p["run_time_ns"] / p["run_cnt"], p["run_time_ns"] / 1e6))
+print("  all programs %.1f ms" % (sum(p.get("run_time_ns", 0) for p in json.loads(sys.argv[2]) if p["id"] in ids) / 1e6))
 ' "$ids" "${snap:-[]}"
 }
 
