@@ -240,7 +240,6 @@ impl Recorder {
             on_waking,
             on_wakeup_new,
             on_rseq_update,
-            on_stat_runtime,
             on_switch,
         );
         if options.syscalls.is_some() {

@@ -17,8 +17,8 @@
  *
  * Under a hypervisor a running thread's virtual CPU may itself not run
  * (steal time). The thread's own CPU time excludes it, and so must its
- * on-CPU samples: each time the scheduler accounts the thread's runtime,
- * the wall time it spent "running" beyond that runtime moves from the
+ * on-CPU samples: the steal time the scheduler counted on the thread's CPU
+ * while it ran (read at its switch-out and at its samples) moves from the
  * on-CPU clock to a steal clock, whose points ride on the next on-CPU
  * sample as runqueue points (the thread was waiting for a real CPU).
  *
@@ -115,11 +115,12 @@ struct thread_state {
 	u8 early_waker_kind;
 	/* The two clocks: time not yet turned into sampling points. */
 	u64 run_mark;		/* on-CPU time counted up to here; 0 while off */
-	/* Signed: runtime accounting lags the wall clock a little, so a
-	 * correction can be undone by the next one. */
-	s64 cpu_credit;
-	s64 steal_credit;
-	u64 runtime_mark;	/* when the scheduler last accounted its runtime */
+	u64 cpu_credit;
+	u64 steal_credit;
+	/* The steal time of the thread's CPU at its last look while it ran,
+	 * and that CPU + 1 (0: none yet). */
+	u64 steal_mark;
+	u32 steal_cpu;
 	u64 off_credit;
 	/* A blocked sample waiting for the thread to run so that its user
 	 * stack can be read. Claimed atomically: the on-CPU sample (an
@@ -301,19 +302,6 @@ static __always_inline u32 take_points(u64 *credit, u64 len)
 	return w;
 }
 
-/* take_points for a clock that may run a little behind. */
-static __always_inline u32 take_signed_points(s64 *credit, u64 len)
-{
-	u64 w;
-
-	*credit += len;
-	if (*credit < (s64)period_ns)
-		return 0;
-	w = (u64)*credit / period_ns;	/* positive here; BPF has no signed division */
-	*credit -= w * period_ns;
-	return w;
-}
-
 /* Advance the off-CPU clock over [out, end), split at the wakeup into
  * blocked and runqueue points. */
 static __always_inline void split_points(u64 *credit, u64 out, u64 wake, u64 end, u8 class,
@@ -343,7 +331,6 @@ static __always_inline void resume_if_switch_in_missed(struct thread_state *st)
 	if (st->run_mark || !st->out)
 		return;
 	st->run_mark = st->out;
-	st->runtime_mark = st->out;
 	st->out = 0;
 }
 
@@ -359,6 +346,53 @@ static __always_inline void count_run_time(struct thread_state *st, u64 now)
 		mark = start_ns;
 	if (now > mark)
 		st->cpu_credit += now - mark;
+}
+
+/* The steal time of the runqueue `t` runs on so far: what the scheduler left
+ * out of the runtime of the tasks that ran there because the hypervisor did
+ * not run the virtual CPU (paravirt steal accounting). One counter per CPU,
+ * kept current by the scheduler's clock updates (at every switch, tick and
+ * wakeup there), where a tracepoint on each runtime update cost a program
+ * run every time. The runqueue is reached through the task's CFS runqueue,
+ * which exists with group scheduling (on in distribution kernels); without
+ * it, or without steal accounting, no steal is seen. */
+static __always_inline u64 rq_steal(struct task_struct *t)
+{
+	if (!bpf_core_field_exists(struct rq, prev_steal_time_rq) ||
+	    !bpf_core_field_exists(struct cfs_rq, rq) ||
+	    !bpf_core_field_exists(struct sched_entity, cfs_rq))
+		return 0;
+	/* Plain loads (BTF pointers): three helper reads cost more than the
+	 * tracepoint did. */
+	return t->se.cfs_rq->rq->prev_steal_time_rq;
+}
+
+/* Start counting the steal time of the CPU running `t` (switched in). */
+static __always_inline void mark_steal(struct task_struct *t, struct thread_state *st)
+{
+	st->steal_mark = rq_steal(t);
+	st->steal_cpu = bpf_get_smp_processor_id() + 1;
+}
+
+/* Move the steal time of its CPU since the last look from the on-CPU clock
+ * of the running `t` to its steal clock (its run time counted first). The
+ * counter lags the steal by up to a scheduler clock update, so part of a
+ * steal can come after the on-CPU sample that already paid the time out,
+ * and paid points cannot be taken back: the clock does not go below zero,
+ * so that on-CPU and steal points together always add up to the time the
+ * thread was on a CPU. */
+static __always_inline void take_steal(struct task_struct *t, struct thread_state *st)
+{
+	u64 steal = rq_steal(t), mark = st->steal_mark, stolen;
+
+	if (st->steal_cpu == bpf_get_smp_processor_id() + 1 && steal > mark) {
+		stolen = steal - mark;
+		if (stolen > st->cpu_credit)
+			stolen = st->cpu_credit;
+		st->cpu_credit -= stolen;
+		st->steal_credit += stolen;
+	}
+	mark_steal(t, st);
 }
 
 /* Stop the on-CPU clock of a thread leaving its CPU. */
@@ -927,6 +961,7 @@ static __always_inline void switch_out(struct task_struct *prev, struct thread_s
 		emit_pending(SCRATCH_TASK, st, prev, USER_LOADED, SF_LATE_USTACK);
 	resume_if_switch_in_missed(st);
 	stop_cpu_clock(st, now);
+	take_steal(prev, st);
 	if (prev_state & TASK_DEAD) {
 		st->out = 0;
 		return;
@@ -1319,7 +1354,7 @@ static __always_inline void switch_in(struct task_struct *prev, struct task_stru
 	u32 *parked;
 
 	st->run_mark = now;
-	st->runtime_mark = now;
+	mark_steal(next, st);
 	first_sight(next, st, true);
 	if (!st->out)
 		return;
@@ -1465,8 +1500,9 @@ static __always_inline void take_cpu_sample(void *ctx, enum scratch_slot slot,
 	if (!st->run_mark)
 		st->run_mark = start_ns ? start_ns : now;
 	count_run_time(st, now);
-	w = take_signed_points(&st->cpu_credit, 0);
-	ws = take_signed_points(&st->steal_credit, 0);
+	take_steal(task, st);
+	w = take_points(&st->cpu_credit, 0);
+	ws = take_points(&st->steal_credit, 0);
 	st->run_mark = now;
 	if (!w && !ws)
 		return;
@@ -1507,46 +1543,6 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 	if (st->pending)
 		emit_pending(SCRATCH_IRQ, st, task, USER_LOADED, SF_LATE_USTACK);
 	take_cpu_sample(ctx, SCRATCH_IRQ, task, st, SF_KSTACK_LEAF_IS_IP, 0);
-	return 0;
-}
-
-/* The scheduler accounted `runtime` ns of CPU time to `t`, which excludes
- * steal time: whatever wall time since the last accounting it did not
- * cover was stolen. (The scheduler's clock is updated at its own moments,
- * so single differences jitter both ways; their sum is right.)
- * The correction moves time between the on-CPU and the steal clock; it
- * often arrives after the on-CPU sample that already paid the time out
- * (a long steal ends with the timer of the sample), and paid points cannot
- * be taken back: neither clock goes below zero, so that on-CPU and steal
- * points together always add up to the time the thread was on a CPU. */
-SEC("tp_btf/sched_stat_runtime")
-int BPF_PROG(on_stat_runtime, struct task_struct *t, u64 runtime)
-{
-	/* Only tracked threads have a state. */
-	struct thread_state *st = state_of(t, false);
-	u64 now, mark;
-	s64 stolen;
-
-	if (!st || !st->run_mark)
-		return 0;
-	now = bpf_ktime_get_ns();
-	/* Count the run time since the last look first: the correction may
-	 * take from it. */
-	count_run_time(st, now);
-	st->run_mark = now;
-	mark = st->runtime_mark;
-	if (mark < start_ns)
-		mark = start_ns;
-	st->runtime_mark = now;
-	if (!mark || now <= mark)
-		return 0;
-	stolen = (s64)(now - mark) - (s64)runtime;
-	if (stolen > st->cpu_credit)
-		stolen = st->cpu_credit > 0 ? st->cpu_credit : 0;
-	if (-stolen > st->steal_credit)
-		stolen = st->steal_credit > 0 ? -st->steal_credit : 0;
-	st->cpu_credit -= stolen;
-	st->steal_credit += stolen;
 	return 0;
 }
 
