@@ -302,14 +302,21 @@ fn preempted_cpu_function_is_explained_by_preemption() {
     let _g = serial();
     let dir = scratch("latency_preempt");
     let bin = workload("lat_cpu");
-    let (data, out) = latency(
-        &dir,
-        "lat.data",
-        &["--func", "burn"],
-        &[bin.to_str().unwrap(), "300"],
-    );
+    // The spinners usually take about 90-180 ms from the calls; now and then the
+    // scheduler leaves them much less, and such a run tells nothing: it is
+    // run again, up to twice.
+    let (data, out) = (0..3)
+        .map(|_| {
+            latency(
+                &dir,
+                "lat.data",
+                &["--func", "burn"],
+                &[bin.to_str().unwrap(), "300"],
+            )
+        })
+        .find(|(_, out)| measured(out, "offcpu_ns") as f64 > 50e6)
+        .expect("the spinners did not compete in three runs");
     let offcpu = measured(&out, "offcpu_ns") as f64;
-    assert!(offcpu > 50e6, "the spinners did not compete: {out}");
     let r = json(&[
         "latency",
         "explain",
