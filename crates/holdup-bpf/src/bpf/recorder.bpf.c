@@ -355,7 +355,10 @@ static __always_inline void count_run_time(struct thread_state *st, u64 now)
  * wakeup there), where a tracepoint on each runtime update cost a program
  * run every time. The runqueue is reached through the task's CFS runqueue,
  * which exists with group scheduling (on in distribution kernels); without
- * it, or without steal accounting, no steal is seen. */
+ * it, or without steal accounting, no steal is seen. Programs read it once,
+ * at their start, for the task on the CPU: the verifier checks each load
+ * through these large structures slowly, and one at the start is checked
+ * once rather than on every path (on_switch loaded in twice the time). */
 static __always_inline u64 rq_steal(struct task_struct *t)
 {
 	if (!bpf_core_field_exists(struct rq, prev_steal_time_rq) ||
@@ -367,23 +370,24 @@ static __always_inline u64 rq_steal(struct task_struct *t)
 	return t->se.cfs_rq->rq->prev_steal_time_rq;
 }
 
-/* Start counting the steal time of the CPU running `t` (switched in). */
-static __always_inline void mark_steal(struct task_struct *t, struct thread_state *st)
+/* Start counting the steal time of the thread's CPU, `steal` now. */
+static __always_inline void mark_steal(struct thread_state *st, u64 steal)
 {
-	st->steal_mark = rq_steal(t);
+	st->steal_mark = steal;
 	st->steal_cpu = bpf_get_smp_processor_id() + 1;
 }
 
-/* Move the steal time of its CPU since the last look from the on-CPU clock
- * of the running `t` to its steal clock (its run time counted first). The
+/* Move the steal time of its CPU since the last look (`steal` now) from the
+ * on-CPU clock of a running thread to its steal clock (its run time counted
+ * first). The
  * counter lags the steal by up to a scheduler clock update, so part of a
  * steal can come after the on-CPU sample that already paid the time out,
  * and paid points cannot be taken back: the clock does not go below zero,
  * so that on-CPU and steal points together always add up to the time the
  * thread was on a CPU. */
-static __always_inline void take_steal(struct task_struct *t, struct thread_state *st)
+static __always_inline void take_steal(struct thread_state *st, u64 steal)
 {
-	u64 steal = rq_steal(t), mark = st->steal_mark, stolen;
+	u64 mark = st->steal_mark, stolen;
 
 	if (st->steal_cpu == bpf_get_smp_processor_id() + 1 && steal > mark) {
 		stolen = steal - mark;
@@ -392,7 +396,7 @@ static __always_inline void take_steal(struct task_struct *t, struct thread_stat
 		st->cpu_credit -= stolen;
 		st->steal_credit += stolen;
 	}
-	mark_steal(t, st);
+	mark_steal(st, steal);
 }
 
 /* Stop the on-CPU clock of a thread leaving its CPU. */
@@ -518,14 +522,14 @@ static __always_inline void capture_user(struct scratch *s, struct task_struct *
 	u64 bp, sp;
 	u32 len;
 
-	if (BPF_CORE_READ(task, flags) & PF_KTHREAD)
+	if (task->flags & PF_KTHREAD)
 		return;
 	regs = (struct pt_regs *)bpf_task_pt_regs(task);
 	if (!regs)
 		return;
-	s->rec.ip = BPF_CORE_READ(regs, ip);
-	sp = BPF_CORE_READ(regs, sp);
-	bp = BPF_CORE_READ(regs, bp);
+	s->rec.ip = regs->ip;
+	sp = regs->sp;
+	bp = regs->bp;
 	s->rec.sp = sp;
 	s->rec.bp = bp;
 	s->rec.flags |= SF_USER_REGS;
@@ -634,14 +638,14 @@ static __always_inline void emit_pending(enum scratch_slot slot, struct thread_s
 
 	if (!__sync_lock_test_and_set(&st->pending, 0))
 		return;
-	if ((flags & SF_LATE_USTACK) && !BPF_CORE_READ(task, rseq) &&
-	    BPF_CORE_READ(task, se.sum_exec_runtime) > RSEQ_STARTUP_NS)
+	if ((flags & SF_LATE_USTACK) && !task->rseq &&
+	    task->se.sum_exec_runtime > RSEQ_STARTUP_NS)
 		__sync_fetch_and_add(&late_without_rseq, 1);
 	s = get_scratch(slot);
 	if (!s)
 		return;
-	s->rec.pid = BPF_CORE_READ(task, tgid);
-	s->rec.tid = BPF_CORE_READ(task, pid);
+	s->rec.pid = task->tgid;
+	s->rec.tid = task->pid;
 	s->rec.start = st->p_start;
 	s->rec.wake = st->p_wake;
 	s->rec.end = st->p_end;
@@ -954,14 +958,14 @@ int BPF_PROG(on_syscall_exit, struct pt_regs *regs, long ret)
 
 static __always_inline void switch_out(struct task_struct *prev, struct thread_state *st,
 				       struct task_struct *next, bool preempt,
-				       unsigned int prev_state, u64 now)
+				       unsigned int prev_state, u64 now, u64 steal)
 {
 	st->seen = 1;
 	if (st->pending)
 		emit_pending(SCRATCH_TASK, st, prev, USER_LOADED, SF_LATE_USTACK);
 	resume_if_switch_in_missed(st);
 	stop_cpu_clock(st, now);
-	take_steal(prev, st);
+	take_steal(st, steal);
 	if (prev_state & TASK_DEAD) {
 		st->out = 0;
 		return;
@@ -1313,8 +1317,8 @@ static __always_inline bool close_interval(struct task_struct *task, struct thre
 		struct segment_rec *r = reserve(REC_SEGMENT, sizeof(*r));
 
 		if (r) {
-			r->pid = BPF_CORE_READ(task, tgid);
-			r->tid = BPF_CORE_READ(task, pid);
+			r->pid = task->tgid;
+			r->tid = task->pid;
 			r->start = out;
 			r->wake = wake;
 			r->end = now;
@@ -1348,13 +1352,13 @@ static __always_inline bool close_interval(struct task_struct *task, struct thre
 }
 
 static __always_inline void switch_in(struct task_struct *prev, struct task_struct *next,
-				      struct thread_state *st, u64 now)
+				      struct thread_state *st, u64 now, u64 steal)
 {
 	bool loaded;
 	u32 *parked;
 
 	st->run_mark = now;
-	mark_steal(next, st);
+	mark_steal(st, steal);
 	first_sight(next, st, true);
 	if (!st->out)
 		return;
@@ -1377,7 +1381,7 @@ SEC("tp_btf/sched_switch")
 int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
 {
-	u64 now = bpf_ktime_get_ns();
+	u64 now = bpf_ktime_get_ns(), steal = rq_steal(prev);	/* prev is still on this CPU */
 	struct irq_context *ic = this_irq_ctx();
 	u32 *parked = this_parked_tid();
 	struct thread_state *st;
@@ -1392,12 +1396,12 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	if (is_tracked(prev)) {
 		st = state_of(prev, true);
 		if (st)
-			switch_out(prev, st, next, preempt, prev_state, now);
+			switch_out(prev, st, next, preempt, prev_state, now, steal);
 	}
 	if (is_tracked(next)) {
 		st = state_of(next, true);
 		if (st)
-			switch_in(prev, next, st, now);
+			switch_in(prev, next, st, now, steal);
 	}
 	return 0;
 }
@@ -1487,7 +1491,7 @@ int BPF_PROG(on_sys_exit)
  * path and this program's own frames, where none of that time was spent). */
 static __always_inline void take_cpu_sample(void *ctx, enum scratch_slot slot,
 					    struct task_struct *task, struct thread_state *st,
-					    u16 kflags, u16 flags)
+					    u16 kflags, u16 flags, u64 steal)
 {
 	struct scratch *s;
 	u32 w, ws;
@@ -1500,7 +1504,7 @@ static __always_inline void take_cpu_sample(void *ctx, enum scratch_slot slot,
 	if (!st->run_mark)
 		st->run_mark = start_ns ? start_ns : now;
 	count_run_time(st, now);
-	take_steal(task, st);
+	take_steal(st, steal);
 	w = take_points(&st->cpu_credit, 0);
 	ws = take_points(&st->steal_credit, 0);
 	st->run_mark = now;
@@ -1510,8 +1514,8 @@ static __always_inline void take_cpu_sample(void *ctx, enum scratch_slot slot,
 	s = get_scratch(slot);
 	if (!s)
 		return;
-	s->rec.pid = BPF_CORE_READ(task, tgid);
-	s->rec.tid = BPF_CORE_READ(task, pid);
+	s->rec.pid = task->tgid;
+	s->rec.tid = task->pid;
 	s->rec.start = now;
 	s->rec.end = now;
 	s->rec.weight = w;
@@ -1533,6 +1537,7 @@ SEC("perf_event")
 int on_cpu_sample(struct bpf_perf_event_data *ctx)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
+	u64 steal = rq_steal(task);
 	struct thread_state *st;
 
 	if (!is_tracked(task))
@@ -1542,7 +1547,7 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 		return 0;
 	if (st->pending)
 		emit_pending(SCRATCH_IRQ, st, task, USER_LOADED, SF_LATE_USTACK);
-	take_cpu_sample(ctx, SCRATCH_IRQ, task, st, SF_KSTACK_LEAF_IS_IP, 0);
+	take_cpu_sample(ctx, SCRATCH_IRQ, task, st, SF_KSTACK_LEAF_IS_IP, 0, steal);
 	return 0;
 }
 
@@ -1755,6 +1760,7 @@ int BPF_PROG(on_rename, struct task_struct *task, const char *comm)
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
 {
+	u64 steal = rq_steal(p);	/* p is current */
 	struct thread_state *st;
 
 	if (!is_tracked(p))
@@ -1767,7 +1773,7 @@ int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
 	 * sample fired at all). User space puts them where its last on-CPU
 	 * sample was. */
 	if (st)
-		take_cpu_sample(ctx, SCRATCH_TASK, p, st, 0, SF_EXIT_TAIL);
+		take_cpu_sample(ctx, SCRATCH_TASK, p, st, 0, SF_EXIT_TAIL, steal);
 	emit_task_rec(REC_EXIT, p, p->comm);
 	if (group_dead && !trace_all)
 		untrack_tgid(p->tgid);
