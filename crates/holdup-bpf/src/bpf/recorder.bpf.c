@@ -365,8 +365,8 @@ static __always_inline u64 rq_steal(struct task_struct *t)
 	    !bpf_core_field_exists(struct cfs_rq, rq) ||
 	    !bpf_core_field_exists(struct sched_entity, cfs_rq))
 		return 0;
-	/* Plain loads (BTF pointers): three helper reads cost more than the
-	 * tracepoint did. */
+	/* Plain loads (BTF pointers): three helper reads cost about as much
+	 * as the program this replaces. */
 	return t->se.cfs_rq->rq->prev_steal_time_rq;
 }
 
@@ -379,12 +379,11 @@ static __always_inline void mark_steal(struct thread_state *st, u64 steal)
 
 /* Move the steal time of its CPU since the last look (`steal` now) from the
  * on-CPU clock of a running thread to its steal clock (its run time counted
- * first). The
- * counter lags the steal by up to a scheduler clock update, so part of a
- * steal can come after the on-CPU sample that already paid the time out,
- * and paid points cannot be taken back: the clock does not go below zero,
- * so that on-CPU and steal points together always add up to the time the
- * thread was on a CPU. */
+ * first). The counter lags the steal by up to a scheduler clock update, so
+ * part of a steal can come after the on-CPU sample that already paid the
+ * time out, and paid points cannot be taken back: the clock does not go
+ * below zero, so that on-CPU and steal points together always add up to the
+ * time the thread was on a CPU. */
 static __always_inline void take_steal(struct thread_state *st, u64 steal)
 {
 	u64 mark = st->steal_mark, stolen;
