@@ -6,13 +6,13 @@
 # program while it is profiled. The wall time of the whole command (with the
 # tool's start-up and finishing) is shown beside it, both as ratios to the
 # plain program, holdup's and perf's side by side. Medians of ROUNDS
-# interleaved runs, three times as many on the storm (the spread, min..max,
+# interleaved runs, twice as many on the storm (the spread, min..max,
 # in brackets), and each round's slowdown against its own plain run with
 # quartiles, holdup's minus perf's among them. Also: holdup's
 # start-up (until the target runs) and finishing time (after it ended,
 # symbolization included; cold and warm symbol cache), the cost of each BPF
-# program per call on the storm (with bpftool), trace bytes per wait event,
-# and the speed of `holdup report` on 1 M samples.
+# program per call (with bpftool), trace bytes per wait event and the drain
+# loop's CPU on the storm, and the speed of `holdup report` on 1 M samples.
 # usage: bench/record_overhead.sh [ROUNDS]   (as root)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -100,10 +100,14 @@ fixed_cost() {
 	echo "  start-up $(col "$cold" 1); finishing, cold symbol cache $(col "$cold" 2) (symbolization $(col "$cold" 3)); warm $(col "$warm" 2) (symbolization $(col "$warm" 3))"
 }
 
-echo "holdup record overhead, medians of interleaved runs ($rounds rounds, $((3 * rounds)) on the storm), $(nproc) cores"
+# The storm is 200 tasks (-g 5) for about 1.8 s: past the first second,
+# when the drain loop converts what the ring holds while the program runs.
+# (A run under a second is converted only after it exited, which hid that
+# cost.) Its time varies the most: twice the rounds.
+storm=(perf bench sched messaging -g 5 -l 1000)
+echo "holdup record overhead, medians of interleaved runs ($rounds rounds, $((2 * rounds)) on the storm), $(nproc) cores"
 bench "demo (cpu + O_DIRECT reads + mutex + sleeps)" "$rounds" "$work/demo" "$work/demo.bin"
-# A storm run is short and its time varies the most: three times the rounds.
-bench "perf bench sched messaging (context-switch storm)" $((3 * rounds)) perf bench sched messaging
+bench "${storm[*]} (context-switch storm)" $((2 * rounds)) "${storm[@]}"
 echo
 fixed_cost
 
@@ -138,12 +142,12 @@ print("  all programs %.1f ms" % (sum(p.get("run_time_ns", 0) for p in json.load
 }
 
 echo
-bpf_costs "the storm" perf bench sched messaging
+bpf_costs "the storm" "${storm[@]}"
 bpf_costs "the demo" "$work/demo" "$work/demo.bin"
 
 echo
-echo "trace contents of one recording of perf bench sched messaging:"
-"$holdup" record -v -o "$work/m.data" -- perf bench sched messaging 2>&1 >/dev/null | grep -E "bytes each|holdup record"
+echo "trace contents of one recording of ${storm[*]}, and the drain loop's CPU:"
+"$holdup" record -v -o "$work/m.data" -- "${storm[@]}" 2>&1 >/dev/null | grep -E "bytes each|holdup record|drainer used"
 
 echo
 cargo run --release --quiet -p holdup-trace --example synth -- "$work/synth.data" 1000000
