@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Overhead of `holdup record` next to `perf record -F 1000 -g` and the plain
-# program, in one run, on a CPU+I/O program (the demo workload) and on
-# `perf bench sched messaging` (a context-switch storm). Both print their own
-# run time ("Total time"), which is what is compared: the slowdown of the
-# program while it is profiled. The wall time of the whole command (with the
+# program, in one run, on a CPU+I/O program (the demo workload), a CPU-only
+# one and `perf bench sched messaging` (a context-switch storm). Each prints
+# its own run time ("Total time"), which is what is compared: the slowdown of
+# the program while it is profiled. The wall time of the whole command (with the
 # tool's start-up and finishing) is shown beside it, both as ratios to the
 # plain program, holdup's and perf's side by side. Medians of ROUNDS
 # interleaved runs, twice as many on the storm (the spread, min..max,
@@ -13,6 +13,10 @@
 # symbolization included; cold and warm symbol cache), the cost of each BPF
 # program per call (with bpftool), trace bytes per wait event and the drain
 # loop's CPU on the storm, and the speed of `holdup report` on 1 M samples.
+# The "clock" runs have nothing but a 1 kHz cpu-clock event open on every CPU
+# (bench/sampling_clock.c): without a hardware PMU both tools sample on
+# cpu-clock, and on a VM each of its interrupts is dear, so that is the floor
+# under both; holdup's own work is its slowdown minus the clock's.
 # usage: bench/record_overhead.sh [ROUNDS]   (as root)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +25,8 @@ rounds=${1:-7}
 bench_setup holdup-cli
 cargo build --release --quiet -p holdup-trace --examples
 cc -O1 -g -fno-omit-frame-pointer -pthread -o "$work/demo" workloads/demo.c
+cc -O1 -g -fno-omit-frame-pointer -o "$work/spin_work" workloads/spin_work.c
+cc -O2 -o "$work/sampling_clock" bench/sampling_clock.c
 
 pct() { echo "($1/$2 - 1)*100" | bc -l; }
 
@@ -43,11 +49,12 @@ phases() { sed -n 's/.*start-up \([0-9.]*\) ms.*finishing \([0-9.]*\) ms.*symbol
 bench() { # name, rounds, command...
 	local name=$1 n=$2; shift 2
 	declare -A prog wall
-	local modes=(plain holdup holdup-no-segments perf) startup="" finishing=""
+	local modes=(plain clock holdup holdup-no-segments perf) startup="" finishing=""
 	for _ in $(seq "$n"); do
 		for m in "${modes[@]}"; do
 			case $m in
 			plain) r=$(run "$@") ;;
+			clock) r=$(run "$work/sampling_clock" 1000 "$@") ;;
 			holdup) r=$(run "$holdup" record -v -o "$work/h.data" -- "$@")
 				read -r s f _ <<<"$(phases)"; startup+="$s "; finishing+="$f " ;;
 			holdup-no-segments) r=$(run "$holdup" record --no-segments -o "$work/hn.data" -- "$@") ;;
@@ -76,8 +83,10 @@ bench() { # name, rounds, command...
 	# holdup's minus perf's in each round, say how far the difference
 	# between the two tools can be trusted.
 	slowdown() { paste <(printf '%s\n' ${prog[$1]}) <(printf '%s\n' ${prog[plain]}) | awk '{printf "%.2f\n", ($1 / $2 - 1) * 100}'; }
+	minus() { paste <(slowdown "$1") <(slowdown "$2") | awk '{printf "%.2f\n", $1 - $2}' | quartiles; }
 	echo "  paired, slowdown in % against the plain run of the same round, median [quartiles]:"
-	echo "    holdup $(slowdown holdup | quartiles), perf $(slowdown perf | quartiles), holdup minus perf $(paste <(slowdown holdup) <(slowdown perf) | awk '{printf "%.2f\n", $1 - $2}' | quartiles)"
+	echo "    holdup $(slowdown holdup | quartiles), perf $(slowdown perf | quartiles), clock alone $(slowdown clock | quartiles)"
+	echo "    holdup minus perf $(minus holdup perf), holdup minus clock $(minus holdup clock), perf minus clock $(minus perf clock)"
 	printf '  holdup vs perf: program ×%.3f vs ×%.3f, wall ×%.3f vs ×%.3f; holdup start-up %s ms, finishing %s ms\n' \
 		"$(ratio "${prog[holdup]}" "$base")" "$(ratio "${prog[perf]}" "$base")" \
 		"$(ratio "${wall[holdup]}" "$basew")" "$(ratio "${wall[perf]}" "$basew")" \
@@ -107,6 +116,7 @@ fixed_cost() {
 storm=(perf bench sched messaging -g 5 -l 1000)
 echo "holdup record overhead, medians of interleaved runs ($rounds rounds, $((2 * rounds)) on the storm), $(nproc) cores"
 bench "demo (cpu + O_DIRECT reads + mutex + sleeps)" "$rounds" "$work/demo" "$work/demo.bin"
+bench "spin_work (cpu only, one thread)" "$rounds" "$work/spin_work"
 bench "${storm[*]} (context-switch storm)" $((2 * rounds)) "${storm[@]}"
 echo
 fixed_cost
