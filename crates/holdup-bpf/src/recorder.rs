@@ -342,10 +342,10 @@ impl Recorder {
 
     /// Hand new ring-buffer records to `f`. Records the parser does not
     /// understand are counted, never dropped silently.
-    pub fn drain_records(&mut self, mut f: impl FnMut(RawRecord<'_>)) -> DrainStats {
+    pub fn drain_records(&mut self, mut f: impl FnMut(&RawRecord<'_>)) -> DrainStats {
         let mut stats = DrainStats::default();
         stats.records = self.ring.drain(|bytes| match crate::records::parse(bytes) {
-            Ok(r) => f(r),
+            Ok(r) => f(&r),
             Err(_) => stats.unparsable += 1,
         });
         stats

@@ -269,15 +269,20 @@ impl<'a> RawSample<'a> {
 
     /// Frame-pointer chain: (frame address, return address), leaf first.
     pub fn fp_chain(&self) -> Vec<(u64, u64)> {
-        self.fp
-            .chunks_exact(16)
-            .map(|c| {
-                (
-                    u64::from_ne_bytes(c[..8].try_into().unwrap()),
-                    u64::from_ne_bytes(c[8..].try_into().unwrap()),
-                )
-            })
-            .collect()
+        let mut v = Vec::new();
+        self.fp_chain_into(&mut v);
+        v
+    }
+
+    /// [`RawSample::fp_chain`] into `out`, reusing its allocation.
+    pub fn fp_chain_into(&self, out: &mut Vec<(u64, u64)>) {
+        out.clear();
+        out.extend(self.fp.chunks_exact(16).map(|c| {
+            (
+                u64::from_ne_bytes(c[..8].try_into().unwrap()),
+                u64::from_ne_bytes(c[8..].try_into().unwrap()),
+            )
+        }));
     }
 
     pub fn is_on_cpu(&self) -> bool {

@@ -5,11 +5,11 @@
 use holdup_bpf::perf::AddressEvent;
 use holdup_bpf::records::{self as raw, c_str, RawRecord};
 use holdup_symbolize::{AddressSpaces, Mapping, Unwinder};
-use holdup_trace::fxhash::FxHashMap;
+use holdup_trace::fxhash::{FxHashMap, FxHashSet};
 use holdup_trace::{
     self as trace, Class, DsoId, Frame, Record, StackId, Waker, KERNEL_DSO, UNKNOWN_DSO,
 };
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::io::Write;
 
 /// What a recording produced, for the closing status line.
@@ -39,12 +39,17 @@ pub struct Drainer<W: Write> {
     /// process of many was the drainer's largest cost on a storm of forked
     /// processes. Layouts are the unwinder's (never reused for another).
     user_frames: FxHashMap<(u64, u64, bool), Frame>,
-    named: HashSet<u32>,
+    /// Threads named in the trace (looked up at every record).
+    named: FxHashSet<u32>,
     /// Address-space events not yet applied: applied in time order with the
     /// records, so that a sample sees the mappings of its own time.
     address_events: VecDeque<AddressEvent>,
     pub counts: Counts,
     frames: Vec<Frame>,
+    /// A sample's frame-pointer chain and user return addresses, kept
+    /// between samples so that converting one allocates nothing.
+    chain: Vec<(u64, u64)>,
+    user: Vec<u64>,
     /// Per thread, the stack of its next system call record: (start, stack).
     syscall_stacks: FxHashMap<u32, (u64, StackId)>,
     /// Per thread, the stack of its last on-CPU sample: where the points of
@@ -130,10 +135,12 @@ impl<W: Write> Drainer<W> {
             mapping_dsos: FxHashMap::default(),
             stack_ids: FxHashMap::default(),
             user_frames: FxHashMap::default(),
-            named: HashSet::new(),
+            named: FxHashSet::default(),
             address_events: VecDeque::new(),
             counts: Counts::default(),
             frames: Vec::new(),
+            chain: Vec::new(),
+            user: Vec::new(),
             syscall_stacks: FxHashMap::default(),
             last_cpu_stacks: FxHashMap::default(),
             vdso: VdsoCopy::new(),
@@ -345,15 +352,16 @@ impl<W: Write> Drainer<W> {
             });
         }
         if r.flags & raw::SF_USER_REGS != 0 {
-            let chain = s.fp_chain();
-            let user = self
-                .unwinder
-                .unwind(&self.spaces, r.pid, &s.user_stack(&chain));
+            s.fp_chain_into(&mut self.chain);
+            let mut user = std::mem::take(&mut self.user);
+            self.unwinder
+                .unwind_into(&self.spaces, r.pid, &s.user_stack(&self.chain), &mut user);
             let layout = self.unwinder.layout(r.pid);
-            for (i, a) in user.into_iter().enumerate() {
+            for (i, &a) in user.iter().enumerate() {
                 let f = self.user_frame(r.pid, layout, a, i == 0)?;
                 self.frames.push(f);
             }
+            self.user = user;
         }
         self.stack_id()
     }
@@ -403,8 +411,8 @@ impl<W: Write> Drainer<W> {
     }
 
     /// Convert one ring-buffer record.
-    pub fn record(&mut self, rec: RawRecord<'_>) -> std::io::Result<()> {
-        let time = match &rec {
+    pub fn record(&mut self, rec: &RawRecord<'_>) -> std::io::Result<()> {
+        let time = match rec {
             RawRecord::Sample(s) => s.rec.end,
             RawRecord::Segment(s) => s.end,
             RawRecord::Fork(f) => f.time,
@@ -416,7 +424,7 @@ impl<W: Write> Drainer<W> {
         };
         self.apply_address_events(time);
         match rec {
-            RawRecord::Sample(s) => self.sample(&s),
+            RawRecord::Sample(s) => self.sample(s),
             RawRecord::Segment(s) => {
                 self.counts.segments += 1;
                 self.name(s.pid, s.tid, s.end, None)?;
@@ -467,11 +475,11 @@ impl<W: Write> Drainer<W> {
             }
             RawRecord::BioIssue(b) => {
                 self.counts.bios += 1;
-                self.writer.write(&Record::BioIssue(bio(&b)))
+                self.writer.write(&Record::BioIssue(bio(b)))
             }
-            RawRecord::BioDone(b) => self.writer.write(&Record::BioDone(bio(&b))),
+            RawRecord::BioDone(b) => self.writer.write(&Record::BioDone(bio(b))),
             RawRecord::SyscallStack(s) => {
-                let stack = self.sample_stack(&s)?;
+                let stack = self.sample_stack(s)?;
                 self.syscall_stacks.insert(s.rec.tid, (s.rec.start, stack));
                 Ok(())
             }
@@ -584,8 +592,8 @@ mod tests {
 
         let writer = trace::Writer::new(Vec::new(), &trace::Header::default(), 0).unwrap();
         let mut d = Drainer::new(writer);
-        d.record(raw::parse(&bytes).unwrap()).unwrap();
-        d.record(raw::parse(seg_bytes).unwrap()).unwrap();
+        d.record(&raw::parse(&bytes).unwrap()).unwrap();
+        d.record(&raw::parse(seg_bytes).unwrap()).unwrap();
         assert_eq!(d.counts.blocked_samples, 1);
         assert_eq!(d.counts.blocked_weight, 4);
         assert_eq!(d.counts.segments, 1);
@@ -654,7 +662,7 @@ mod tests {
             (9, raw::SF_EXIT_TAIL, exit),
         ] {
             let bytes = raw_cpu_sample(tid, flags, &[at]);
-            d.record(raw::parse(&bytes).unwrap()).unwrap();
+            d.record(&raw::parse(&bytes).unwrap()).unwrap();
         }
         let out = d.writer.finish().unwrap();
         let mut reader = trace::Reader::new(&out[..], "replay").unwrap();

@@ -8,7 +8,6 @@ use anyhow::Context;
 use holdup_bpf::{Lost as RecorderLost, Recorder, RecorderOptions, Target};
 use holdup_trace::{features, Finish, Header, Lost, Record, SyscallConfig, Writer};
 use std::fs::File;
-use std::io::BufWriter;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -149,7 +148,9 @@ fn header(cfg: &Config, start_ns: u64) -> Header {
     }
 }
 
-type Out = BufWriter<File>;
+/// The trace file itself: the writer sends each chunk whole in one write,
+/// so a buffer in between would only copy it once more.
+type Out = File;
 
 /// Take what cannot wait: the address-space events (their per-CPU buffers
 /// are small) and the fallbacks the threads seen so far need.
@@ -261,12 +262,8 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     }
     let file = holdup_trace::create_private(&cfg.output)
         .with_context(|| format!("cannot create {}", cfg.output.display()))?;
-    let writer = Writer::new(
-        BufWriter::with_capacity(1 << 20, file),
-        &header(cfg, start_ns),
-        features,
-    )
-    .context("writing the trace")?;
+    let writer =
+        Writer::new(file, &header(cfg, start_ns), features).context("writing the trace")?;
     let mut d = Drainer::new(writer);
     if let Some(sc) = &cfg.options.syscalls {
         d.writer
@@ -403,11 +400,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     let unwinds = d.unwind_stats();
     let writer_stats = d.writer.stats().collect();
     let out = d.writer.finish()?;
-    let size = out
-        .into_inner()
-        .map_err(|e| e.into_error())?
-        .metadata()?
-        .len();
+    let size = out.metadata()?.len();
     Ok(Summary {
         counts,
         lost,

@@ -80,9 +80,15 @@ pub struct Writer<W: Write> {
     enc: Encoder,
     records_in_chunk: usize,
     bytes_written: u64,
-    /// Records and encoded bytes per record kind.
-    stats: std::collections::BTreeMap<&'static str, (u64, u64)>,
+    /// Records and encoded bytes per record kind: a handful of kinds,
+    /// looked up at every record, by the address of the kind's name first.
+    stats: Vec<(&'static str, u64, u64)>,
 }
+
+/// The chunk header (magic, payload length, CRC) is written in place in
+/// front of the payload, which is encoded right after room left for it:
+/// the chunk goes out in one `write` without being copied.
+const CHUNK_HEADER: usize = 12;
 
 /// Create (or truncate) a trace file readable by its owner only, like
 /// perf.data: a trace holds command lines, paths and symbols. A file that
@@ -117,23 +123,35 @@ impl<W: Write> Writer<W> {
         head.extend_from_slice(&json);
         head.extend_from_slice(&crc32fast::hash(&json).to_le_bytes());
         out.write_all(&head)?;
+        let mut enc = Encoder::new();
+        enc.buf.resize(CHUNK_HEADER, 0);
         Ok(Self {
             out,
-            enc: Encoder::new(),
+            enc,
             records_in_chunk: 0,
             bytes_written: head.len() as u64,
-            stats: Default::default(),
+            stats: Vec::new(),
         })
     }
 
     pub fn write(&mut self, r: &Record) -> io::Result<()> {
         let before = self.enc.buf.len();
         self.enc.record(r);
-        let slot = self.stats.entry(r.kind()).or_default();
-        slot.0 += 1;
-        slot.1 += (self.enc.buf.len() - before) as u64;
+        let bytes = (self.enc.buf.len() - before) as u64;
+        let kind = r.kind();
+        match self
+            .stats
+            .iter_mut()
+            .find(|(k, _, _)| std::ptr::eq(*k, kind) || *k == kind)
+        {
+            Some(slot) => {
+                slot.1 += 1;
+                slot.2 += bytes;
+            }
+            None => self.stats.push((kind, 1, bytes)),
+        }
         self.records_in_chunk += 1;
-        if self.enc.buf.len() >= CHUNK_TARGET {
+        if self.enc.buf.len() - CHUNK_HEADER >= CHUNK_TARGET {
             self.flush_chunk()?;
         }
         Ok(())
@@ -144,23 +162,25 @@ impl<W: Write> Writer<W> {
         if self.records_in_chunk == 0 {
             return Ok(());
         }
-        let payload = &self.enc.buf;
-        let mut chunk = Vec::with_capacity(12 + payload.len());
-        chunk.extend_from_slice(&CHUNK_MAGIC.to_le_bytes());
-        chunk.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-        chunk.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
-        chunk.extend_from_slice(payload);
-        self.out.write_all(&chunk)?;
+        let chunk = &mut self.enc.buf;
+        let (head, payload) = chunk.split_at_mut(CHUNK_HEADER);
+        head[..4].copy_from_slice(&CHUNK_MAGIC.to_le_bytes());
+        head[4..8].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+        head[8..].copy_from_slice(&crc32fast::hash(payload).to_le_bytes());
+        self.out.write_all(chunk)?;
         self.out.flush()?;
         self.bytes_written += chunk.len() as u64;
         self.enc.clear();
+        self.enc.buf.resize(CHUNK_HEADER, 0);
         self.records_in_chunk = 0;
         Ok(())
     }
 
     /// (kind, records, encoded bytes) for every kind written so far.
     pub fn stats(&self) -> impl Iterator<Item = (&'static str, u64, u64)> + '_ {
-        self.stats.iter().map(|(k, (n, b))| (*k, *n, *b))
+        let mut v = self.stats.clone();
+        v.sort_unstable_by_key(|&(k, _, _)| k);
+        v.into_iter()
     }
 
     /// Bytes in the file so far (flushed chunks only).

@@ -222,6 +222,29 @@ mod tests {
     }
 
     #[test]
+    fn the_writer_counts_records_and_bytes_by_kind() {
+        let records = sample_records();
+        let mut w = Writer::new(Vec::new(), &header(), 0).unwrap();
+        for r in &records {
+            w.write(r).unwrap();
+        }
+        let stats: Vec<_> = w.stats().collect();
+        let kinds: Vec<_> = stats.iter().map(|s| s.0).collect();
+        let mut sorted = kinds.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(kinds, sorted, "one line per kind, by name");
+        for (kind, n, _) in &stats {
+            let expected = records.iter().filter(|r| r.kind() == *kind).count();
+            assert_eq!(*n as usize, expected, "{kind}");
+        }
+        let bytes: u64 = stats.iter().map(|s| s.2).sum();
+        let file = w.finish().unwrap();
+        // The file holds the header, one chunk header and the records.
+        assert!(bytes > 0 && (bytes as usize) < file.len());
+    }
+
+    #[test]
     fn a_cut_at_any_byte_keeps_every_complete_chunk() {
         let records = sample_records();
         let bytes = write_trace(&records, 3);

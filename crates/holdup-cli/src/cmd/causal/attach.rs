@@ -602,7 +602,7 @@ pub fn attach_run(a: &RunArgs, output: PathBuf) -> anyhow::Result<std::process::
 
 fn drain(rec: &mut Recorder, run: &mut Run) {
     rec.drain_records(|raw| match raw {
-        RawRecord::Sample(s) => run.sample(&s),
+        RawRecord::Sample(s) => run.sample(s),
         RawRecord::Exec(e) => run.resolver.forget(e.pid),
         _ => {}
     });
