@@ -46,6 +46,7 @@ pub const SF_USER_REGS: u16 = 1 << 1;
 pub const SF_BLOCKED_TAIL: u16 = 1 << 2;
 pub const SF_LATE_USTACK: u16 = 1 << 3;
 pub const SF_EXIT_TAIL: u16 = 1 << 4;
+pub const SF_SEGMENT: u16 = 1 << 5;
 
 /// `cpu` of a segment that was still open when the recording ended.
 pub const CPU_OPEN: u16 = 0xffff;

@@ -469,8 +469,8 @@ fn reused_kernel_stacks_keep_each_wait_at_its_own_site() {
     assert_eq!(differed, 0, "checks found reused stacks wrong");
     let user = counts_on("user stacks:");
     assert!(
-        user.len() == 4 && user[1] * 2 >= user[0],
-        "user stacks (unwound, replayed, CFI frames, chain frames): {user:?}"
+        user.len() == 5 && user[1] * 2 >= user[0],
+        "user stacks (unwound, replayed, CFI frames, chain frames, copy bytes): {user:?}"
     );
 
     let r = report(&data);
@@ -528,4 +528,117 @@ fn time_in_the_vdso_is_named_and_has_its_caller() {
     );
     // Unwound through the vDSO: its time is under poll_clock.
     assert!(total(&function(t, "poll_clock")["total"]) > 0.9 * thread_total);
+}
+
+/// A stack shallower than the copy the recorder takes of it sends only what
+/// lies below its top: the main thread's start (its arguments and
+/// environment lie above) and the thread descriptor of a thread glibc made
+/// (its TLS pointer). Two threads of a program built without frame pointers
+/// (so no frame record cuts the copy) take turns blocking a few frames
+/// deep; with 4 KiB copies asked for, they would send 4 KiB each. Their
+/// stacks must still be whole, down to `_start` and `clone3`, with their
+/// waits where the workload measured them.
+#[test]
+#[ignore = "needs root and BPF"]
+fn a_shallow_stack_is_copied_only_up_to_its_top() {
+    let _serial = serial();
+    let dir = scratch("shallow_waits");
+    let bin = workload_with("shallow_waits", &["-fomit-frame-pointer"]);
+    let data = dir.join("holdup.data");
+    let out = run_ok(&[
+        "record",
+        "-v",
+        "--stack-bytes",
+        "4096",
+        "-o",
+        data.to_str().unwrap(),
+        "--",
+        bin.to_str().unwrap(),
+        "200",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("user stacks:"))
+        .expect("record -v prints the user stacks line");
+    let copied: f64 = line
+        .split(';')
+        .next_back()
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no copy size in {line:?}"));
+    // About 450 bytes for the main thread, 2.2 KiB for the other (glibc
+    // keeps room for libraries' TLS below its descriptor); 2.3 KiB if only
+    // the main thread's copy were cut, 3.1 KiB if only the other's.
+    assert!(
+        copied < 1800.0,
+        "{copied} bytes of stack copy per sample: {line}"
+    );
+
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let r = report(&data);
+    let period = r["period_ns"].as_f64().unwrap() / 1e9;
+    for (side, outermost) in [("main_side", "_start"), ("thread_side", "clone3")] {
+        let ts = threads_with(&r, side);
+        assert_eq!(ts.len(), 1, "threads in {side}");
+        let t = ts[0];
+        let read = function(t, "read_one");
+        let blocked = (read["total"]["other"].as_f64().unwrap()
+            + read["total"]["sched"].as_f64().unwrap())
+            * period;
+        let measured = printed_value(&stdout, side);
+        assert_near(
+            &format!("seconds {side} blocked in read_one"),
+            blocked,
+            measured,
+            0.1 * measured + 2.0 * period,
+        );
+        // Every one of those samples reaches the thread's outermost frame.
+        let whole = function(t, outermost);
+        let under = whole["total"]["other"].as_f64().unwrap();
+        assert!(
+            under >= read["total"]["other"].as_f64().unwrap(),
+            "{side}: {under} of its blocked samples reach {outermost}"
+        );
+    }
+}
+
+/// Every off-CPU interval of a thread is a wait segment, whether it made a
+/// blocked sample (whose record then carries the segment) or not: the
+/// off-CPU time the wait-for graph has for each thread is the time its
+/// blocked samples cover, within a sampling period.
+#[test]
+#[ignore = "needs root and BPF"]
+fn every_off_cpu_interval_is_a_wait_segment() {
+    let _serial = serial();
+    let dir = scratch("segments");
+    let bin = workload("shallow_waits");
+    let data = record(&dir, &[], &[bin.to_str().unwrap(), "200"]);
+    let r = report(&data);
+    let period = r["period_ns"].as_f64().unwrap();
+    let g = json(&["waitgraph", "--json", "-i", data.to_str().unwrap()]);
+    let nodes = g["nodes"].as_array().unwrap();
+    let mut checked = 0;
+    for t in threads(&r) {
+        let s = &t["samples"];
+        let points: f64 = ["io", "lock", "sched", "other"]
+            .iter()
+            .map(|c| s[c].as_f64().unwrap())
+            .sum();
+        let tid = t["tid"].as_u64().unwrap();
+        let node = nodes
+            .iter()
+            .find(|n| n["tids"].as_array().unwrap() == &vec![Value::from(tid)])
+            .unwrap_or_else(|| panic!("no wait-for graph node of thread {tid}"));
+        let off = node["wait_ns"].as_f64().unwrap() + node["runnable_ns"].as_f64().unwrap();
+        assert!(points >= 300.0, "thread {tid}: {points} blocked points");
+        assert_near(
+            &format!("thread {tid}: off-CPU periods in wait segments"),
+            off / period,
+            points,
+            2.0 + 0.01 * points,
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, 2, "threads checked");
 }

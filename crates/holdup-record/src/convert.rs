@@ -120,6 +120,11 @@ fn waker(kind: u8, id: u32) -> Waker {
     }
 }
 
+/// The CPU an interval ended on; none for one still open at the end.
+fn cpu(v: u16) -> Option<u16> {
+    (v != raw::CPU_OPEN).then_some(v)
+}
+
 fn class(v: u8) -> Class {
     Class::from_u8(v).unwrap_or(Class::Other)
 }
@@ -368,8 +373,21 @@ impl<W: Write> Drainer<W> {
 
     fn sample(&mut self, s: &raw::RawSample<'_>) -> std::io::Result<()> {
         let r = &s.rec;
-        self.name(r.pid, r.tid, r.end, None)?;
         let class = class(r.class);
+        // A blocked sample stands for its interval's wait segment too.
+        if r.flags & raw::SF_SEGMENT != 0 {
+            self.segment(trace::Segment {
+                pid: r.pid,
+                tid: r.tid,
+                start: r.start,
+                wake: r.wake,
+                end: r.end,
+                class,
+                waker: waker(r.waker_kind, r.waker_id),
+                cpu: cpu(r.cpu),
+            })?;
+        }
+        self.name(r.pid, r.tid, r.end, None)?;
         // A thread that exits takes with it the CPU time no on-CPU sample
         // found it running: hundreds of short-lived processes that each ran
         // for less than a period at a time put a quarter of a storm's
@@ -410,6 +428,12 @@ impl<W: Write> Drainer<W> {
         }))
     }
 
+    fn segment(&mut self, s: trace::Segment) -> std::io::Result<()> {
+        self.counts.segments += 1;
+        self.name(s.pid, s.tid, s.end, None)?;
+        self.writer.write(&Record::Segment(s))
+    }
+
     /// Convert one ring-buffer record.
     pub fn record(&mut self, rec: &RawRecord<'_>) -> std::io::Result<()> {
         let time = match rec {
@@ -425,20 +449,16 @@ impl<W: Write> Drainer<W> {
         self.apply_address_events(time);
         match rec {
             RawRecord::Sample(s) => self.sample(s),
-            RawRecord::Segment(s) => {
-                self.counts.segments += 1;
-                self.name(s.pid, s.tid, s.end, None)?;
-                self.writer.write(&Record::Segment(trace::Segment {
-                    pid: s.pid,
-                    tid: s.tid,
-                    start: s.start,
-                    wake: s.wake,
-                    end: s.end,
-                    class: class(s.class),
-                    waker: waker(s.waker_kind, s.waker_id),
-                    cpu: (s.cpu != raw::CPU_OPEN).then_some(s.cpu),
-                }))
-            }
+            RawRecord::Segment(s) => self.segment(trace::Segment {
+                pid: s.pid,
+                tid: s.tid,
+                start: s.start,
+                wake: s.wake,
+                end: s.end,
+                class: class(s.class),
+                waker: waker(s.waker_kind, s.waker_id),
+                cpu: cpu(s.cpu),
+            }),
             RawRecord::Fork(f) => {
                 if f.pid != f.parent_pid {
                     self.spaces.fork(f.parent_pid, f.pid);

@@ -56,6 +56,8 @@ pub struct UnwindStats {
     pub complete: u64,
     /// Stacks whose CFI part was replayed from an earlier unwind.
     pub remembered: u64,
+    /// Bytes of stack copies the unwinds had (what the recorder sent).
+    pub copy_bytes: u64,
 }
 
 /// Where the CFI part of an unwind ended.
@@ -207,6 +209,7 @@ impl Unwinder {
     ) {
         out.clear();
         self.stats.stacks += 1;
+        self.stats.copy_bytes += stack.copy.len() as u64;
         if self.stats.stacks % PRUNE_EVERY == 0 {
             self.prune(spaces);
         }

@@ -67,6 +67,7 @@ enum sample_flags {
 	SF_BLOCKED_TAIL = 1 << 2,	/* emitted at end of recording: interval still open */
 	SF_LATE_USTACK = 1 << 3,	/* user stack captured after the thread had run again */
 	SF_EXIT_TAIL = 1 << 4,		/* on-CPU points a thread had not been sampled for at its exit */
+	SF_SEGMENT = 1 << 5,		/* also the wait segment of its interval (none is written) */
 };
 
 enum bio_op {

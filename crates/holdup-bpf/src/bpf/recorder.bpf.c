@@ -127,6 +127,7 @@ struct thread_state {
 	 * interrupt) may try to emit it while task context is doing so. */
 	u64 pending;
 	u8 p_class;
+	u8 p_segment;		/* the sample stands for the interval's wait segment */
 	u8 p_waker_kind;
 	u16 p_cpu;
 	u32 p_waker_id;
@@ -488,9 +489,13 @@ static long fp_walk_frame(u64 i, struct fp_walk *w)
 	u64 bp = w->bp, off = bp - w->sp, *pair = w->pair;
 	u32 n = w->n;
 
-	if (!bp || (bp & 7) || n >= MAX_FP)
+	/* A frame record lies above the stack pointer. In code built without
+	 * frame pointers rbp is just a register, often a count or a heap
+	 * pointer, below it: reading there would often fault, which costs the
+	 * sample as much as everything else it does. */
+	if (!bp || (bp & 7) || n >= MAX_FP || bp < w->sp)
 		return 1;
-	if (!(w->sp & 7) && bp >= w->sp && off + sizeof(w->pair) <= w->len) {
+	if (!(w->sp & 7) && off + sizeof(w->pair) <= w->len) {
 		pair[0] = *(u64 *)(w->s->copy + (off & (STACK_COPY_MAX - 8)));
 		pair[1] = *(u64 *)(w->s->copy + ((off + 8) & (STACK_COPY_MAX - 8)));
 		w->s->cut = off + 16;
@@ -509,6 +514,29 @@ static long fp_walk_frame(u64 i, struct fp_walk *w)
 		return 1;
 	w->bp = pair[0];
 	return 0;
+}
+
+/* How much of `len` bytes from `sp` is stack: no frame lies above the top
+ * of the stack sp is on. The main thread's stack starts at the mm's
+ * start_stack (above it are the arguments, the environment and the
+ * auxiliary vector), and a thread that glibc (or musl) created has its
+ * thread descriptor, the target of its TLS pointer, right above its stack
+ * and static TLS. A thread blocked a few frames deep then sends a few
+ * hundred bytes instead of the whole copy, mostly argument strings or its
+ * thread descriptor, which a program without frame pointers (where no
+ * frame record cuts the copy) sent with every sample. A stack pointer on
+ * another stack (a signal stack, a coroutine's) is below neither within
+ * `len`, and keeps it. */
+static __always_inline u32 to_stack_top(struct task_struct *task, u64 sp, u32 len)
+{
+	u64 top = BPF_CORE_READ(task, mm, start_stack);
+
+	if (sp < top && top - sp < len)
+		return top - sp;
+	top = BPF_CORE_READ(task, thread.fsbase);
+	if (sp < top && top - sp < len)
+		return top - sp;
+	return len;
 }
 
 /* The user half of a stack: registers, a frame-pointer walk and a copy of the
@@ -538,6 +566,7 @@ static __always_inline void capture_user(struct scratch *s, struct task_struct *
 	len = stack_copy_bytes;
 	if (len > STACK_COPY_MAX)
 		len = STACK_COPY_MAX;
+	len = to_stack_top(task, sp, len);
 	if (read_user(s->copy, len, sp, task, how)) {
 		u32 rest = 4096 - (sp & 4095);
 
@@ -613,6 +642,8 @@ static __always_inline void submit_sample(struct scratch *s, u64 *kstack)
 	if (bpf_ringbuf_reserve_dynptr(&events, size, 0, &dp)) {
 		bpf_ringbuf_discard_dynptr(&dp, 0);
 		count_lost(s->rec.hdr.kind);
+		if (s->rec.flags & SF_SEGMENT)
+			count_lost(REC_SEGMENT);
 		return;
 	}
 	off = sizeof(s->rec);
@@ -654,7 +685,7 @@ static __always_inline void emit_pending(enum scratch_slot slot, struct thread_s
 	s->rec.waker_kind = st->p_waker_kind;
 	s->rec.waker_id = st->p_waker_id;
 	s->rec.cpu = st->p_cpu;
-	s->rec.flags = flags;
+	s->rec.flags = flags | (st->p_segment ? SF_SEGMENT : 0);
 	k = &st->ks[st->p_slot & 1];
 	s->rec.kstack_len = k->len / 8;
 	if (how != USER_NONE)
@@ -1290,12 +1321,34 @@ static __always_inline void first_sight(struct task_struct *t, struct thread_sta
 	}
 }
 
+/* The wait segment of the interval [out, now) of `task`, switched in on
+ * `cpu`, for the wait-for graph. */
+static __always_inline void write_segment(struct task_struct *task, struct thread_state *st,
+					  u64 out, u64 wake, u64 now, u16 cpu)
+{
+	struct segment_rec *r = reserve(REC_SEGMENT, sizeof(*r));
+
+	if (!r)
+		return;
+	r->pid = task->tgid;
+	r->tid = task->pid;
+	r->start = out;
+	r->wake = wake;
+	r->end = now;
+	r->waker_id = st->waker_id;
+	r->waker_kind = st->waker_kind;
+	r->class = st->class == CLASS_DELAY ? CLASS_SCHED : st->class;
+	r->cpu = cpu;
+	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+}
+
 /* End the off-CPU interval of `task` at `now`: switched in on `cpu`, or
- * still off-CPU at the end of the recording (cpu CPU_OPEN). Writes its wait
- * segment; if it passed a sampling point, parks its blocked sample (with
- * its kernel stack) for the user stack and returns true. A sample parked
- * before, whose thread never got back to user space, is emitted first
- * (`how`: whether its user stack can be read here). */
+ * still off-CPU at the end of the recording (cpu CPU_OPEN). If it passed a
+ * sampling point, parks its blocked sample (with its kernel stack) for the
+ * user stack and returns true; the sample is the interval's wait segment
+ * too. Otherwise writes the wait segment alone. A sample parked before,
+ * whose thread never got back to user space, is emitted first (`how`:
+ * whether its user stack can be read here). */
 static __always_inline bool close_interval(struct task_struct *task, struct thread_state *st,
 					   u64 now, u16 cpu, enum scratch_slot slot,
 					   enum user_access how, u16 flags)
@@ -1312,30 +1365,20 @@ static __always_inline bool close_interval(struct task_struct *task, struct thre
 		wake = now;
 	syscall_off_cpu(task, st, out, wake, now);
 
-	if (emit_segments) {
-		struct segment_rec *r = reserve(REC_SEGMENT, sizeof(*r));
-
-		if (r) {
-			r->pid = task->tgid;
-			r->tid = task->pid;
-			r->start = out;
-			r->wake = wake;
-			r->end = now;
-			r->waker_id = st->waker_id;
-			r->waker_kind = st->waker_kind;
-			r->class = st->class == CLASS_DELAY ? CLASS_SCHED : st->class;
-			r->cpu = cpu;
-			bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
-		}
+	w = 0;
+	ws = 0;
+	if (st->class != CLASS_DELAY)
+		split_points(&st->off_credit, out, wake, now, st->class, &w, &ws);
+	if (w + ws == 0) {
+		if (emit_segments)
+			write_segment(task, st, out, wake, now, cpu);
+		return false;
 	}
-
-	if (st->class == CLASS_DELAY)
-		return false;
-	split_points(&st->off_credit, out, wake, now, st->class, &w, &ws);
-	if (w + ws == 0)
-		return false;
 	if (st->pending)
 		emit_pending(slot, st, task, how, flags);
+	/* The sample has every field of the segment: one ring record less
+	 * for each blocked sample. */
+	st->p_segment = emit_segments;
 	st->p_start = out;
 	st->p_wake = wake;
 	st->p_end = now;

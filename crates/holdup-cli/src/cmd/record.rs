@@ -216,8 +216,12 @@ fn print_details(s: &Summary) {
     );
     let u = &s.unwinds;
     eprintln!(
-        "holdup: user stacks: {} unwound, {} of them replayed from an earlier unwind at the same registers; {} frames from CFI, {} from the frame-pointer chain",
-        u.stacks, u.remembered, u.cfi_frames, u.fp_frames
+        "holdup: user stacks: {} unwound, {} of them replayed from an earlier unwind at the same registers; {} frames from CFI, {} from the frame-pointer chain; {} bytes of stack copy each",
+        u.stacks,
+        u.remembered,
+        u.cfi_frames,
+        u.fp_frames,
+        u.copy_bytes / u.stacks.max(1)
     );
 }
 
