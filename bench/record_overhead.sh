@@ -27,6 +27,7 @@ cargo build --release --quiet -p holdup-trace --examples
 cc -O1 -g -fno-omit-frame-pointer -pthread -o "$work/demo" workloads/demo.c
 cc -O1 -g -fno-omit-frame-pointer -o "$work/spin_work" workloads/spin_work.c
 cc -O2 -o "$work/sampling_clock" bench/sampling_clock.c
+cc -O2 -o "$work/token_ring" workloads/token_ring.c
 
 pct() { echo "($1/$2 - 1)*100" | bc -l; }
 
@@ -124,13 +125,18 @@ fixed_cost
 # What each BPF program costs per call (kernel.bpf_stats_enabled for one
 # recording of a command; the recorder's programs are those its descriptors
 # name). The per-event programs of an I/O-bound program are its whole cost.
+# Also all programs and the recorder's own CPU (drain loop, finishing) per
+# blocked sample: on the token ring
+# (100 processes, built like distribution binaries, without frame pointers)
+# nearly every block makes one, and their number varies little from run to
+# run, unlike the storm's context switches.
 bpf_costs() { # name, command...
 	local name=$1; shift
 	command -v bpftool >/dev/null || { echo "(bpftool missing: no per-program costs)"; return; }
 	local prev rec ids="" snap=""
 	prev=$(sysctl -n kernel.bpf_stats_enabled)
 	sysctl -q kernel.bpf_stats_enabled=1
-	"$holdup" record -o "$work/c.data" -- "$@" >/dev/null 2>&1 &
+	"$holdup" record -v -o "$work/c.data" -- "$@" >/dev/null 2>"$work/c.err" &
 	rec=$!
 	while kill -0 "$rec" 2>/dev/null; do
 		local i s
@@ -142,18 +148,27 @@ bpf_costs() { # name, command...
 	sysctl -q kernel.bpf_stats_enabled="$prev"
 	echo "BPF programs of one recording of $name (calls, mean cost, total):"
 	python3 -c '
-import json, sys
+import json, re, sys
 ids = {int(x) for x in sys.argv[1].split()}
 for p in sorted(json.loads(sys.argv[2]), key=lambda p: -p.get("run_time_ns", 0)):
     if p["id"] in ids and p.get("run_cnt"):
         print("  %-20s %9d calls %7.0f ns %8.1f ms" % (p["name"], p["run_cnt"], p["run_time_ns"] / p["run_cnt"], p["run_time_ns"] / 1e6))
-print("  all programs %.1f ms" % (sum(p.get("run_time_ns", 0) for p in json.loads(sys.argv[2]) if p["id"] in ids) / 1e6))
-' "$ids" "${snap:-[]}"
+total = sum(p.get("run_time_ns", 0) for p in json.loads(sys.argv[2]) if p["id"] in ids)
+print("  all programs %.1f ms" % (total / 1e6))
+err = sys.argv[3]
+blocked = re.search(r"(\d+) blocked samples \(weight", err)
+cpu = re.search(r"drainer used ([0-9.]+) s.*finishing used ([0-9.]+) s", err)
+if blocked and cpu and int(blocked.group(1)):
+    n = int(blocked.group(1))
+    user = float(cpu.group(1)) + float(cpu.group(2))
+    print("  per blocked sample (%d of them): all programs %.0f ns, the recorder process %.0f ns" % (n, total / n, user * 1e9 / n))
+' "$ids" "${snap:-[]}" "$(cat "$work/c.err")"
 }
 
 echo
 bpf_costs "the storm" "${storm[@]}"
 bpf_costs "the demo" "$work/demo" "$work/demo.bin"
+bpf_costs "the token ring" "$work/token_ring" 100 3000
 
 echo
 echo "trace contents of one recording of ${storm[*]}, and the drain loop's CPU:"
