@@ -97,6 +97,8 @@ impl RingReader {
         let mask = self.data_size - 1;
         let data = unsafe { self.producer.add(self.page) };
         let mut cons = self.consumer_pos().load(Ordering::Acquire);
+        // Ring position up to which the data has been prefetched.
+        let mut fetched = cons;
         let mut n = 0;
         loop {
             let prod = self.producer_pos().load(Ordering::Acquire);
@@ -114,6 +116,17 @@ impl RingReader {
                     return n;
                 }
                 let len = (len_flags & !(BUSY_BIT | DISCARD_BIT)) as u64;
+                // The records ahead were written by another CPU, mostly
+                // long ago: every first load of one (its header, the stack
+                // words an unwind reads) missed the cache and stalled the
+                // loop. Asking for them a record's worth ahead overlaps
+                // those misses with the work on this one.
+                let ahead = (cons + PREFETCH_AHEAD).min(prod);
+                fetched = fetched.max(cons);
+                while fetched < ahead {
+                    prefetch(unsafe { data.add((fetched & mask) as usize) });
+                    fetched += 64;
+                }
                 if len_flags & DISCARD_BIT == 0 {
                     let start = unsafe { data.add(((cons + HDR_SIZE) & mask) as usize) };
                     // SAFETY: the data area is mapped twice, so `len` bytes
@@ -130,6 +143,18 @@ impl RingReader {
             }
         }
         n
+    }
+}
+
+/// How far ahead of the record being handled the ring's data is prefetched:
+/// about one blocked sample with its stack copy.
+const PREFETCH_AHEAD: u64 = 2048;
+
+fn prefetch(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint; it neither faults nor changes memory.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch(p as *const i8, std::arch::x86_64::_MM_HINT_T0);
     }
 }
 

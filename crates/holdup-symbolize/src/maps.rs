@@ -1,6 +1,7 @@
 //! Per-process address spaces.
 
-use std::collections::{BTreeMap, HashMap};
+use holdup_trace::fxhash::FxHashMap;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// One executable mapping of a process.
@@ -84,9 +85,9 @@ impl Space {
 /// `/proc/PID/maps`.
 #[derive(Debug, Default)]
 pub struct AddressSpaces {
-    /// By pid. A BTreeMap: looked up for every frame, and a few compares
-    /// beat hashing a key.
-    spaces: BTreeMap<u32, Space>,
+    /// By pid, looked up for every frame: an Fx hash (a multiply) finds a
+    /// pid among the hundreds of a storm of processes in one probe.
+    spaces: FxHashMap<u32, Space>,
     /// Build-ids read while loading `/proc/PID/maps`, by (dev, inode, path):
     /// every process maps libc, reading its notes once is enough.
     build_ids: HashMap<(String, u64, String), Option<Vec<u8>>>,

@@ -15,7 +15,7 @@ use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{FrameAddress, Unwinder as _};
 use holdup_bpf::records::{fp_continue, UNMAPPED_OK};
 use holdup_trace::fxhash::FxHashMap;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -136,7 +136,7 @@ impl std::hash::Hash for SameInfo {
 /// list per process.
 pub struct Unwinder {
     files: HashMap<FileKey, Option<Arc<ElfUnwindInfo>>>,
-    procs: BTreeMap<u32, ProcState>,
+    procs: FxHashMap<u32, ProcState>,
     shared: HashMap<Fingerprint, Arc<UnwinderX86_64<Bytes>>>,
     /// For processes we know no mappings of: framehop then applies its
     /// frame-pointer rule on the copy.
@@ -166,7 +166,7 @@ impl Unwinder {
     pub fn new() -> Self {
         Self {
             files: HashMap::new(),
-            procs: BTreeMap::new(),
+            procs: FxHashMap::default(),
             shared: HashMap::new(),
             empty: UnwinderX86_64::new(),
             cache: CacheX86_64::new(),
