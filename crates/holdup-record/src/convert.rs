@@ -558,15 +558,14 @@ fn bio(b: &raw::BioRec) -> trace::Bio {
 mod tests {
     use super::*;
 
-    /// Raw recorder records, as the ring buffer holds them, replayed
-    /// through the converter: a blocked sample (kernel stack only) and the
-    /// wait segment of the same interval.
-    #[test]
-    fn raw_records_become_trace_records() {
-        let mut sample = raw::SampleRec {
+    /// A raw blocked sample of thread 8 of process 7 (kernel stack only):
+    /// [1 ms, 3 ms) in I/O, then runnable until 4 ms, switched in on CPU 1.
+    fn raw_blocked_sample(flags: u16) -> Vec<u8> {
+        let base = std::mem::size_of::<raw::SampleRec>();
+        let sample = raw::SampleRec {
             hdr: raw::RecHdr {
                 kind: raw::REC_SAMPLE,
-                size: 0,
+                size: (base + 16) as u32,
             },
             pid: 7,
             tid: 8,
@@ -579,15 +578,35 @@ mod tests {
             cpu: 1,
             class: raw::CLASS_IO,
             waker_kind: raw::WAKER_THREAD,
+            flags,
             kstack_len: 2,
             ..Default::default()
         };
-        let base = std::mem::size_of::<raw::SampleRec>();
-        sample.hdr.size = (base + 16) as u32;
         let mut bytes = vec![0u8; sample.hdr.size as usize];
         unsafe { std::ptr::write_unaligned(bytes.as_mut_ptr() as *mut raw::SampleRec, sample) };
         bytes[base..base + 8].copy_from_slice(&0xffff_ffff_8100_0010u64.to_ne_bytes());
         bytes[base + 8..base + 16].copy_from_slice(&0xffff_ffff_8100_0020u64.to_ne_bytes());
+        bytes
+    }
+
+    /// The trace the converter makes of raw records.
+    fn convert(records: &[&[u8]]) -> (Counts, trace::Trace) {
+        let writer = trace::Writer::new(Vec::new(), &trace::Header::default(), 0).unwrap();
+        let mut d = Drainer::new(writer);
+        for bytes in records {
+            d.record(&raw::parse(bytes).unwrap()).unwrap();
+        }
+        let counts = d.counts;
+        let out = d.writer.finish().unwrap();
+        let mut reader = trace::Reader::new(&out[..], "replay").unwrap();
+        (counts, trace::Trace::read(&mut reader).unwrap())
+    }
+
+    /// Raw recorder records, as the ring buffer holds them, replayed
+    /// through the converter: a blocked sample (kernel stack only) and the
+    /// wait segment of the same interval.
+    #[test]
+    fn raw_records_become_trace_records() {
         let segment = raw::SegmentRec {
             hdr: raw::RecHdr {
                 kind: raw::REC_SEGMENT,
@@ -610,17 +629,10 @@ mod tests {
             )
         };
 
-        let writer = trace::Writer::new(Vec::new(), &trace::Header::default(), 0).unwrap();
-        let mut d = Drainer::new(writer);
-        d.record(&raw::parse(&bytes).unwrap()).unwrap();
-        d.record(&raw::parse(seg_bytes).unwrap()).unwrap();
-        assert_eq!(d.counts.blocked_samples, 1);
-        assert_eq!(d.counts.blocked_weight, 4);
-        assert_eq!(d.counts.segments, 1);
-        let out = d.writer.finish().unwrap();
-
-        let mut reader = trace::Reader::new(&out[..], "replay").unwrap();
-        let t = trace::Trace::read(&mut reader).unwrap();
+        let (counts, t) = convert(&[&raw_blocked_sample(0), seg_bytes]);
+        assert_eq!(counts.blocked_samples, 1);
+        assert_eq!(counts.blocked_weight, 4);
+        assert_eq!(counts.segments, 1);
         let s = &t.samples[0];
         assert_eq!((s.pid, s.tid, s.class), (7, 8, Class::Io));
         assert_eq!(
@@ -641,6 +653,29 @@ mod tests {
             (1_000, 3_000_000, 4_000_000, None)
         );
         assert_eq!(t.threads.len(), 1, "the thread is named once");
+    }
+
+    /// A blocked sample that carries its interval's wait segment (the
+    /// recorder writes no segment record then) becomes both.
+    #[test]
+    fn a_sample_that_carries_its_segment_becomes_both() {
+        let (counts, t) = convert(&[&raw_blocked_sample(raw::SF_SEGMENT)]);
+        assert_eq!((counts.blocked_samples, counts.segments), (1, 1));
+        assert_eq!(t.samples.len(), 1);
+        let seg = &t.segments[..];
+        assert_eq!(seg.len(), 1);
+        assert_eq!(
+            (seg[0].pid, seg[0].tid, seg[0].class, seg[0].waker),
+            (7, 8, Class::Io, Waker::Thread(9))
+        );
+        assert_eq!(
+            (seg[0].start, seg[0].wake, seg[0].end, seg[0].cpu),
+            (1_000, 3_000_000, 4_000_000, Some(1))
+        );
+        // Without the flag, the sample is a sample only.
+        let (counts, t) = convert(&[&raw_blocked_sample(0)]);
+        assert_eq!((counts.blocked_samples, counts.segments), (1, 0));
+        assert!(t.segments.is_empty());
     }
 
     /// A raw on-CPU sample of thread `tid` with kernel frames `kstack`.
