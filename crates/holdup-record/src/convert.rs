@@ -709,19 +709,15 @@ mod tests {
     #[test]
     fn an_exit_tail_takes_the_stack_of_the_last_on_cpu_sample() {
         let (work, exit) = (0xffff_ffff_8100_0010u64, 0xffff_ffff_8200_0010u64);
-        let writer = trace::Writer::new(Vec::new(), &trace::Header::default(), 0).unwrap();
-        let mut d = Drainer::new(writer);
-        for (tid, flags, at) in [
+        let records: Vec<Vec<u8>> = [
             (8, 0, work),
             (8, raw::SF_EXIT_TAIL, exit),
             (9, raw::SF_EXIT_TAIL, exit),
-        ] {
-            let bytes = raw_cpu_sample(tid, flags, &[at]);
-            d.record(&raw::parse(&bytes).unwrap()).unwrap();
-        }
-        let out = d.writer.finish().unwrap();
-        let mut reader = trace::Reader::new(&out[..], "replay").unwrap();
-        let t = trace::Trace::read(&mut reader).unwrap();
+        ]
+        .iter()
+        .map(|&(tid, flags, at)| raw_cpu_sample(tid, flags, &[at]))
+        .collect();
+        let (_, t) = convert(&records.iter().map(Vec::as_slice).collect::<Vec<_>>());
         let leaf = |i: usize| t.stacks[&t.samples[i].stack][0].addr;
         assert_eq!(t.samples.len(), 3);
         assert_eq!(leaf(1), leaf(0), "thread 8's tail goes to its last sample");
