@@ -11,8 +11,10 @@
 # quartiles, holdup's minus perf's among them. Also: holdup's
 # start-up (until the target runs) and finishing time (after it ended,
 # symbolization included; cold and warm symbol cache), the cost of each BPF
-# program per call (with bpftool), trace bytes per wait event and the drain
-# loop's CPU on the storm, and the speed of `holdup report` on 1 M samples.
+# program per call (with bpftool) and, on a token ring of processes, all of
+# them and the recorder's own CPU per blocked sample; trace bytes per wait
+# event and the drain loop's CPU on the storm, and the speed of `holdup
+# report` on 1 M samples.
 # The "clock" runs have nothing but a 1 kHz cpu-clock event open on every CPU
 # (bench/sampling_clock.c): without a hardware PMU both tools sample on
 # cpu-clock, and on a VM each of its interrupts is dear, so that is the floor
@@ -126,10 +128,10 @@ fixed_cost
 # recording of a command; the recorder's programs are those its descriptors
 # name). The per-event programs of an I/O-bound program are its whole cost.
 # Also all programs and the recorder's own CPU (drain loop, finishing) per
-# blocked sample: on the token ring
-# (100 processes, built like distribution binaries, without frame pointers)
-# nearly every block makes one, and their number varies little from run to
-# run, unlike the storm's context switches.
+# blocked sample, on the token ring (100 processes, built like distribution
+# binaries, without frame pointers): nearly every block there makes one,
+# and their number varies little from run to run, unlike the storm's
+# context switches.
 bpf_costs() { # name, command...
 	local name=$1; shift
 	command -v bpftool >/dev/null || { echo "(bpftool missing: no per-program costs)"; return; }
