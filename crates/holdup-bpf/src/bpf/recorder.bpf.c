@@ -169,6 +169,7 @@ struct scratch {
 	u64 kstack[MAX_KSTACK];
 	u64 fp[MAX_FP * 2];
 	u32 cut;		/* copy bytes up to the last frame record in it */
+	u64 task;		/* the task whose stack this is, as a number (stack_cut) */
 	/* Twice the largest copy: its length is bounded with a mask, which
 	 * the verifier follows without a branch (see submit_sample). */
 	u8 copy[STACK_COPY_MAX * 2];
@@ -529,17 +530,17 @@ static long fp_walk_frame(u64 i, struct fp_walk *w)
  * stack (a signal stack, a coroutine's) is below neither within the copy,
  * and keeps it. A global function, checked once by the verifier: inlined
  * into every place that takes a stack, it made the programs load in 12 ms
- * more. */
-__noinline u32 stack_cut(struct task_struct *task __arg_trusted, u64 sp, u32 len, u32 kept)
+ * more. The task comes as its address, a number, and its fields are read
+ * by helper: a task pointer argument needs the trusted-argument tag, which
+ * kernels before 6.8 do not know. */
+__noinline u32 stack_cut(u64 task_addr, u64 sp, u32 len, u32 kept)
 {
+	struct task_struct *task = (struct task_struct *)task_addr;
 	u64 top, fs;
 
 	/* That record lies below the top: no need to look for it. */
 	if (kept < len)
 		return kept;
-	/* By helper: plain loads (some 50 ns faster) made the programs load
-	 * in 6 ms more, the verifier finding each field in task_struct's BTF
-	 * for every program that calls this. */
 	top = BPF_CORE_READ(task, mm, start_stack);
 	fs = BPF_CORE_READ(task, thread.fsbase);
 	if (sp < top && top - sp < len)
@@ -609,8 +610,10 @@ static __always_inline void capture_user(struct scratch *s, struct task_struct *
 	bpf_loop(MAX_FP, fp_walk_frame, &w, 0);
 	s->rec.fp_len = w.n;
 	/* Cut after the read: the read's length stays one the verifier knows
-	 * the bounds of. */
-	s->rec.copy_len = stack_cut(task, sp, len, s->rec.copy_len);
+	 * the bounds of. The task pointer goes through the map value, read
+	 * back as the number the function takes. */
+	s->task = (u64)task;
+	s->rec.copy_len = stack_cut(*(volatile u64 *)&s->task, sp, len, s->rec.copy_len);
 }
 
 static __always_inline struct scratch *scratch_at(enum scratch_slot slot)
