@@ -81,7 +81,7 @@ pub struct Writer<W: Write> {
     records_in_chunk: usize,
     bytes_written: u64,
     /// Records and encoded bytes per record kind: a handful of kinds,
-    /// looked up at every record, by the address of the kind's name first.
+    /// looked up at every record.
     stats: Vec<(&'static str, u64, u64)>,
 }
 
@@ -139,11 +139,7 @@ impl<W: Write> Writer<W> {
         self.enc.record(r);
         let bytes = (self.enc.buf.len() - before) as u64;
         let kind = r.kind();
-        match self
-            .stats
-            .iter_mut()
-            .find(|(k, _, _)| std::ptr::eq(*k, kind) || *k == kind)
-        {
+        match self.stats.iter_mut().find(|(k, _, _)| *k == kind) {
             Some(slot) => {
                 slot.1 += 1;
                 slot.2 += bytes;
