@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Overhead of `holdup record` next to `perf record -F 1000 -g` and the plain
 # program, in one run, on a CPU+I/O program (the demo workload), a CPU-only
-# one and `perf bench sched messaging` (a context-switch storm). Each prints
+# one, an I/O-only one (4 KiB O_DIRECT reads) and `perf bench sched
+# messaging` (a context-switch storm). Each prints
 # its own run time ("Total time"), which is what is compared: the slowdown of
 # the program while it is profiled. The wall time of the whole command (with the
 # tool's start-up and finishing) is shown beside it, both as ratios to the
@@ -12,7 +13,8 @@
 # start-up (until the target runs) and finishing time (after it ended,
 # symbolization included; cold and warm symbol cache), the cost of each BPF
 # program per call (with bpftool) and, on a token ring of processes, all of
-# them and the recorder's own CPU per blocked sample; trace bytes per wait
+# them and the recorder's own CPU per blocked sample, and on the O_DIRECT
+# reads per read, as a share of what a read takes; trace bytes per wait
 # event and the drain loop's CPU on the storm, and the speed of `holdup
 # report` on 1 M samples.
 # The "clock" runs have nothing but a 1 kHz cpu-clock event open on every CPU
@@ -30,6 +32,10 @@ cc -O1 -g -fno-omit-frame-pointer -pthread -o "$work/demo" workloads/demo.c
 cc -O1 -g -fno-omit-frame-pointer -o "$work/spin_work" workloads/spin_work.c
 cc -O2 -o "$work/sampling_clock" bench/sampling_clock.c
 cc -O2 -o "$work/token_ring" workloads/token_ring.c
+cc -O2 -o "$work/odirect_loop" bench/odirect_loop.c
+# Its file is made once, before any round is timed.
+"$work/odirect_loop" "$work/od.bin" 64 1 >/dev/null
+odirect=("$work/odirect_loop" "$work/od.bin" 64 20000)
 
 pct() { echo "($1/$2 - 1)*100" | bc -l; }
 
@@ -120,6 +126,7 @@ storm=(perf bench sched messaging -g 5 -l 1000)
 echo "holdup record overhead, medians of interleaved runs ($rounds rounds, $((2 * rounds)) on the storm), $(nproc) cores"
 bench "demo (cpu + O_DIRECT reads + mutex + sleeps)" "$rounds" "$work/demo" "$work/demo.bin"
 bench "spin_work (cpu only, one thread)" "$rounds" "$work/spin_work"
+bench "odirect_loop (4 KiB O_DIRECT reads, one thread)" "$rounds" "${odirect[@]}"
 bench "${storm[*]} (context-switch storm)" $((2 * rounds)) "${storm[@]}"
 echo
 fixed_cost
@@ -131,14 +138,18 @@ fixed_cost
 # blocked sample, on the token ring (100 processes, built like distribution
 # binaries, without frame pointers): nearly every block there makes one,
 # and their number varies little from run to run, unlike the storm's
-# context switches.
+# context switches. On the O_DIRECT reads the same per read: every hook
+# on a read's path runs on its critical path, and a read's time varies far
+# less from run to run than the program's (on this kind of machine the
+# 1 kHz clock alone moves an I/O-bound program by several percent either
+# way), so this is the measure of holdup's cost on I/O.
 bpf_costs() { # name, command...
 	local name=$1; shift
 	command -v bpftool >/dev/null || { echo "(bpftool missing: no per-program costs)"; return; }
 	local prev rec ids="" snap=""
 	prev=$(sysctl -n kernel.bpf_stats_enabled)
 	sysctl -q kernel.bpf_stats_enabled=1
-	"$holdup" record -v -o "$work/c.data" -- "$@" >/dev/null 2>"$work/c.err" &
+	"$holdup" record -v -o "$work/c.data" -- "$@" >"$work/c.out" 2>"$work/c.err" &
 	rec=$!
 	while kill -0 "$rec" 2>/dev/null; do
 		local i s
@@ -164,13 +175,26 @@ if os.environ.get("PER_BLOCKED_SAMPLE") and blocked and cpu and int(blocked.grou
     n = int(blocked.group(1))
     user = float(cpu.group(1)) + float(cpu.group(2))
     print("  per blocked sample (%d of them): all programs %.0f ns, the recorder process %.0f ns" % (n, total / n, user * 1e9 / n))
-' "$ids" "${snap:-[]}" "$(cat "$work/c.err")"
+reads = re.search(r"reads=(\d+) mean_us=([0-9.]+)", sys.argv[4])
+if os.environ.get("PER_READ") and reads and cpu:
+    # Each read is one block request: the snapshot of the counters, taken
+    # every 0.1 s, saw as many reads as it counts issues. The drain loop
+    # only: finishing (symbolization) is a fixed cost, as large as the
+    # share of the reads on a run this short.
+    issued = sum(p["run_cnt"] for p in json.loads(sys.argv[2]) if p["id"] in ids and p["name"] == "on_rq_issue")
+    n, us = int(reads.group(1)), float(reads.group(2))
+    drain = float(cpu.group(1)) * 1e9 / n
+    if issued:
+        per = total / issued
+        print("  per read (%d of them, %.1f us each while recorded): all programs %.0f ns, the drain loop %.0f ns; together %.1f%% of a read" % (n, us, per, drain, (per + drain) / (us * 10)))
+' "$ids" "${snap:-[]}" "$(cat "$work/c.err")" "$(cat "$work/c.out")"
 }
 
 echo
 bpf_costs "the storm" "${storm[@]}"
 bpf_costs "the demo" "$work/demo" "$work/demo.bin"
 PER_BLOCKED_SAMPLE=1 bpf_costs "the token ring" "$work/token_ring" 100 3000
+PER_READ=1 bpf_costs "the O_DIRECT reads" "${odirect[@]}"
 
 echo
 echo "trace contents of one recording of ${storm[*]}, and the drain loop's CPU:"
