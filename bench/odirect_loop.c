@@ -15,11 +15,12 @@
 static void make_file(const char *path, long size)
 {
 	struct stat st;
-	unsigned long x = 88172645463325252ul, *buf = malloc(1 << 20);
+	unsigned long x = 88172645463325252ul, *buf;
 	int fd;
 
 	if (!stat(path, &st) && st.st_size == size)
 		return;
+	buf = malloc(1 << 20);
 	fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0644);
 	if (fd < 0 || !buf) {
 		perror(path);
