@@ -139,10 +139,10 @@ fixed_cost
 # binaries, without frame pointers): nearly every block there makes one,
 # and their number varies little from run to run, unlike the storm's
 # context switches. On the O_DIRECT reads the same per read: every hook
-# on a read's path runs on its critical path, and a read's time varies far
-# less from run to run than the program's (on this kind of machine the
-# 1 kHz clock alone moves an I/O-bound program by several percent either
-# way), so this is the measure of holdup's cost on I/O.
+# on a read's path runs on its critical path, and this CPU cost varies far
+# less from run to run than the program's time does (on this kind of
+# machine the 1 kHz clock alone moves an I/O-bound program by several
+# percent either way), so it is the measure of holdup's cost on I/O.
 bpf_costs() { # name, command...
 	local name=$1; shift
 	command -v bpftool >/dev/null || { echo "(bpftool missing: no per-program costs)"; return; }
