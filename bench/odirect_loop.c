@@ -6,7 +6,6 @@
  * usage: odirect_loop FILE MB READS */
 #include "../workloads/common.h"
 #include <fcntl.h>
-#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
