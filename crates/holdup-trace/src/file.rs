@@ -90,6 +90,12 @@ pub struct Writer<W: Write> {
 /// the chunk goes out in one `write` without being copied.
 const CHUNK_HEADER: usize = 12;
 
+/// Empty `enc` for the next chunk, leaving room for its header.
+fn start_chunk(enc: &mut Encoder) {
+    enc.clear();
+    enc.buf.resize(CHUNK_HEADER, 0);
+}
+
 /// Create (or truncate) a trace file readable by its owner only, like
 /// perf.data: a trace holds command lines, paths and symbols. A file that
 /// existed with a wider mode is narrowed too.
@@ -124,7 +130,7 @@ impl<W: Write> Writer<W> {
         head.extend_from_slice(&crc32fast::hash(&json).to_le_bytes());
         out.write_all(&head)?;
         let mut enc = Encoder::new();
-        enc.buf.resize(CHUNK_HEADER, 0);
+        start_chunk(&mut enc);
         Ok(Self {
             out,
             enc,
@@ -166,8 +172,7 @@ impl<W: Write> Writer<W> {
         self.out.write_all(chunk)?;
         self.out.flush()?;
         self.bytes_written += chunk.len() as u64;
-        self.enc.clear();
-        self.enc.buf.resize(CHUNK_HEADER, 0);
+        start_chunk(&mut self.enc);
         self.records_in_chunk = 0;
         Ok(())
     }
