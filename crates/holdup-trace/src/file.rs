@@ -96,24 +96,9 @@ fn start_chunk(enc: &mut Encoder) {
     enc.buf.resize(CHUNK_HEADER, 0);
 }
 
-/// Create (or truncate) a trace file readable by its owner only, like
-/// perf.data: a trace holds command lines, paths and symbols. A file that
-/// existed with a wider mode is narrowed too.
-pub fn create_private(path: &Path) -> io::Result<File> {
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)?;
-    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    Ok(file)
-}
-
 impl Writer<File> {
     pub fn create(path: &Path, header: &Header, features: u32) -> io::Result<Self> {
-        Writer::new(create_private(path)?, header, features)
+        Writer::new(crate::output::create_private(path)?, header, features)
     }
 }
 

@@ -6,10 +6,12 @@ pub mod file;
 pub mod fxhash;
 pub mod latency;
 pub mod model;
+pub mod output;
 pub mod record;
 
-pub use file::{create_private, features, Damage, Error, Header, Reader, Writer};
+pub use file::{features, Damage, Error, Header, Reader, Writer};
 pub use model::{Thread, Trace};
+pub use output::create_private;
 pub use record::*;
 
 #[cfg(test)]

@@ -1,0 +1,187 @@
+//! Creating the files holdup writes: traces, and every file derived from
+//! one (pages, exports, flame graphs, wait-for graphs, latency files,
+//! causal profiles). They carry the same command lines, paths and names as
+//! the trace, and holdup usually runs as root, often in directories other
+//! users can write (`/tmp`, a shared project directory). So an output is
+//! readable by its owner only, like perf.data, and nothing another user
+//! planted at its path is written through:
+//!
+//! - a symbolic link is refused, never followed (`O_NOFOLLOW`);
+//! - an existing file must be a regular file of ours with no other hard
+//!   link (a link to one of our files made elsewhere would be overwritten
+//!   too); a FIFO never blocks the open (`O_NONBLOCK`) and is refused;
+//! - a character device (`/dev/null`, a terminal) is written as it is:
+//!   only root can make one.
+//!
+//! Where the file is new it is created 0600; an existing one is emptied and
+//! narrowed to 0600.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+
+/// Why an output path was refused, as a phrase that follows its path
+/// (`cannot write x.html: it is a symbolic link …`).
+fn refused(why: String) -> io::Error {
+    io::Error::new(io::ErrorKind::PermissionDenied, why)
+}
+
+/// What a file that is neither regular nor a character device is.
+fn kind(t: std::fs::FileType) -> &'static str {
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_block_device() {
+        "a block device"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// The open's error, said plainly where the path holds something planted.
+fn open_error(path: &Path, e: io::Error) -> io::Error {
+    let planted = std::fs::symlink_metadata(path).ok().map(|m| m.file_type());
+    match (e.raw_os_error(), planted) {
+        // ELOOP; EACCES from a kernel that guards links in sticky
+        // directories.
+        (_, Some(t)) if t.is_symlink() => refused(
+            "it is a symbolic link, which holdup does not write through: remove it or choose another path"
+                .into(),
+        ),
+        // A FIFO without a reader, or a socket.
+        (Some(libc::ENXIO), Some(t)) => refused(format!(
+            "it is {}: holdup writes its output to regular files (or `-` for standard output)",
+            kind(t)
+        )),
+        _ => e,
+    }
+}
+
+/// Create (or empty) the output file at `path`, readable by its owner
+/// only, refusing what another user may have planted there (see the
+/// module's documentation). The error says why in a phrase that reads
+/// after the path.
+pub fn create_private(path: &Path) -> io::Result<File> {
+    let file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| open_error(path, e))?;
+    let md = file.metadata()?;
+    let t = md.file_type();
+    if t.is_char_device() {
+        return Ok(file);
+    }
+    if !t.is_file() {
+        return Err(refused(format!(
+            "it is {}: holdup writes its output to regular files (or `-` for standard output)",
+            kind(t)
+        )));
+    }
+    // SAFETY: geteuid cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if md.uid() != me {
+        return Err(refused(format!(
+            "the file there belongs to user {}, and holdup does not write into another user's file: remove it or choose another path",
+            md.uid()
+        )));
+    }
+    if md.nlink() > 1 {
+        return Err(refused(format!(
+            "the file there has {} hard links, and writing it would change the other names too: remove it or choose another path",
+            md.nlink()
+        )));
+    }
+    file.set_len(0)?;
+    if md.mode() & 0o7777 != 0o600 {
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    // Back to blocking writes (a regular file never blocks, but nothing
+    // downstream should see a flag it did not ask for).
+    // SAFETY: plain fcntl calls on a descriptor we own.
+    unsafe {
+        let flags = libc::fcntl(file.as_raw_fd(), libc::F_GETFL);
+        if flags >= 0 {
+            libc::fcntl(file.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK);
+        }
+    }
+    Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn scratch(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("holdup-output-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn mode(p: &Path) -> u32 {
+        std::fs::metadata(p).unwrap().permissions().mode() & 0o7777
+    }
+
+    #[test]
+    fn new_and_rewritten_files_are_private_and_emptied() {
+        let dir = scratch("mode");
+        let path = dir.join("out");
+        create_private(&path).unwrap().write_all(b"new").unwrap();
+        assert_eq!(mode(&path), 0o600);
+        std::fs::write(&path, b"a longer old content").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        create_private(&path).unwrap().write_all(b"x").unwrap();
+        assert_eq!(
+            (mode(&path), std::fs::read(&path).unwrap()),
+            (0o600, b"x".to_vec())
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn links_fifos_and_directories_are_refused_untouched() {
+        let dir = scratch("planted");
+        let victim = dir.join("victim");
+        std::fs::write(&victim, b"precious").unwrap();
+        std::os::unix::fs::symlink(&victim, dir.join("link")).unwrap();
+        let err = create_private(&dir.join("link")).unwrap_err();
+        assert!(err.to_string().contains("symbolic link"), "{err}");
+        // A dangling link is not followed to create its target either.
+        std::os::unix::fs::symlink(dir.join("made"), dir.join("dangling")).unwrap();
+        assert!(create_private(&dir.join("dangling")).is_err());
+        assert!(!dir.join("made").exists());
+        // A second name of the victim.
+        std::fs::hard_link(&victim, dir.join("hard")).unwrap();
+        let err = create_private(&dir.join("hard")).unwrap_err();
+        assert!(err.to_string().contains("hard links"), "{err}");
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+
+        let fifo = dir.join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o666) }, 0);
+        // Would block for ever without O_NONBLOCK: nobody reads it.
+        let err = create_private(&fifo).unwrap_err();
+        assert!(err.to_string().contains("a FIFO"), "{err}");
+        let err = create_private(&dir).unwrap_err();
+        assert!(
+            err.to_string().to_lowercase().contains("directory"),
+            "{err}"
+        );
+        // A character device is written as it is, never narrowed.
+        create_private(Path::new("/dev/null"))
+            .unwrap()
+            .write_all(b"x")
+            .unwrap();
+        assert_eq!(mode(Path::new("/dev/null")), 0o666);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
