@@ -2,6 +2,7 @@
 
 mod cli;
 mod cmd;
+mod output;
 mod push;
 
 use clap::Parser;

@@ -1144,6 +1144,90 @@ fn html_is_one_self_contained_page_with_every_name_escaped() {
     assert!(size > 10_000, "screenshot of {size} bytes");
 }
 
+/// What a `dot` that cannot be trusted prints: every way an SVG can run
+/// code once pasted into a page, around a thread's name.
+const HOSTILE_SVG: &str = r##"<?xml version="1.0"?>
+<svg width="100pt" height="50pt" onload="document.documentElement.setAttribute('data-pwned','onload')">
+<script>document.documentElement.setAttribute('data-pwned','script')</script>
+<g class="node"><title>&lt;script&gt;alert(1)&lt;/script&gt;</title>
+<a href="javascript:alert(1)"><text>link</text></a>
+<foreignObject width="10" height="10"><img src="x" onerror="document.documentElement.setAttribute('data-pwned','img')"/></foreignObject>
+<image href="x" onerror="document.documentElement.setAttribute('data-pwned','image')"/>
+<text x="5" y="20" onmouseover="alert(1)">&lt;script&gt;alert(1)&lt;/script&gt;:10</text></g>
+</svg>
+"##;
+
+/// `dot` is fed the graph on its standard input and its picture read from
+/// its standard output (no file in a shared directory, where a planted
+/// link would be written through), and the picture is rebuilt before it
+/// is pasted: a `dot` that prints scripts, handlers and foreign objects
+/// runs nothing in the browser.
+#[test]
+fn html_takes_dot_output_from_a_pipe_and_runs_nothing_in_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch("export_html_dot");
+    small_trace_named(&dir.join("small.data"), HOSTILE);
+    let bin = dir.join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::fs::write(bin.join("picture.svg"), HOSTILE_SVG).unwrap();
+    // Logs its arguments; prints the picture where it is told to.
+    let fake = format!(
+        "#!/bin/sh\necho \"$@\" > {log}\ncat > /dev/null\nout=/dev/stdout\n[ \"$2\" = -o ] && out=$3\ncat {svg} > \"$out\"\n",
+        log = dir.join("dot.args").display(),
+        svg = bin.join("picture.svg").display()
+    );
+    std::fs::write(bin.join("dot"), fake).unwrap();
+    std::fs::set_permissions(bin.join("dot"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let tmp = dir.join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let o = holdup()
+        .current_dir(&dir)
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .env("TMPDIR", &tmp)
+        .args(["html", "-i", "small.data", "-o", "report.html"])
+        .bounded_output();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let args = std::fs::read_to_string(dir.join("dot.args")).unwrap();
+    assert_eq!(args.trim(), "-Tsvg", "dot is given no file to write");
+    assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0);
+
+    let page = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    let wait = &page[page.find("id=\"waitgraph\"").unwrap()..];
+    let wait = &wait[..wait.find("</div>").unwrap()];
+    for gone in [
+        "onload",
+        "onerror",
+        "onmouseover",
+        "<script",
+        "javascript",
+        "foreignObject",
+        "<a ",
+        "<image",
+        "data-pwned",
+    ] {
+        assert!(!wait.contains(gone), "{gone} in the wait-for graph");
+    }
+    assert!(
+        wait.contains("<svg width=\"100pt\" height=\"50pt\">"),
+        "{wait}"
+    );
+    assert!(
+        wait.contains("<text x=\"5\" y=\"20\">&lt;script&gt;alert(1)&lt;/script&gt;:10</text>"),
+        "{wait}"
+    );
+    assert_eq!(page.matches("<script").count(), 2, "data and code only");
+
+    let o = std::process::Command::new(chromium())
+        .args(["--headless", "--no-sandbox", "--disable-gpu"])
+        .args(["--enable-logging=stderr", "--v=0", "--dump-dom"])
+        .arg(format!("file://{}", dir.join("report.html").display()))
+        .bounded_output();
+    let dom = String::from_utf8_lossy(&o.stdout);
+    assert!(dom.contains("data-ready=\"1\""), "the page's script ran");
+    assert!(!dom.contains("data-pwned"), "code from dot's output ran");
+    assert!(!String::from_utf8_lossy(&o.stderr).contains(":CONSOLE"));
+}
+
 /// Without GraphViz the wait-for graph is its text rendering, escaped.
 #[test]
 fn html_without_graphviz_has_the_wait_for_graph_as_text() {

@@ -3,10 +3,8 @@
 
 use super::input::load_trace;
 use super::script::StackArgs;
-use anyhow::Context;
 use holdup_analysis::folded;
 use holdup_render::export::{self, firefox, perfetto, pprof, speedscope};
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -58,15 +56,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     // Build everything before creating the file, so that bad input leaves
     // no empty output behind.
     let bytes = render(a)?;
-    if path.as_os_str() == "-" {
-        let mut out = std::io::stdout().lock();
-        out.write_all(&bytes)?;
-        out.flush()?;
-    } else {
-        std::fs::write(&path, &bytes)
-            .with_context(|| format!("cannot write {}", path.display()))?;
-        eprintln!("holdup: wrote {}", path.display());
-    }
+    crate::output::write(&path, &bytes)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 pub struct Args {
     #[command(flatten)]
     pub stacks: StackArgs,
-    /// SVG file to write.
+    /// SVG file to write (`-` for standard output).
     #[arg(short, long, default_value = "flame.svg")]
     pub output: PathBuf,
     /// Title of the graph.
@@ -31,10 +31,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             trace.header.period_ns as f64 / 1e6
         )
     });
-    let file = std::fs::File::create(&a.output)
-        .with_context(|| format!("cannot create {}", a.output.display()))?;
-    let mut out = std::io::BufWriter::new(file);
-    flame::render(&stacks, &FlameOptions { title }, &mut out)?;
-    eprintln!("holdup: wrote {}", a.output.display());
+    let mut out = crate::output::create(&a.output)?;
+    flame::render(&stacks, &FlameOptions { title }, &mut out)
+        .with_context(|| format!("cannot write {}", a.output.display()))?;
+    crate::output::done(&a.output, out)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -18,7 +18,7 @@ pub struct Args {
     /// Trace to read.
     #[arg(short, long, default_value = "holdup.data")]
     pub input: PathBuf,
-    /// Page to write.
+    /// Page to write (`-` for standard output).
     #[arg(short, long, default_value = "holdup.html")]
     pub output: PathBuf,
     /// A causal profile (`holdup causal run`'s output) whose curves to add.
@@ -46,10 +46,7 @@ fn wait_graph(path: &Path) -> WaitGraph {
             ..Default::default()
         },
     );
-    let svg_file = std::env::temp_dir().join(format!("holdup-html-{}.svg", std::process::id()));
-    let svg = wg::to_svg(&dot, &svg_file).and_then(|()| std::fs::read_to_string(&svg_file));
-    let _ = std::fs::remove_file(&svg_file);
-    match svg {
+    match wg::to_svg(&dot) {
         Ok(svg) => WaitGraph::Svg(svg),
         Err(_) => {
             let mut text = Vec::new();
@@ -92,8 +89,6 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         waitgraph: wait_graph(&a.input),
         causal: causal.as_ref(),
     });
-    std::fs::write(&a.output, page)
-        .with_context(|| format!("cannot write {}", a.output.display()))?;
-    eprintln!("holdup: wrote {}", a.output.display());
+    crate::output::write(&a.output, page.as_bytes())?;
     Ok(ExitCode::SUCCESS)
 }

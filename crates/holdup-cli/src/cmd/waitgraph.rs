@@ -191,8 +191,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     } else if a.dot {
         out.write_all(render::to_dot(&g, &dot_opts()).as_bytes())?;
     } else if let Some(svg) = &a.svg {
-        render::to_svg(&render::to_dot(&g, &dot_opts()), svg)
-            .with_context(|| format!("cannot write {}", svg.display()))?;
+        let picture = render::to_svg(&render::to_dot(&g, &dot_opts()))
+            .with_context(|| format!("cannot render {}", svg.display()))?;
+        crate::output::write(svg, picture.as_bytes())?;
     } else {
         let o = TextOptions {
             source: path.display().to_string(),

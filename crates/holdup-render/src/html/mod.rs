@@ -5,7 +5,11 @@
 //!
 //! Every name from the trace is escaped: text with [`escape`], the flame
 //! graph's data as JSON inside a `<script type="application/json">` with
-//! `<`, `>` and `&` written as `\u003c`… so it cannot end the element.
+//! `<`, `>` and `&` written as `\u003c`… so it cannot end the element, and
+//! GraphViz's picture of the wait-for graph is rebuilt from the drawing
+//! elements it may hold (`svg.rs`).
+
+mod svg;
 
 use crate::export::StackSample;
 use holdup_analysis::causal::CausalProfile;
@@ -250,12 +254,6 @@ fn causal_section(out: &mut String, p: &CausalProfile) {
     out.push_str("</tbody></table>\n");
 }
 
-/// The SVG element of GraphViz's output, without its XML prolog and
-/// doctype (which name a URL).
-fn inline_svg(svg: &str) -> &str {
-    svg.find("<svg").map_or(svg, |i| &svg[i..])
-}
-
 /// The whole page.
 pub fn render(page: &Page) -> String {
     let period = page.trace.header.period_ns;
@@ -309,7 +307,16 @@ pub fn render(page: &Page) -> String {
 
     out.push_str("<h2 id=\"waitgraph\">Wait-for graph</h2>\n<div class=\"wait\">");
     match &page.waitgraph {
-        WaitGraph::Svg(svg) => out.push_str(inline_svg(svg)),
+        WaitGraph::Svg(svg) => match svg::clean(svg) {
+            Ok(svg) => out.push_str(&svg),
+            Err(why) => {
+                let _ = write!(
+                    out,
+                    "<p>No wait-for graph: GraphViz's picture was left out ({})</p>",
+                    escape(&why)
+                );
+            }
+        },
         WaitGraph::Text(t) => {
             let _ = write!(out, "<pre>{}</pre>", escape(t));
         }

@@ -4,7 +4,6 @@
 use super::{dur, pct};
 use holdup_analysis::waitgraph::{EdgeKind, KnotKind, NodeKind, WaitGraph};
 use std::io::{self, Write};
-use std::path::Path;
 use std::process::{Command, Stdio};
 
 #[derive(Clone, Debug)]
@@ -190,13 +189,16 @@ pub fn to_dot(g: &WaitGraph, o: &DotOptions) -> String {
     s
 }
 
-/// Render DOT text to an SVG file with GraphViz's `dot`.
-pub fn to_svg(dot: &str, out: &Path) -> io::Result<()> {
+/// GraphViz's SVG picture of DOT text: `dot -Tsvg` reads it on its
+/// standard input and writes the picture on its standard output, so no
+/// file is made anywhere (a fixed or guessable name in a shared directory
+/// could be a link another user planted). The SVG is as `dot` wrote it:
+/// names in it are the trace's, so a page must clean it before use.
+pub fn to_svg(dot: &str) -> io::Result<String> {
     let mut child = Command::new("dot")
         .arg("-Tsvg")
-        .arg("-o")
-        .arg(out)
         .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| {
@@ -209,17 +211,22 @@ pub fn to_svg(dot: &str, out: &Path) -> io::Result<()> {
                 e
             }
         })?;
-    child
-        .stdin
-        .take()
-        .expect("piped")
-        .write_all(dot.as_bytes())?;
+    // Fed from a thread while the output is read: a large graph would
+    // otherwise fill both pipes and stop both sides.
+    let mut stdin = child.stdin.take().expect("piped");
+    let text = dot.to_string();
+    let feeder = std::thread::spawn(move || stdin.write_all(text.as_bytes()));
     let res = child.wait_with_output()?;
+    let fed = feeder
+        .join()
+        .unwrap_or_else(|_| Err(io::Error::other("feeding dot")));
     if !res.status.success() {
         return Err(io::Error::other(format!(
             "dot failed: {}",
             String::from_utf8_lossy(&res.stderr).trim()
         )));
     }
-    Ok(())
+    fed?;
+    String::from_utf8(res.stdout)
+        .map_err(|_| io::Error::other("dot wrote an SVG that is not UTF-8"))
 }

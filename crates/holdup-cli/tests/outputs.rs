@@ -1,0 +1,130 @@
+//! Every file holdup derives from a trace (pages, exports, flame graphs,
+//! wait-for graphs) is readable by its owner only, like the trace, and
+//! nothing another user planted at its path is written through: the
+//! attacks are made as `nobody` in a directory everyone can write, while
+//! holdup runs as root.
+
+mod support;
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+use std::process::Command;
+use support::small_trace::small_trace;
+use support::*;
+
+/// Run `cmd` as `nobody` in `dir`.
+fn as_nobody(dir: &Path, cmd: &[&str]) {
+    let status = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .args(cmd)
+        .current_dir(dir)
+        .bounded_status();
+    assert!(status.success(), "as nobody: {cmd:?}");
+}
+
+/// Every writer, with the output path it is given.
+fn writers(out: &str) -> Vec<Vec<String>> {
+    let mut v: Vec<Vec<&str>> = vec![
+        vec!["html", "-o"],
+        vec!["flame", "-o"],
+        vec!["waitgraph", "--svg"],
+    ];
+    for f in ["pprof", "firefox", "perfetto", "speedscope", "folded"] {
+        v.push(vec!["export", "-f", f, "-o"]);
+    }
+    v.into_iter()
+        .map(|mut args| {
+            args.push(out);
+            args.extend(["-i", "small.data"]);
+            args.into_iter().map(String::from).collect()
+        })
+        .collect()
+}
+
+fn run_in(dir: &Path, args: &[String]) -> std::process::Output {
+    holdup().current_dir(dir).args(args).bounded_output()
+}
+
+#[test]
+#[ignore = "needs root"]
+fn outputs_are_private_and_never_written_through_a_planted_link_or_file() {
+    let dir = scratch("outputs_planted");
+    small_trace(&dir.join("small.data"));
+    // A shared directory, like /tmp.
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let victim = dir.join("victim");
+    std::fs::write(&victim, b"root's file").unwrap();
+    std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o644)).unwrap();
+
+    // A link to root's file where the output goes.
+    as_nobody(&dir, &["ln", "-s", "victim", "out"]);
+    for args in writers("out") {
+        let o = run_in(&dir, &args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("cannot write out: it is a symbolic link"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert_eq!(std::fs::read(&victim).unwrap(), b"root's file", "{args:?}");
+    }
+    std::fs::remove_file(dir.join("out")).unwrap();
+
+    // A file of nobody's (which nobody could read once root wrote it) and
+    // a second name of root's file.
+    as_nobody(&dir, &["touch", "theirs"]);
+    std::fs::hard_link(&victim, dir.join("second")).unwrap();
+    for (name, says) in [
+        ("theirs", "belongs to user 65534"),
+        ("second", "has 2 hard links"),
+    ] {
+        for args in writers(name) {
+            let o = run_in(&dir, &args);
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+            assert!(err.contains(says), "{args:?}: {err}");
+        }
+    }
+    assert_eq!(std::fs::metadata(dir.join("theirs")).unwrap().len(), 0);
+    assert_eq!(std::fs::read(&victim).unwrap(), b"root's file");
+
+    // Made fresh, or over a file of ours with a wider mode: owner-only.
+    for args in writers("made") {
+        for existing in [false, true] {
+            let made = dir.join("made");
+            let _ = std::fs::remove_file(&made);
+            if existing {
+                std::fs::write(&made, b"an older, longer output than any of these").unwrap();
+                std::fs::set_permissions(&made, std::fs::Permissions::from_mode(0o644)).unwrap();
+            }
+            let o = run_in(&dir, &args);
+            assert!(
+                o.status.success(),
+                "{args:?}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            let md = std::fs::metadata(&made).unwrap();
+            assert_eq!(md.mode() & 0o7777, 0o600, "{args:?}");
+            assert!(md.len() > 0, "{args:?}");
+            let text = std::fs::read(&made).unwrap();
+            assert!(!text.starts_with(b"an older"), "{args:?}: not emptied");
+        }
+    }
+}
+
+#[test]
+fn dash_writes_to_standard_output() {
+    let dir = scratch("outputs_stdout");
+    small_trace(&dir.join("small.data"));
+    for args in writers("-") {
+        let o = run_in(&dir, &args);
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(o.stdout.len() > 100, "{args:?}: {} bytes", o.stdout.len());
+        assert!(!dir.join("-").exists(), "{args:?}");
+    }
+}
