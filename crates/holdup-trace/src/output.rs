@@ -7,9 +7,11 @@
 //! planted at its path is written through:
 //!
 //! - a symbolic link is refused, never followed (`O_NOFOLLOW`);
-//! - an existing file must be a regular file of ours with no other hard
-//!   link (a link to one of our files made elsewhere would be overwritten
-//!   too); a FIFO never blocks the open (`O_NONBLOCK`) and is refused;
+//! - a FIFO never blocks the open (`O_NONBLOCK`) and is refused, and so
+//!   is anything else that is not a regular file;
+//! - another user's file, or a file with other hard links, is replaced by
+//!   a new file, never written into (its owner could read what we wrote,
+//!   or a link to one of our files made elsewhere would change it too);
 //! - a character device (`/dev/null`, a terminal) is written as it is:
 //!   only root can make one.
 //!
@@ -62,19 +64,26 @@ fn open_error(path: &Path, e: io::Error) -> io::Error {
     }
 }
 
+fn open(path: &Path, exclusive: bool) -> io::Result<File> {
+    let mut o = OpenOptions::new();
+    o.write(true).mode(0o600);
+    if exclusive {
+        o.create_new(true);
+    } else {
+        o.create(true);
+    }
+    o.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| open_error(path, e))
+}
+
 /// Create (or empty) the output file at `path`, readable by its owner
 /// only, refusing what another user may have planted there (see the
 /// module's documentation). The error says why in a phrase that reads
 /// after the path.
 pub fn create_private(path: &Path) -> io::Result<File> {
-    let file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| open_error(path, e))?;
-    let md = file.metadata()?;
+    let mut file = open(path, false)?;
+    let mut md = file.metadata()?;
     let t = md.file_type();
     if t.is_char_device() {
         return Ok(file);
@@ -87,17 +96,14 @@ pub fn create_private(path: &Path) -> io::Result<File> {
     }
     // SAFETY: geteuid cannot fail.
     let me = unsafe { libc::geteuid() };
-    if md.uid() != me {
-        return Err(refused(format!(
-            "the file there belongs to user {}, and holdup does not write into another user's file: remove it or choose another path",
-            md.uid()
-        )));
-    }
-    if md.nlink() > 1 {
-        return Err(refused(format!(
-            "the file there has {} hard links, and writing it would change the other names too: remove it or choose another path",
-            md.nlink()
-        )));
+    if md.uid() != me || md.nlink() > 1 {
+        // Another user's file (who could read what we wrote into it), or
+        // a second name of a file (whose other names would change too):
+        // the name gets a new file of ours, the old one is left as it was.
+        drop(file);
+        std::fs::remove_file(path)?;
+        file = open(path, true)?;
+        md = file.metadata()?;
     }
     file.set_len(0)?;
     if md.mode() & 0o7777 != 0o600 {
@@ -159,11 +165,14 @@ mod tests {
         std::os::unix::fs::symlink(dir.join("made"), dir.join("dangling")).unwrap();
         assert!(create_private(&dir.join("dangling")).is_err());
         assert!(!dir.join("made").exists());
-        // A second name of the victim.
+        // A second name of the victim gets a file of its own.
         std::fs::hard_link(&victim, dir.join("hard")).unwrap();
-        let err = create_private(&dir.join("hard")).unwrap_err();
-        assert!(err.to_string().contains("hard links"), "{err}");
+        create_private(&dir.join("hard"))
+            .unwrap()
+            .write_all(b"new")
+            .unwrap();
         assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+        assert_eq!(std::fs::read(dir.join("hard")).unwrap(), b"new");
 
         let fifo = dir.join("fifo");
         let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
