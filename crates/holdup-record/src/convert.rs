@@ -534,6 +534,15 @@ impl<W: Write> Drainer<W> {
         self.unwinder.stats()
     }
 
+    /// Files the unwinder refused to read, with why.
+    pub fn refused_files(&self) -> Vec<(String, String)> {
+        let refused = self.unwinder.refused_files();
+        refused
+            .iter()
+            .map(|(p, w)| (p.clone(), w.clone()))
+            .collect()
+    }
+
     /// Every distinct frame of every stack written, for the final symbolization.
     pub fn frames(&self) -> impl Iterator<Item = &Frame> {
         self.stack_ids.keys().flatten()

@@ -36,8 +36,12 @@ pub struct Summary {
     pub size: u64,
     /// How the command ended (None without a command).
     pub exit: Option<ExitStatus>,
-    /// Files that could not be symbolized (changed or unreadable).
-    pub failed_files: Vec<String>,
+    /// Files that could not be symbolized (changed or unreadable), with
+    /// why.
+    pub failed_files: Vec<(String, String)>,
+    /// Files of the traced processes the unwinder did not read (not
+    /// regular files, or too large to copy), with why.
+    pub refused_files: Vec<(String, String)>,
     /// (record kind, count, bytes) in the trace.
     pub writer_stats: Vec<(&'static str, u64, u64)>,
     pub timings: Timings,
@@ -398,6 +402,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     }))?;
     let counts = d.counts;
     let unwinds = d.unwind_stats();
+    let refused_files = d.refused_files();
     let writer_stats = d.writer.stats().collect();
     let out = d.writer.finish()?;
     let size = out.metadata()?.len();
@@ -408,6 +413,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         size,
         exit,
         failed_files: sym.failed_files,
+        refused_files,
         writer_stats,
         timings: Timings {
             startup,

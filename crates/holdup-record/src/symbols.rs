@@ -17,8 +17,9 @@ pub struct SymbolStats {
     pub symbolized: usize,
     /// Frames whose symbols came from the cache of earlier recordings.
     pub cached: usize,
-    /// Files that could not be read or changed since they were mapped.
-    pub failed_files: Vec<String>,
+    /// Files that could not be read or changed since they were mapped,
+    /// with why.
+    pub failed_files: Vec<(String, String)>,
 }
 
 fn to_sym_frames(frames: Vec<holdup_symbolize::Frame>) -> Vec<SymFrame> {
@@ -141,6 +142,18 @@ fn kernel_key() -> Option<Vec<u8>> {
     Some(format!("kallsyms-{}-{:016x}", boot.trim(), h.finish()).into_bytes())
 }
 
+/// Why a file gave no symbols, in a few words (the path is said apart).
+fn why(e: &holdup_symbolize::Error) -> String {
+    use holdup_symbolize::Error;
+    match e {
+        Error::Io { source, .. } => source.to_string(),
+        Error::BuildIdMismatch { .. } => "changed since it was mapped".into(),
+        Error::BadElf { reason, .. } => format!("not a readable ELF file: {reason}"),
+        Error::Symbolize { source, .. } => source.to_string(),
+        _ => e.to_string(),
+    }
+}
+
 pub fn symbolize<W: Write>(d: &mut Drainer<W>) -> std::io::Result<SymbolStats> {
     let mut by_dso: BTreeMap<u32, BTreeSet<u64>> = BTreeMap::new();
     for f in d.frames() {
@@ -175,17 +188,22 @@ pub fn symbolize<W: Write>(d: &mut Drainer<W>) -> std::io::Result<SymbolStats> {
             let key = build_id
                 .as_deref()
                 .and_then(|b| cache_key(Path::new(path), b));
+            let mut failure = None;
             let found = cached_symbols(cache.as_ref(), key.as_deref(), &addrs, &mut stats, |a| {
-                let r = symbolizer
-                    .symbolize_file(Path::new(path), build_id.as_deref(), a)
-                    .ok()?;
-                Some(r.into_iter().map(to_sym_frames).collect())
+                match symbolizer.symbolize_file(Path::new(path), build_id.as_deref(), a) {
+                    Ok(r) => Some(r.into_iter().map(to_sym_frames).collect()),
+                    Err(e) => {
+                        failure = Some(why(&e));
+                        None
+                    }
+                }
             });
             match found {
                 Some(r) => r,
                 None => {
                     // Reports fall back to file+offset for these frames.
-                    stats.failed_files.push(path.clone());
+                    let why = failure.unwrap_or_else(|| "unreadable".into());
+                    stats.failed_files.push((path.clone(), why));
                     continue;
                 }
             }

@@ -3,11 +3,13 @@
 //! finishing a recording of programs already symbolized once needs no
 //! symbol table or DWARF parsing, and no slow read of /proc/kallsyms.
 //!
-//! The recorder runs as root, often with another user's environment: the
-//! directory is used only if it is a real directory (not a symlink) owned by
-//! us and closed to everyone else, and files are opened relative to it
-//! without following symlinks, so nobody can plant a link for root to write
-//! through or a file for root to trust.
+//! The recorder runs as root, often with another user's environment (sudo
+//! keeps `$HOME`): the directory is found from the effective user's own
+//! home (or a `$XDG_CACHE_HOME` that user owns), so no root-owned `.cache`
+//! appears in someone else's home; it is used only if it is a real
+//! directory (not a symlink) owned by us and closed to everyone else, and
+//! files are opened relative to it without following symlinks, so nobody
+//! can plant a link for root to write through or a file for root to trust.
 
 use holdup_trace::SymFrame;
 use std::collections::HashMap;
@@ -16,7 +18,7 @@ use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Bumped when what a cache file holds changes meaning.
 const FORMAT: &str = "holdup-symbols-1";
@@ -28,17 +30,51 @@ pub struct SymbolCache {
     dir: OwnedFd,
 }
 
-/// `$XDG_CACHE_HOME/holdup`, else `$HOME/.cache/holdup`.
+/// The home directory of user `uid` in the password database.
+fn home_of(uid: u32) -> Option<PathBuf> {
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    let mut buf = vec![0 as libc::c_char; 16 * 1024];
+    // SAFETY: the buffers outlive the call; on success pw_dir points into
+    // `buf`, copied out before it is freed.
+    let rc = unsafe { libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr(), buf.len(), &mut found) };
+    if rc != 0 || found.is_null() || pw.pw_dir.is_null() {
+        return None;
+    }
+    let dir = unsafe { std::ffi::CStr::from_ptr(pw.pw_dir) };
+    Some(PathBuf::from(std::ffi::OsStr::from_bytes(dir.to_bytes())))
+}
+
+/// The owner of a directory that is not a link.
+fn dir_owner(path: &Path) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let md = std::fs::symlink_metadata(path).ok()?;
+    md.is_dir().then(|| md.uid())
+}
+
+/// Where the cache of user `uid` lives: `$XDG_CACHE_HOME/holdup` if that
+/// directory is the user's own, else `.cache/holdup` in the user's home
+/// from the password database, if the home is the user's own. Not
+/// `$HOME`: under sudo it is the invoking user's home, where root must not
+/// make a root-owned `.cache` (nor trust one that user made).
+fn cache_path_for(
+    uid: u32,
+    xdg: Option<PathBuf>,
+    home: Option<PathBuf>,
+    owner: impl Fn(&Path) -> Option<u32>,
+) -> Option<PathBuf> {
+    let ours = |p: &PathBuf| p.is_absolute() && owner(p) == Some(uid);
+    if let Some(xdg) = xdg.filter(ours) {
+        return Some(xdg.join("holdup"));
+    }
+    home.filter(ours).map(|h| h.join(".cache").join("holdup"))
+}
+
 fn cache_path() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .map(|h| PathBuf::from(h).join(".cache"))
-                .filter(|p| p.is_absolute())
-        })?;
-    Some(base.join("holdup"))
+    // SAFETY: geteuid cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    let xdg = std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from);
+    cache_path_for(uid, xdg, home_of(uid), dir_owner)
 }
 
 fn cstr(bytes: &[u8]) -> Option<CString> {
@@ -270,6 +306,37 @@ mod tests {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o777)).unwrap();
         assert!(SymbolCache::open_at(path).is_none());
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_cache_is_in_the_effective_users_own_directories() {
+        let owners = |p: &Path| match p.to_str()? {
+            "/root" | "/root/xdg" => Some(0),
+            "/home/alice" | "/home/alice/.cache" => Some(1000),
+            _ => None,
+        };
+        let p = |s: &str| Some(PathBuf::from(s));
+        // sudo: XDG_CACHE_HOME of the invoking user is not root's.
+        assert_eq!(
+            cache_path_for(0, p("/home/alice/.cache"), p("/root"), owners),
+            p("/root/.cache/holdup")
+        );
+        assert_eq!(
+            cache_path_for(0, p("/root/xdg"), p("/root"), owners),
+            p("/root/xdg/holdup")
+        );
+        // A home that is not the user's own (or none): no cache at all.
+        assert_eq!(cache_path_for(0, None, p("/home/alice"), owners), None);
+        assert_eq!(cache_path_for(0, None, p("/nonexistent"), owners), None);
+        assert_eq!(cache_path_for(0, p("relative"), None, owners), None);
+        assert_eq!(
+            cache_path_for(1000, None, p("/home/alice"), owners),
+            p("/home/alice/.cache/holdup")
+        );
+        // The password database's home of root, as the recorder sees it.
+        if unsafe { libc::geteuid() } == 0 {
+            assert_eq!(home_of(0), p("/root"));
+        }
     }
 
     #[test]

@@ -12,8 +12,7 @@
 //! would have to land exactly on a function's first byte or a GOT slot to
 //! count, which does not happen in practice.
 
-use crate::elf::map_file;
-use memmap2::Mmap;
+use crate::traced::{self, Contents};
 use object::read::elf::ElfFile64;
 use object::{
     Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, RelocationTarget, SymbolKind,
@@ -96,7 +95,7 @@ struct Function {
 /// What the call scan needs of one ELF file.
 struct Code {
     path: PathBuf,
-    map: Mmap,
+    map: Contents,
     /// Defined functions by address.
     functions: BTreeMap<u64, Function>,
     /// GOT slot → the imported function it holds.
@@ -111,7 +110,7 @@ struct Code {
 impl Code {
     fn load(path: &Path) -> Result<Self, String> {
         let err = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
-        let map = map_file(path).map_err(|e| err(&e))?;
+        let map = traced::read(path).map_err(|e| err(&e))?;
         let file = ElfFile64::<object::Endianness>::parse(&*map).map_err(|e| err(&e))?;
         if file.architecture() != object::Architecture::X86_64 {
             return Err(err(&"only x86-64 code is read"));
@@ -253,7 +252,7 @@ impl Code {
 
 /// The functions the library at `path` exports (none if it cannot be read).
 fn exported_functions(path: &Path) -> HashSet<String> {
-    let Ok(map) = map_file(path) else {
+    let Ok(map) = traced::read(path) else {
         return HashSet::new();
     };
     let Ok(file) = object::File::parse(&*map) else {
@@ -268,7 +267,7 @@ fn exported_functions(path: &Path) -> HashSet<String> {
 /// Whether the ELF file at `path` defines function `name` (in its symbol
 /// table or its dynamic one): a uprobe can be attached to it by name.
 pub fn defines_function(path: &Path, name: &str) -> bool {
-    let Ok(map) = map_file(path) else {
+    let Ok(map) = traced::read(path) else {
         return false;
     };
     let Ok(file) = object::File::parse(&*map) else {

@@ -1,46 +1,47 @@
-//! ELF files as the unwinder needs them: memory-mapped once, with the
-//! location of their unwind sections and load segments.
+//! ELF files as the unwinder needs them: the location of their unwind
+//! sections and load segments, and the bytes of those sections — in a map
+//! of the whole file when only root can change it, else copied (a file its
+//! owner can truncate must not be mapped: see `traced.rs`).
 
-use memmap2::Mmap;
-use object::{Object, ObjectSection, ObjectSegment};
-use std::fs::File;
+use crate::traced::{self, Contents};
+use object::{Object, ObjectSection, ObjectSegment, ReadCache, ReadRef};
 use std::ops::{Deref, Range};
 use std::path::Path;
 use std::sync::Arc;
 
-/// The GNU build-id of the ELF file at `path`, if it has one and can be read.
+/// The GNU build-id of the ELF file at `path`, if it has one and can be
+/// read. Only the headers and the note are read.
 pub fn read_build_id(path: impl AsRef<Path>) -> Option<Vec<u8>> {
-    let map = map_file(path.as_ref()).ok()?;
-    let file = object::File::parse(&*map).ok()?;
-    file.build_id().ok()?.map(<[u8]>::to_vec)
+    let (file, _) = traced::open(path.as_ref()).ok()?;
+    build_id_of(&file).ok()?
 }
 
-pub(crate) fn map_file(path: &Path) -> std::io::Result<Mmap> {
-    let file = File::open(path)?;
-    // SAFETY: the file is mapped read-only and private. If another process
-    // truncates it while we hold the map, reads past the new end fault; that
-    // is the accepted cost of not copying whole binaries (package managers
-    // replace files by rename, which leaves our inode intact).
-    unsafe { Mmap::map(&file) }
+/// The build-id of an open ELF file; `Err` if it is not an ELF file.
+pub(crate) fn build_id_of(file: &std::fs::File) -> Result<Option<Vec<u8>>, object::Error> {
+    let cache = ReadCache::new(file);
+    let elf = object::File::parse(&cache)?;
+    Ok(elf.build_id().ok().flatten().map(<[u8]>::to_vec))
 }
 
-/// A section of a mapped file, cheap to clone: framehop keeps one per module.
+/// A section of a file's bytes, cheap to clone: framehop keeps one per
+/// module.
 #[derive(Clone)]
 pub(crate) struct Bytes {
-    map: Arc<Mmap>,
+    data: Arc<Contents>,
     range: Range<usize>,
 }
 
 impl Deref for Bytes {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        &self.map[self.range.clone()]
+        &self.data[self.range.clone()]
     }
 }
 
 #[derive(Clone, Debug)]
 struct Section {
-    file: Range<usize>,
+    /// Where its bytes are in `ElfUnwindInfo::data`.
+    data: Range<usize>,
     svma: Range<u64>,
 }
 
@@ -54,7 +55,7 @@ struct Load {
 
 /// What unwinding needs from one ELF file.
 pub(crate) struct ElfUnwindInfo {
-    map: Arc<Mmap>,
+    data: Arc<Contents>,
     pub build_id: Option<Vec<u8>>,
     loads: Vec<Load>,
     text: Option<Range<u64>>,
@@ -65,15 +66,71 @@ pub(crate) struct ElfUnwindInfo {
 }
 
 impl ElfUnwindInfo {
-    pub fn load(path: &Path) -> Option<Self> {
-        let map = Arc::new(map_file(path).ok()?);
-        let file = object::File::parse(&**map).ok()?;
-        if file.architecture() != object::Architecture::X86_64 {
+    /// The unwind information of the ELF file at `path`: `Err` if it
+    /// cannot be opened (or is refused: see `traced.rs`), `Ok(None)` if it
+    /// is not an x86-64 ELF file we can read.
+    pub fn load(path: &Path) -> std::io::Result<Option<Self>> {
+        let (file, md) = traced::open(path)?;
+        if traced::may_map(&md) {
+            let map = Arc::new(traced::contents(&file, &md)?);
+            let len = map.len();
+            let Ok(elf) = object::File::parse(&**map) else {
+                return Ok(None);
+            };
+            let whole = |off: u64, size: u64| {
+                let start = usize::try_from(off).ok()?;
+                let end = start.checked_add(usize::try_from(size).ok()?)?;
+                (end <= len).then_some(start..end)
+            };
+            let info = Self::describe(&elf, whole);
+            drop(elf);
+            return Ok(info.map(|i| i.with_data(map)));
+        }
+        // Only the unwind sections, read through the descriptor: the
+        // rest of a large binary is not needed.
+        let cache = ReadCache::new(&file);
+        let Ok(elf) = object::File::parse(&cache) else {
+            return Ok(None);
+        };
+        let mut copied = Vec::new();
+        let info = Self::describe(&elf, |off, size| {
+            let bytes = (&cache).read_bytes_at(off, size).ok()?;
+            let start = copied.len();
+            copied.extend_from_slice(bytes);
+            Some(start..copied.len())
+        });
+        drop(elf);
+        Ok(info.map(|i| i.with_data(Arc::new(Contents::Copied(copied)))))
+    }
+
+    fn with_data(mut self, data: Arc<Contents>) -> Self {
+        self.data = data;
+        // framehop reads one of the two. Code built with -g but without
+        // unwind tables has its CFI in .debug_frame only, while the C
+        // runtime objects linked with it still bring a small .eh_frame:
+        // take whichever describes more functions.
+        if let (Some(eh), Some(debug)) = (&self.eh_frame, &self.debug_frame) {
+            if count_fdes(&self.data[debug.data.clone()], false)
+                > count_fdes(&self.data[eh.data.clone()], true)
+            {
+                self.eh_frame = None;
+                self.eh_frame_hdr = None;
+            }
+        }
+        self
+    }
+
+    /// Segments and sections of `elf`; `take(offset, size)` says where the
+    /// bytes of a section of the file will be (None: unreadable).
+    fn describe<'d, R: ReadRef<'d>>(
+        elf: &object::File<'d, R>,
+        mut take: impl FnMut(u64, u64) -> Option<Range<usize>>,
+    ) -> Option<Self> {
+        if elf.architecture() != object::Architecture::X86_64 {
             return None;
         }
-        let len = map.len();
-        let section = |name: &str| -> Option<Section> {
-            let s = file.section_by_name(name)?;
+        let mut section = |name: &str| -> Option<Section> {
+            let s = elf.section_by_name(name)?;
             // Compressed sections (only ever .debug_frame) would need a copy;
             // .eh_frame is never compressed, so do without.
             let c = s.compressed_file_range().ok()?;
@@ -81,53 +138,39 @@ impl ElfUnwindInfo {
                 return None;
             }
             let (off, size) = s.file_range()?;
-            let start = usize::try_from(off).ok()?;
-            let end = start.checked_add(usize::try_from(size).ok()?)?;
-            (end <= len).then_some(Section {
-                file: start..end,
+            Some(Section {
+                data: take(off, size)?,
                 svma: s.address()..s.address() + s.size(),
             })
         };
+        let eh_frame = section(".eh_frame");
+        let eh_frame_hdr = section(".eh_frame_hdr");
+        let debug_frame = section(".debug_frame");
         let svma = |name: &str| {
-            file.section_by_name(name)
+            elf.section_by_name(name)
                 .map(|s| s.address()..s.address() + s.size())
         };
-        let loads = file
+        let loads = elf
             .segments()
             .map(|seg| {
                 let (offset, filesz) = seg.file_range();
-                let exec = seg.permissions().executable();
                 Load {
                     offset,
                     filesz,
                     vaddr: seg.address(),
-                    exec,
+                    exec: seg.permissions().executable(),
                 }
             })
             .collect();
-        let mut eh_frame = section(".eh_frame");
-        let mut eh_frame_hdr = section(".eh_frame_hdr");
-        let debug_frame = section(".debug_frame");
-        // framehop reads one of the two. Code built with -g but without
-        // unwind tables has its CFI in .debug_frame only, while the C runtime
-        // objects linked with it still bring a small .eh_frame: take
-        // whichever describes more functions.
-        if let (Some(eh), Some(debug)) = (&eh_frame, &debug_frame) {
-            if count_fdes(&map[debug.file.clone()], false) > count_fdes(&map[eh.file.clone()], true)
-            {
-                eh_frame = None;
-                eh_frame_hdr = None;
-            }
-        }
         Some(Self {
-            build_id: file.build_id().ok().flatten().map(<[u8]>::to_vec),
+            data: Arc::new(Contents::Copied(Vec::new())),
+            build_id: elf.build_id().ok().flatten().map(<[u8]>::to_vec),
             loads,
             text: svma(".text"),
             got: svma(".got"),
             eh_frame,
             eh_frame_hdr,
             debug_frame,
-            map,
         })
     }
 
@@ -159,8 +202,8 @@ impl ElfUnwindInfo {
 
     fn bytes(&self, s: &Option<Section>) -> Option<Bytes> {
         s.as_ref().map(|s| Bytes {
-            map: self.map.clone(),
-            range: s.file.clone(),
+            data: self.data.clone(),
+            range: s.data.clone(),
         })
     }
 
@@ -187,9 +230,9 @@ impl ElfUnwindInfo {
         framehop::Module::new(name.to_string(), avma, bias, info)
     }
 
-    /// Whether the mapped file is still referenced by a module.
+    /// Whether the file's bytes are still referenced by a module.
     pub fn in_use(&self) -> bool {
-        Arc::strong_count(&self.map) > 1
+        Arc::strong_count(&self.data) > 1
     }
 }
 
@@ -241,14 +284,7 @@ mod tests {
 
     fn info(loads: Vec<Load>) -> ElfUnwindInfo {
         ElfUnwindInfo {
-            map: Arc::new(
-                memmap2::MmapOptions::new()
-                    .len(1)
-                    .map_anon()
-                    .unwrap()
-                    .make_read_only()
-                    .unwrap(),
-            ),
+            data: Arc::new(Contents::Copied(Vec::new())),
             build_id: None,
             loads,
             text: None,

@@ -43,6 +43,7 @@ mod elf;
 mod kallsyms;
 mod maps;
 mod symbolize;
+pub mod traced;
 mod unwind;
 
 pub use elf::read_build_id;

@@ -106,12 +106,10 @@ impl AddressSpaces {
 
     /// Replace what is known of `pid` with its current `/proc/PID/maps`
     /// (file-backed executable mappings only), reading build-ids from the
-    /// files.
+    /// mapped files.
     pub fn load_proc_maps(&mut self, pid: u32) -> std::io::Result<()> {
         let text = std::fs::read_to_string(format!("/proc/{pid}/maps"))?;
-        // Through /proc/PID/root so that processes in another mount
-        // namespace (containers) resolve their own files.
-        self.load_maps_impl(pid, &text, &format!("/proc/{pid}/root"));
+        self.load_maps_impl(pid, &text, true);
         Ok(())
     }
 
@@ -119,10 +117,10 @@ impl AddressSpaces {
     /// format of `/proc/PID/maps` (a saved copy: the process may be gone).
     /// Build-ids are read from the files at the listed paths.
     pub fn load_maps(&mut self, pid: u32, text: &str) {
-        self.load_maps_impl(pid, text, "");
+        self.load_maps_impl(pid, text, false);
     }
 
-    fn load_maps_impl(&mut self, pid: u32, text: &str, root: &str) {
+    fn load_maps_impl(&mut self, pid: u32, text: &str, live: bool) {
         let mut maps = Vec::new();
         for line in parse_maps(text) {
             let key = (line.dev.to_string(), line.inode, line.path.to_string());
@@ -130,8 +128,20 @@ impl AddressSpaces {
                 .build_ids
                 .entry(key)
                 .or_insert_with(|| {
-                    crate::elf::read_build_id(format!("{root}{}", line.path))
-                        .or_else(|| crate::elf::read_build_id(line.path))
+                    // The mapped inode itself where the process lives
+                    // (whatever is at the path now), then through
+                    // /proc/PID/root so that processes in another mount
+                    // namespace (containers) resolve their own files.
+                    let mut paths = Vec::new();
+                    if live {
+                        paths.push(format!(
+                            "/proc/{pid}/map_files/{:x}-{:x}",
+                            line.start, line.end
+                        ));
+                        paths.push(format!("/proc/{pid}/root{}", line.path));
+                    }
+                    paths.push(line.path.to_string());
+                    paths.iter().find_map(crate::elf::read_build_id)
                 })
                 .clone();
             maps.push(Mapping {

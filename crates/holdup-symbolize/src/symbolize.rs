@@ -1,6 +1,7 @@
 //! File offsets and kernel addresses to functions and source lines.
 
 use crate::kallsyms::KernelSymbols;
+use crate::traced;
 use crate::Error;
 use blazesym::symbolize::source::{Elf, Source};
 use blazesym::symbolize::{CodeInfo, Input, Sym, Symbolized};
@@ -22,11 +23,22 @@ pub struct Frame {
 /// Identity of a file version, to re-read its build-id only when it changed.
 type Stamp = (u64, u64, i64, i64, u64);
 
+/// What is known of a file at a path, for as long as it does not change.
+struct Known {
+    stamp: Stamp,
+    build_id: Option<Vec<u8>>,
+    /// Where blazesym reads it (it opens files by path): the file's own
+    /// path where only root can change it, else a copy in memory.
+    source: PathBuf,
+    /// The copy, kept open for `source` to name it.
+    _copy: Option<std::fs::File>,
+}
+
 /// Symbolizes ELF files and kernel addresses; keeps blazesym's per-file
 /// state (parsed symbol tables and DWARF) between calls.
 pub struct Symbolizer {
     inner: blazesym::symbolize::Symbolizer,
-    build_ids: HashMap<PathBuf, (Stamp, Option<Vec<u8>>)>,
+    files: HashMap<PathBuf, Known>,
     kernel: Option<KernelSymbols>,
 }
 
@@ -57,7 +69,7 @@ impl Symbolizer {
             .build();
         Self {
             inner,
-            build_ids: HashMap::new(),
+            files: HashMap::new(),
             kernel: None,
         }
     }
@@ -73,27 +85,30 @@ impl Symbolizer {
     /// that address, innermost inlined function first, the outer (real)
     /// function last; empty when nothing is known.
     ///
-    /// A build-id mismatch or an unreadable file is an error; missing debug
-    /// info is not: frames then carry the ELF symbol name only.
+    /// A build-id mismatch or an unreadable file is an error (so is a path
+    /// that holds something other than a regular file now: see
+    /// `traced.rs`); missing debug info is not: frames then carry the ELF
+    /// symbol name only.
     pub fn symbolize_file(
         &mut self,
         path: &Path,
         build_id: Option<&[u8]>,
         offsets: &[u64],
     ) -> Result<Vec<Vec<Frame>>, Error> {
-        let found = self.build_id(path)?;
+        let known = self.know(path)?;
         if let Some(expected) = build_id {
-            if found.as_deref() != Some(expected) {
+            if known.build_id.as_deref() != Some(expected) {
                 return Err(Error::BuildIdMismatch {
                     path: path.to_path_buf(),
                     expected: holdup_trace::build_id_hex(expected),
-                    found: found
+                    found: known
+                        .build_id
                         .as_deref()
                         .map_or_else(|| "none".into(), holdup_trace::build_id_hex),
                 });
             }
         }
-        let src = Source::Elf(Elf::new(path));
+        let src = Source::Elf(Elf::new(&known.source));
         let results = self
             .inner
             .symbolize(&src, Input::FileOffset(offsets))
@@ -139,31 +154,37 @@ impl Symbolizer {
             .get_or_insert_with(|| KernelSymbols::load().unwrap_or_default())
     }
 
-    /// The file's build-id, read again only when the file changed.
-    fn build_id(&mut self, path: &Path) -> Result<Option<Vec<u8>>, Error> {
+    /// The file's build-id and where blazesym is to read it, found again
+    /// only when the file changed.
+    fn know(&mut self, path: &Path) -> Result<&Known, Error> {
         let io = |source| Error::Io {
             path: path.to_path_buf(),
             source,
         };
-        let md = std::fs::metadata(path).map_err(io)?;
+        let (file, md) = traced::open(path).map_err(io)?;
         let stamp = (md.dev(), md.ino(), md.mtime(), md.mtime_nsec(), md.size());
-        if let Some((s, id)) = self.build_ids.get(path) {
-            if *s == stamp {
-                return Ok(id.clone());
-            }
+        if self.files.get(path).is_some_and(|k| k.stamp == stamp) {
+            return Ok(&self.files[path]);
         }
-        let map = crate::elf::map_file(path).map_err(io)?;
-        let file = object::File::parse(&*map).map_err(|e| Error::BadElf {
+        let build_id = crate::elf::build_id_of(&file).map_err(|e| Error::BadElf {
             path: path.to_path_buf(),
             reason: e.to_string(),
         })?;
-        let id = object::Object::build_id(&file)
-            .ok()
-            .flatten()
-            .map(<[u8]>::to_vec);
-        self.build_ids
-            .insert(path.to_path_buf(), (stamp, id.clone()));
-        Ok(id)
+        let (source, copy) = match traced::stable_path(path, &md) {
+            Some(p) => (p, None),
+            None => {
+                let (copy, at) = traced::memory_copy(&file, &md).map_err(io)?;
+                (at, Some(copy))
+            }
+        };
+        let known = Known {
+            stamp,
+            build_id,
+            source,
+            _copy: copy,
+        };
+        self.files.insert(path.to_path_buf(), known);
+        Ok(&self.files[path])
     }
 }
 

@@ -15,7 +15,7 @@ use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{FrameAddress, Unwinder as _};
 use holdup_bpf::records::{fp_continue, UNMAPPED_OK};
 use holdup_trace::fxhash::FxHashMap;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -154,6 +154,8 @@ pub struct Unwinder {
     /// The latest first.
     memos: FxHashMap<MemoKey, Vec<Memo>>,
     stats: UnwindStats,
+    /// Paths refused by `traced::open`, with why.
+    refused: BTreeMap<String, String>,
 }
 
 impl Default for Unwinder {
@@ -175,6 +177,7 @@ impl Unwinder {
             last_layout: 0,
             by_generation: FxHashMap::default(),
             memos: FxHashMap::default(),
+            refused: BTreeMap::new(),
             stats: UnwindStats::default(),
         }
     }
@@ -442,13 +445,31 @@ impl Unwinder {
         if let Some(cached) = self.files.get(&key) {
             return cached.clone();
         }
+        let mut refusal = None;
         let loaded = candidates(pid, m)
             .into_iter()
-            .filter_map(|p| ElfUnwindInfo::load(&p))
+            .filter_map(|p| match ElfUnwindInfo::load(&p) {
+                Ok(info) => info,
+                Err(e) => {
+                    if crate::traced::is_refusal(&e) {
+                        refusal.get_or_insert(e.to_string());
+                    }
+                    None
+                }
+            })
             .find(|info| m.build_id.is_none() || info.build_id == m.build_id)
             .map(Arc::new);
+        if let (None, Some(why)) = (&loaded, refusal) {
+            self.refused.entry(m.path.clone()).or_insert(why);
+        }
         self.files.insert(key, loaded.clone());
         loaded
+    }
+
+    /// Files of traced processes that were refused (not regular files, or
+    /// too large to copy), each once, with why.
+    pub fn refused_files(&self) -> &BTreeMap<String, String> {
+        &self.refused
     }
 
     /// Forget processes that left `spaces` and files no process uses.
@@ -468,21 +489,17 @@ impl Unwinder {
     }
 }
 
-/// Where a mapped file may be found: its path as the process sees it (through
-/// /proc/PID/root, for containers), the path here, and the mapped inode itself
-/// (/proc/PID/map_files, still the right file after it was replaced on disk).
+/// Where a mapped file may be found: the mapped inode itself while the
+/// process lives (/proc/PID/map_files: still the right file after it was
+/// deleted or replaced on disk, and nothing its owner put at the path since),
+/// its path as the process sees it (through /proc/PID/root, for
+/// containers), and the path here.
 fn candidates(pid: u32, m: &Mapping) -> Vec<PathBuf> {
-    let mut v = vec![
-        PathBuf::from(&m.path),
+    vec![
+        PathBuf::from(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end)),
         PathBuf::from(format!("/proc/{pid}/root{}", m.path)),
-    ];
-    if m.build_id.is_some() {
-        v.push(PathBuf::from(format!(
-            "/proc/{pid}/map_files/{:x}-{:x}",
-            m.start, m.end
-        )));
-    }
-    v
+        PathBuf::from(&m.path),
+    ]
 }
 
 #[cfg(test)]

@@ -245,10 +245,25 @@ fn print_summary(cfg: &Config, s: &Summary) -> ExitCode {
             s.lost.by_kind[holdup_bpf::records::REC_SYSCALL as usize]
         );
     }
+    let listed = |files: &[(String, String)]| {
+        let each: Vec<String> = files
+            .iter()
+            .map(|(p, why)| format!("{p} ({why})"))
+            .collect();
+        each.join(", ")
+    };
+    if !s.refused_files.is_empty() {
+        eprintln!(
+            "holdup: warning: did not read {} file(s) of the traced processes, whose stacks were walked by frame pointers only: {}",
+            s.refused_files.len(),
+            listed(&s.refused_files)
+        );
+    }
     if !s.failed_files.is_empty() {
         eprintln!(
-            "holdup: warning: could not symbolize {} (changed or unreadable); reports show file+offset for them",
-            s.failed_files.join(", ")
+            "holdup: warning: could not symbolize {} file(s); reports show file+offset for their frames: {}",
+            s.failed_files.len(),
+            listed(&s.failed_files)
         );
     }
     if s.kstacks.differed > 0 {
