@@ -9,7 +9,8 @@ pub struct Args {
     /// Trace file to push.
     #[arg(short, long, default_value = "holdup.data")]
     pub input: PathBuf,
-    /// The server, as http://HOST:PORT (Pyroscope listens on 4040, Parca on 7070).
+    /// The server, as http://HOST:PORT or https://… (Pyroscope listens on
+    /// 4040, Parca on 7070).
     #[arg(long, value_name = "URL")]
     pub url: String,
     #[command(flatten)]
@@ -17,6 +18,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
-    push::push(&a.input, &a.url, &a.to)?;
+    let to = push::Endpoint::new(&a.url, &a.to).map_err(|e| push::redacted(e, None))?;
+    push::push(&a.input, &to, &a.to)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -55,7 +55,7 @@ pub struct Args {
     #[arg(short, long)]
     pub verbose: bool,
     /// When the trace is written, push its profile to this Pyroscope or
-    /// Parca server (http://HOST:PORT); a failure is a warning.
+    /// Parca server (http://HOST:PORT or https://…); a failure is a warning.
     #[arg(long, value_name = "URL")]
     pub push: Option<String>,
     #[command(flatten)]
@@ -168,18 +168,24 @@ fn choose_target(
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let push = args.push.clone().map(|url| (url, args.push_to.clone()));
-    if let Some((url, _)) = &push {
-        crate::push::check_url(url)?;
-    }
+    // The URL, credentials and certificates are checked before anything
+    // runs.
+    let push = match &args.push {
+        Some(url) => Some((
+            crate::push::Endpoint::new(url, &args.push_to)
+                .map_err(|e| crate::push::redacted(e, None))?,
+            args.push_to.clone(),
+        )),
+        None => None,
+    };
     let cfg = Config::try_from(args)?;
     let summary = session::record(&cfg)?;
     if cfg.verbose {
         print_details(&summary);
     }
     let code = print_summary(&cfg, &summary);
-    if let Some((url, to)) = push {
-        crate::push::after_record(&cfg.output, &url, &to);
+    if let Some((to, args)) = push {
+        crate::push::after_record(&cfg.output, &to, &args);
     }
     Ok(code)
 }

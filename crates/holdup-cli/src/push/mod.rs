@@ -8,14 +8,23 @@
 //! `subclass`, `thread`, `tid` and `wait_reason` are the profile's own
 //! sample labels. Transient failures (connection refused, timeouts, 5xx,
 //! 429, gRPC `UNAVAILABLE`) are retried with exponential backoff until a
-//! bounded total time has passed; a refusal of the profile is not retried.
+//! bounded total time has passed; a refusal of the profile, or of the
+//! server's certificate, is not retried.
+//!
+//! Over http or https (the system's roots, `--ca-cert`), with basic or
+//! bearer authentication, a tenant (`X-Scope-OrgID`, as Grafana's servers
+//! take it) and any header: see `endpoint.rs`.
+
+mod endpoint;
+
+pub use endpoint::{redacted, Endpoint};
 
 use crate::cmd::input::load_trace;
-use anyhow::{anyhow, bail, Context};
+use anyhow::{bail, Context};
 use holdup_analysis::profile::Filter;
 use holdup_render::export::{self, pprof, protobuf::Msg};
 use holdup_trace::Trace;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// Which server's API to speak.
@@ -42,6 +51,31 @@ pub struct PushArgs {
     /// Give up pushing after this many seconds, retries included.
     #[arg(long, default_value_t = 15.0, value_parser = parse_seconds)]
     pub push_timeout: f64,
+    /// For https: also trust the CA certificates (PEM) in this file, besides
+    /// the system's.
+    #[arg(long, value_name = "FILE")]
+    pub ca_cert: Option<PathBuf>,
+    /// HTTP basic authentication (Grafana Cloud: the stack's user id and a
+    /// token). The command line is visible to other users: prefer
+    /// --basic-auth-file or HOLDUP_PUSH_BASIC_AUTH=USER:PASS.
+    #[arg(long, value_name = "USER:PASS", conflicts_with = "basic_auth_file")]
+    pub basic_auth: Option<String>,
+    /// A file whose first line is USER:PASS for basic authentication.
+    #[arg(long, value_name = "FILE")]
+    pub basic_auth_file: Option<PathBuf>,
+    /// A bearer token (Authorization: Bearer). Prefer --bearer-token-file
+    /// or HOLDUP_PUSH_TOKEN.
+    #[arg(long, value_name = "TOKEN", conflicts_with = "bearer_token_file")]
+    pub bearer_token: Option<String>,
+    /// A file whose first line is the bearer token.
+    #[arg(long, value_name = "FILE")]
+    pub bearer_token_file: Option<PathBuf>,
+    /// The tenant of a multi-tenant server, sent as X-Scope-OrgID.
+    #[arg(long, value_name = "ID")]
+    pub tenant: Option<String>,
+    /// An extra HTTP header of every request, as NAME=VALUE (repeatable).
+    #[arg(long = "header", value_name = "NAME=VALUE", value_parser = endpoint::parse_header)]
+    pub headers: Vec<(String, String)>,
 }
 
 fn valid_name(name: &str) -> bool {
@@ -81,22 +115,6 @@ fn parse_seconds(s: &str) -> Result<f64, String> {
     }
 }
 
-/// The URL must be plain http://host[:port][/path]; the API's path is
-/// appended to it.
-pub fn check_url(url: &str) -> anyhow::Result<()> {
-    let rest = url.strip_prefix("http://").ok_or_else(|| {
-        if url.starts_with("https://") {
-            anyhow!("{url}: https is not supported; push over http (e.g. through a local proxy)")
-        } else {
-            anyhow!("{url}: not an http:// URL")
-        }
-    })?;
-    if rest.split('/').next().unwrap_or("").is_empty() {
-        bail!("{url}: no host");
-    }
-    Ok(())
-}
-
 /// The pushed series' labels, in order: service_name, host, then the user's.
 fn series_labels(trace: &Trace, args: &PushArgs) -> anyhow::Result<Vec<(String, String)>> {
     let service = match &args.service {
@@ -127,10 +145,11 @@ fn series_labels(trace: &Trace, args: &PushArgs) -> anyhow::Result<Vec<(String, 
 
 /// One request, ready to be sent (and sent again).
 struct Request {
+    /// Without credentials (they are headers).
     url: String,
     query: Vec<(&'static str, String)>,
     content_type: &'static str,
-    headers: Vec<(&'static str, &'static str)>,
+    headers: Vec<(String, String)>,
     body: Vec<u8>,
 }
 
@@ -199,7 +218,7 @@ fn parca_request(url: &str, labels: &[(String, String)], gz: Vec<u8>) -> Request
         url: format!("{}{PARCA_WRITE_RAW}", url.trim_end_matches('/')),
         query: Vec::new(),
         content_type: "application/grpc-web+proto",
-        headers: vec![("x-grpc-web", "1")],
+        headers: vec![("x-grpc-web".into(), "1".into())],
         body,
     }
 }
@@ -269,13 +288,14 @@ fn attempt(agent: &ureq::Agent, api: Api, req: &Request, timeout: Duration) -> A
         .build()
         .header("content-type", req.content_type);
     for (k, v) in &req.headers {
-        call = call.header(*k, *v);
+        call = call.header(k, v);
     }
     for (k, v) in &req.query {
         call = call.query(*k, v);
     }
     let mut resp = match call.send(&req.body[..]) {
         Ok(r) => r,
+        Err(e) if permanent(&e) => return Attempt::Refused(e.to_string()),
         Err(e) => return Attempt::Transient(e.to_string()),
     };
     let status = resp.status().as_u16();
@@ -305,21 +325,31 @@ fn attempt(agent: &ureq::Agent, api: Api, req: &Request, timeout: Duration) -> A
     Attempt::Done
 }
 
+/// Failures that trying again would not mend: TLS (an unknown issuer, a
+/// name that does not match), a URL ureq cannot use.
+fn permanent(e: &ureq::Error) -> bool {
+    match e {
+        ureq::Error::Tls(_)
+        | ureq::Error::Rustls(_)
+        | ureq::Error::Pem(_)
+        | ureq::Error::BadUri(_)
+        | ureq::Error::TlsRequired => true,
+        // rustls's handshake failures come through the stream.
+        ureq::Error::Io(io) => io.kind() == std::io::ErrorKind::InvalidData,
+        _ => false,
+    }
+}
+
 /// Send with retries: backoff from 250 ms doubling to 4 s, every attempt
 /// and pause cut to what is left of `budget`.
-fn send(api: Api, req: &Request, budget: Duration) -> anyhow::Result<u32> {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .max_redirects(0)
-        .build()
-        .into();
+fn send(agent: &ureq::Agent, api: Api, req: &Request, budget: Duration) -> anyhow::Result<u32> {
     let deadline = Instant::now() + budget;
     let mut pause = Duration::from_millis(250);
     let mut tries = 0;
     loop {
         tries += 1;
         let left = deadline.saturating_duration_since(Instant::now());
-        match attempt(&agent, api, req, left.max(Duration::from_millis(100))) {
+        match attempt(agent, api, req, left.max(Duration::from_millis(100))) {
             Attempt::Done => return Ok(tries),
             Attempt::Refused(why) => bail!("{} refused the profile: {why}", req.url),
             Attempt::Transient(why) => {
@@ -338,9 +368,13 @@ fn send(api: Api, req: &Request, budget: Duration) -> anyhow::Result<u32> {
     }
 }
 
-/// Push the profile of the trace at `path` to the server at `url`.
-pub fn push(path: &Path, url: &str, args: &PushArgs) -> anyhow::Result<()> {
-    check_url(url)?;
+/// Push the profile of the trace at `path` to `to`. Errors show no
+/// credential.
+pub fn push(path: &Path, to: &Endpoint, args: &PushArgs) -> anyhow::Result<()> {
+    push_profile(path, to, args).map_err(|e| endpoint::redacted(e, Some(to)))
+}
+
+fn push_profile(path: &Path, to: &Endpoint, args: &PushArgs) -> anyhow::Result<()> {
     let trace = load_trace(path)?;
     let samples = export::stack_samples(&trace, &Filter::default());
     if samples.is_empty() {
@@ -350,17 +384,20 @@ pub fn push(path: &Path, url: &str, args: &PushArgs) -> anyhow::Result<()> {
     let mut gz = Vec::new();
     pprof::write(&trace, &samples, &mut gz).context("encoding the profile")?;
     let size = gz.len();
-    let req = match args.api {
-        Api::Pyroscope => pyroscope_request(url, &trace, &labels, gz),
-        Api::Parca => parca_request(url, &labels, gz),
+    let mut req = match args.api {
+        Api::Pyroscope => pyroscope_request(&to.url, &trace, &labels, gz),
+        Api::Parca => parca_request(&to.url, &labels, gz),
     };
-    let tries = send(args.api, &req, Duration::from_secs_f64(args.push_timeout))?;
+    req.headers.extend(to.headers.iter().cloned());
+    let budget = Duration::from_secs_f64(args.push_timeout);
+    let tries = send(&to.agent(), args.api, &req, budget)?;
     let shown: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
     eprintln!(
-        "holdup: pushed {} ({:.1} kB of pprof, {}) to {url}{}",
+        "holdup: pushed {} ({:.1} kB of pprof, {}) to {}{}",
         path.display(),
         size as f64 / 1e3,
         shown.join(" "),
+        to.url,
         if tries > 1 {
             format!(" after {tries} attempts")
         } else {
@@ -373,21 +410,17 @@ pub fn push(path: &Path, url: &str, args: &PushArgs) -> anyhow::Result<()> {
 /// After `holdup record`: push, and on failure warn in one line. The trace
 /// is on disk already and stays there; the recorded command's exit code is
 /// not changed.
-pub fn after_record(path: &Path, url: &str, args: &PushArgs) {
-    if let Err(e) = push(path, url, args) {
-        let mut msg = e.to_string();
-        for cause in e.chain().skip(1) {
-            msg.push_str(": ");
-            msg.push_str(&cause.to_string());
-        }
+pub fn after_record(path: &Path, to: &Endpoint, args: &PushArgs) {
+    if let Err(e) = push(path, to, args) {
         let api = match args.api {
             Api::Pyroscope => "",
             Api::Parca => " --api parca",
         };
         eprintln!(
-            "holdup: warning: could not push the profile: {msg}; the trace is kept in {} (push it later with holdup push -i {} --url {url}{api})",
+            "holdup: warning: could not push the profile: {e}; the trace is kept in {} (push it later with holdup push -i {} --url {}{api})",
             path.display(),
-            path.display()
+            path.display(),
+            to.url
         );
     }
 }
