@@ -23,19 +23,23 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(err) => {
-            // One line a user can act on; the cause chain is joined, not dumped.
-            // A cause that its error already shows in its message (an io
-            // error in "path: error") is not said twice.
-            let mut msg = err.to_string();
-            for cause in err.chain().skip(1) {
-                let cause = cause.to_string();
-                if !msg.contains(&cause) {
-                    msg.push_str(": ");
-                    msg.push_str(&cause);
-                }
-            }
-            eprintln!("holdup: error: {msg}");
+            eprintln!("holdup: error: {}", one_line(&err));
             ExitCode::from(2)
         }
     }
+}
+
+/// One line a user can act on: the cause chain joined, not dumped. A cause
+/// that its error already shows in its message (an io error in "path:
+/// error") is not said twice.
+pub fn one_line(err: &anyhow::Error) -> String {
+    let mut msg = err.to_string();
+    for cause in err.chain().skip(1) {
+        let cause = cause.to_string();
+        if !msg.contains(&cause) {
+            msg.push_str(": ");
+            msg.push_str(&cause);
+        }
+    }
+    msg
 }

@@ -23,7 +23,7 @@ use std::fs::{File, Metadata, OpenOptions};
 use std::io;
 use std::ops::Deref;
 use std::os::fd::{AsRawFd, FromRawFd};
-use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
 
 /// The largest file read into memory (a file only root can change is
@@ -60,23 +60,6 @@ fn is_magic_link(path: &Path) -> bool {
     )
 }
 
-fn what(md: &Metadata) -> &'static str {
-    let t = md.file_type();
-    if t.is_dir() {
-        "a directory"
-    } else if t.is_fifo() {
-        "a FIFO"
-    } else if t.is_socket() {
-        "a socket"
-    } else if t.is_char_device() {
-        "a character device"
-    } else if t.is_block_device() {
-        "a block device"
-    } else {
-        "not a regular file"
-    }
-}
-
 /// Open a file of a traced process for reading: never blocks, never
 /// follows a link its owner may have planted, and refuses anything but a
 /// regular file.
@@ -101,7 +84,8 @@ pub fn open(path: &Path) -> io::Result<(File, Metadata)> {
         })?;
     let md = file.metadata()?;
     if !md.is_file() {
-        return Err(refused(format!("{}, not a regular file", what(&md))));
+        let what = holdup_trace::output::file_kind(md.file_type());
+        return Err(refused(format!("{what}, not a regular file")));
     }
     Ok((file, md))
 }

@@ -30,16 +30,20 @@ fn refused(why: String) -> io::Error {
     io::Error::new(io::ErrorKind::PermissionDenied, why)
 }
 
-/// What a file that is neither regular nor a character device is.
-fn kind(t: std::fs::FileType) -> &'static str {
+/// What a file that is not a regular file is, for a message.
+pub fn file_kind(t: std::fs::FileType) -> &'static str {
     if t.is_dir() {
         "a directory"
     } else if t.is_fifo() {
         "a FIFO"
     } else if t.is_socket() {
         "a socket"
+    } else if t.is_char_device() {
+        "a character device"
     } else if t.is_block_device() {
         "a block device"
+    } else if t.is_symlink() {
+        "a symbolic link"
     } else {
         "not a regular file"
     }
@@ -58,7 +62,7 @@ fn open_error(path: &Path, e: io::Error) -> io::Error {
         // A FIFO without a reader, or a socket.
         (Some(libc::ENXIO), Some(t)) => refused(format!(
             "it is {}: holdup writes its output to regular files (or `-` for standard output)",
-            kind(t)
+            file_kind(t)
         )),
         _ => e,
     }
@@ -91,7 +95,7 @@ pub fn create_private(path: &Path) -> io::Result<File> {
     if !t.is_file() {
         return Err(refused(format!(
             "it is {}: holdup writes its output to regular files (or `-` for standard output)",
-            kind(t)
+            file_kind(t)
         )));
     }
     // SAFETY: geteuid cannot fail.

@@ -324,14 +324,7 @@ fn shown_header(s: &str) -> &str {
 
 /// An error about a push with its secrets hidden, as one line.
 pub fn redacted(e: anyhow::Error, endpoint: Option<&Endpoint>) -> anyhow::Error {
-    let mut msg = e.to_string();
-    for cause in e.chain().skip(1) {
-        let cause = cause.to_string();
-        if !msg.contains(&cause) {
-            msg.push_str(": ");
-            msg.push_str(&cause);
-        }
-    }
+    let msg = crate::one_line(&e);
     match endpoint {
         Some(ep) => anyhow!(ep.redact(&msg)),
         None => anyhow!(msg),
