@@ -6,6 +6,8 @@
 //! `holdup causal run` finds progress points with.
 
 pub mod experiment;
+pub mod frames;
+pub mod handoff;
 pub mod lines;
 pub mod points;
 pub mod probe;
