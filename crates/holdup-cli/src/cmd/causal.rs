@@ -8,6 +8,7 @@
 
 mod attach;
 mod handlers;
+mod peers;
 mod system;
 mod targets;
 
@@ -15,8 +16,9 @@ use anyhow::{bail, Context};
 use holdup_analysis::causal::{analyze, CozProfile};
 use holdup_bpf::{Recorder, RecorderOptions, Target};
 use holdup_record::launch::{self, ExitStatus};
-use std::io::BufReader;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::fs::File;
+use std::io::{BufReader, Seek as _};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -206,9 +208,58 @@ fn preloadable(lib: &Path) -> anyhow::Result<String> {
     Ok(text.to_string())
 }
 
+/// Open the profile for writing, never through a symbolic link: a new file
+/// readable by its owner only (a profile names the program's files, lines
+/// and processes, like a trace), or an existing regular file of the user
+/// running holdup, emptied unless `append`. Open for reading too: the
+/// profile is read back from this file, not from its path again.
+pub(super) fn create_output(path: &Path, append: bool) -> anyhow::Result<File> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+    let open = |create_new: bool| {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create_new(create_new)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(path)
+    };
+    let name = path.display();
+    let refuse_link = |e: std::io::Error| match e.raw_os_error() {
+        Some(libc::ELOOP) => anyhow::anyhow!(
+            "{name} is a symbolic link: holdup writes a profile only to a file of its own"
+        ),
+        _ => anyhow::Error::new(e).context(format!("cannot write {name}")),
+    };
+    match open(true) {
+        Ok(f) => return Ok(f),
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(refuse_link(e)),
+        Err(_) => {}
+    }
+    let f = open(false).map_err(refuse_link)?;
+    let meta = f
+        .metadata()
+        .with_context(|| format!("cannot read {name}"))?;
+    if !meta.is_file() {
+        bail!("{name} is not a regular file");
+    }
+    let me = unsafe { libc::geteuid() };
+    if meta.uid() != me {
+        bail!("{name} belongs to uid {}, not to the user running holdup: remove it, or write the profile elsewhere", meta.uid());
+    }
+    if !append {
+        f.set_len(0)
+            .with_context(|| format!("cannot empty {name}"))?;
+    }
+    f.set_permissions(std::fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("cannot make {name} private"))?;
+    Ok(f)
+}
+
 struct RunConfig {
     /// The uprobe counters of --progress and --latency, kept open.
     _probes: Vec<OwnedFd>,
+    /// Its path, for messages.
     output: PathBuf,
     command: Vec<String>,
     runs: u32,
@@ -238,7 +289,6 @@ fn config(a: &RunArgs, lib: &str) -> anyhow::Result<RunConfig> {
         ("LD_PRELOAD", preload),
         (e::PARENT, std::process::id().to_string()),
         (e::PERIOD_NS, period_ns.to_string()),
-        (e::OUTPUT, output.display().to_string()),
         (e::EXPERIMENT_MS, a.experiment_ms.to_string()),
     ];
     if let Some(s) = &a.scope {
@@ -376,24 +426,30 @@ fn causal_run(a: RunArgs) -> anyhow::Result<ExitCode> {
     }
     let lib = runtime_library()?;
     let cfg = config(&a, &lib)?;
-    if !a.append {
-        std::fs::write(&cfg.output, b"")
-            .with_context(|| format!("cannot write {}", cfg.output.display()))?;
-    }
+    let output = create_output(&cfg.output, a.append)?;
 
     let rec = start_recorder(Target::Pids(Vec::new()), cfg.period_ns, a.system, false)?;
     if a.system {
-        return system_run(&cfg, &rec);
+        return system_run(&cfg, &rec, output);
     }
-    // The runtime reads the ring from inside the command: give it an fd
-    // that survives exec (libbpf's are close-on-exec).
-    let fd = unsafe { libc::fcntl(rec.ring_fd().as_raw_fd(), libc::F_DUPFD, 10) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error())
-            .context("cannot pass the ring buffer to the command");
-    }
-    std::env::set_var(holdup_coz::env::RING_FD, fd.to_string());
+    // The runtime reads the ring and writes the profile from inside the
+    // command: give it fds that survive exec (libbpf's and ours are
+    // close-on-exec).
+    let handed = |fd: std::os::fd::BorrowedFd<'_>, what: &str| -> anyhow::Result<i32> {
+        let n = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD, 10) };
+        if n < 0 {
+            return Err(std::io::Error::last_os_error())
+                .with_context(|| format!("cannot pass the {what} to the command"));
+        }
+        Ok(n)
+    };
+    let fds = [
+        handed(rec.ring_fd(), "ring buffer")?,
+        handed(output.as_fd(), "profile")?,
+    ];
+    std::env::set_var(holdup_coz::env::RING_FD, fds[0].to_string());
     std::env::set_var(holdup_coz::env::RING_BYTES, RING_BYTES.to_string());
+    std::env::set_var(holdup_coz::env::OUTPUT_FD, fds[1].to_string());
     for (k, v) in &cfg.env {
         std::env::set_var(k, v);
     }
@@ -413,27 +469,28 @@ fn causal_run(a: RunArgs) -> anyhow::Result<ExitCode> {
             break;
         }
     }
-    unsafe { libc::close(fd) };
+    for fd in fds {
+        unsafe { libc::close(fd) };
+    }
     drop(rec);
-    report_outcome(&cfg, last)
+    report_outcome(&cfg, &output, last)
 }
 
-/// `--system`: the runtimes get their samples from here, and the command
-/// ends the run (processes it left behind are not waited for).
-fn system_run(cfg: &RunConfig, rec: &Recorder) -> anyhow::Result<ExitCode> {
-    let mut fwd = system::Forwarder::new(rec.ring_fd(), RING_BYTES as u64)?;
-    std::env::set_var(holdup_coz::env::SYSTEM, fwd.dir());
-    for (k, v) in &cfg.env {
+/// `--system`: the runtimes get their samples from here and send their
+/// profile records back; the command ends the run (processes it left
+/// behind are not waited for).
+fn system_run(cfg: &RunConfig, rec: &Recorder, output: File) -> anyhow::Result<ExitCode> {
+    let (mut fwd, handed) = system::Forwarder::new(rec.ring_fd(), RING_BYTES as u64, output)?;
+    for (k, v) in cfg.env.iter().chain(&handed.env) {
         std::env::set_var(k, v);
     }
-    // The processes write into the run's directory, which every user of
-    // the program can reach; the output may be where they cannot.
-    std::env::set_var(holdup_coz::env::OUTPUT, fwd.profile());
     unsafe {
         libc::signal(libc::SIGINT, libc::SIG_IGN);
         libc::signal(libc::SIGQUIT, libc::SIG_IGN);
     }
     let mut child = launch::spawn_held(&cfg.command)?;
+    // Only the program holds them now.
+    drop(handed);
     rec.track(child.pid as u32)?;
     child.release()?;
     let status = loop {
@@ -442,43 +499,60 @@ fn system_run(cfg: &RunConfig, rec: &Recorder) -> anyhow::Result<ExitCode> {
             break s;
         }
     };
-    if fwd.dropped > 0 {
+    let (output, s) = fwd.finish();
+    // Samples queued for a process that ended reached nobody either.
+    let lost = s.dropped + s.withheld;
+    if lost > 0 {
         eprintln!(
-            "holdup causal: {} of {} samples reached no process (it had not started its runtime, or fell behind)",
-            fwd.dropped,
-            fwd.dropped + fwd.forwarded
+            "holdup causal: {lost} of {} samples reached no process (it had not started its runtime, had ended, or fell behind)",
+            s.dropped + s.forwarded
         );
     }
-    let mut written = std::fs::File::open(fwd.profile())
-        .with_context(|| format!("cannot read {}", fwd.profile().display()))?;
-    let mut output = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&cfg.output)
-        .with_context(|| format!("cannot write {}", cfg.output.display()))?;
-    std::io::copy(&mut written, &mut output)
-        .with_context(|| format!("cannot write {}", cfg.output.display()))?;
-    drop(fwd);
-    report_outcome(cfg, status)
+    if s.refused > 0 {
+        eprintln!(
+            "holdup causal: {} announcements on the channel were refused (not a process's own socket)",
+            s.refused
+        );
+    }
+    if s.bad_frames > 0 {
+        eprintln!(
+            "holdup causal: {} groups of profile records from the processes were not whole lines and were left out",
+            s.bad_frames
+        );
+    }
+    if let Some(e) = s.write_error {
+        return Err(e).with_context(|| format!("cannot write {}", cfg.output.display()));
+    }
+    report_outcome(cfg, &output, status)
 }
 
 /// What the run left: one line on the profile written, or why there is none.
-fn report_outcome(cfg: &RunConfig, status: ExitStatus) -> anyhow::Result<ExitCode> {
+fn report_outcome(cfg: &RunConfig, output: &File, status: ExitStatus) -> anyhow::Result<ExitCode> {
     let process = cfg.env.iter().find(|(k, _)| *k == holdup_coz::env::PROCESS);
-    report_written(&cfg.output, status, process.map(|(_, p)| p.as_str()))
+    report_written(
+        &cfg.output,
+        output,
+        status,
+        process.map(|(_, p)| p.as_str()),
+    )
 }
 
-/// The same for any run: `process` is the --process name, if any.
+/// The same for any run, from the output as written (`path` names it):
+/// `process` is the --process name, if any.
 fn report_written(
-    output: &Path,
+    path: &Path,
+    output: &File,
     status: ExitStatus,
     process: Option<&str>,
 ) -> anyhow::Result<ExitCode> {
-    let file =
-        std::fs::File::open(output).with_context(|| format!("cannot read {}", output.display()))?;
-    let profile = CozProfile::parse(BufReader::new(file))?;
+    let mut file = output
+        .try_clone()
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    file.rewind()
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let profile = parse_profile(path, file)?;
     let n = profile.experiments.len();
-    let name = output.display();
+    let name = path.display();
     match status {
         ExitStatus::Signal(sig) => {
             eprintln!(
@@ -521,10 +595,25 @@ fn report_written(
     Ok(ExitCode::SUCCESS)
 }
 
+/// Parse a profile; lines left out are said.
+fn parse_profile(path: &Path, file: File) -> anyhow::Result<CozProfile> {
+    let profile = CozProfile::parse(BufReader::new(file))
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    if profile.skipped_lines > 0 {
+        eprintln!(
+            "holdup causal: {}: {} lines longer than {} KiB, or not text, were left out",
+            path.display(),
+            profile.skipped_lines,
+            holdup_analysis::causal::MAX_LINE >> 10
+        );
+    }
+    Ok(profile)
+}
+
 fn report(a: ReportArgs) -> anyhow::Result<ExitCode> {
     let file = std::fs::File::open(&a.input)
         .with_context(|| format!("cannot open {}", a.input.display()))?;
-    let profile = CozProfile::parse(BufReader::new(file))?;
+    let profile = parse_profile(&a.input, file)?;
     let causal = analyze(&profile);
     let stdout = std::io::stdout();
     let out = stdout.lock();
@@ -542,7 +631,7 @@ fn report(a: ReportArgs) -> anyhow::Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
     fn scratch(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("holdup-causal-{name}-{}", std::process::id()));
@@ -591,6 +680,55 @@ mod tests {
             std::os::unix::fs::chown(&lib, Some(65534), None).unwrap();
             let e = preloadable(&lib).unwrap_err().to_string();
             assert!(e.contains("belongs to uid 65534"), "{e}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_profile_is_private_and_never_written_through_a_link() {
+        let dir = scratch("output");
+        let out = dir.join("profile.coz");
+        let f = create_output(&out, false).unwrap();
+        assert_eq!(f.metadata().unwrap().mode() & 0o777, 0o600);
+        drop(f);
+        // An existing file of ours: emptied and made private, or kept with
+        // --append.
+        std::fs::write(&out, b"old\n").unwrap();
+        chmod(&out, 0o644);
+        let f = create_output(&out, true).unwrap();
+        assert_eq!(f.metadata().unwrap().len(), 4);
+        assert_eq!(f.metadata().unwrap().mode() & 0o777, 0o600);
+        drop(f);
+        assert_eq!(
+            create_output(&out, false)
+                .unwrap()
+                .metadata()
+                .unwrap()
+                .len(),
+            0
+        );
+        // A link put where the profile goes: refused, its target untouched.
+        let target = dir.join("precious");
+        std::fs::write(&target, b"keep").unwrap();
+        let link = dir.join("link.coz");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        for append in [false, true] {
+            let e = create_output(&link, append).unwrap_err().to_string();
+            assert!(e.contains("is a symbolic link"), "{e}");
+        }
+        assert_eq!(std::fs::read(&target).unwrap(), b"keep");
+        // Not a regular file.
+        let e = create_output(&dir, false).unwrap_err().to_string();
+        assert!(
+            e.contains("not a regular file") || e.contains("cannot write"),
+            "{e}"
+        );
+        // Another user's file, when root runs holdup.
+        if unsafe { libc::geteuid() } == 0 {
+            std::os::unix::fs::chown(&target, Some(65534), None).unwrap();
+            let e = create_output(&target, false).unwrap_err().to_string();
+            assert!(e.contains("belongs to uid 65534"), "{e}");
+            assert_eq!(std::fs::read(&target).unwrap(), b"keep");
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }
