@@ -18,7 +18,7 @@ use holdup_bpf::{Recorder, RecorderOptions, Target};
 use holdup_record::launch::{self, ExitStatus};
 use std::fs::File;
 use std::io::{BufReader, Seek as _};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -391,6 +391,16 @@ fn open_counter(program: Option<&Path>, spec: &str, option: &str) -> anyhow::Res
         .with_context(|| format!("{option} {spec}: cannot attach a uprobe"))
 }
 
+/// A copy of `fd` that a child inherits through exec, numbered from 10
+/// (clear of the numbers shells and programs use themselves).
+fn inheritable(fd: BorrowedFd<'_>) -> anyhow::Result<OwnedFd> {
+    let n = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD, 10) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error()).context("cannot pass an fd to the command");
+    }
+    Ok(unsafe { OwnedFd::from_raw_fd(n) })
+}
+
 /// Ring buffer handed to the runtime: it drains every few ms, so a few MiB
 /// absorb seconds of samples.
 const RING_BYTES: u32 = 8 << 20;
@@ -435,21 +445,11 @@ fn causal_run(a: RunArgs) -> anyhow::Result<ExitCode> {
     // The runtime reads the ring and writes the profile from inside the
     // command: give it fds that survive exec (libbpf's and ours are
     // close-on-exec).
-    let handed = |fd: std::os::fd::BorrowedFd<'_>, what: &str| -> anyhow::Result<i32> {
-        let n = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD, 10) };
-        if n < 0 {
-            return Err(std::io::Error::last_os_error())
-                .with_context(|| format!("cannot pass the {what} to the command"));
-        }
-        Ok(n)
-    };
-    let fds = [
-        handed(rec.ring_fd(), "ring buffer")?,
-        handed(output.as_fd(), "profile")?,
-    ];
-    std::env::set_var(holdup_coz::env::RING_FD, fds[0].to_string());
+    let ring = inheritable(rec.ring_fd())?;
+    let profile = inheritable(output.as_fd())?;
+    std::env::set_var(holdup_coz::env::RING_FD, ring.as_raw_fd().to_string());
     std::env::set_var(holdup_coz::env::RING_BYTES, RING_BYTES.to_string());
-    std::env::set_var(holdup_coz::env::OUTPUT_FD, fds[1].to_string());
+    std::env::set_var(holdup_coz::env::OUTPUT_FD, profile.as_raw_fd().to_string());
     for (k, v) in &cfg.env {
         std::env::set_var(k, v);
     }
@@ -469,9 +469,7 @@ fn causal_run(a: RunArgs) -> anyhow::Result<ExitCode> {
             break;
         }
     }
-    for fd in fds {
-        unsafe { libc::close(fd) };
-    }
+    drop((ring, profile));
     drop(rec);
     report_outcome(&cfg, &output, last)
 }

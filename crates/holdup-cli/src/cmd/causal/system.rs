@@ -22,7 +22,7 @@ use holdup_bpf::ringbuf::RingReader;
 use holdup_coz::handoff;
 use std::fs::File;
 use std::io::Write as _;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 pub struct Forwarder {
     channel: OwnedFd,
@@ -43,16 +43,6 @@ pub struct Handed {
     pub env: Vec<(&'static str, String)>,
 }
 
-/// A copy of `fd` that a child inherits through exec, numbered from 10
-/// (clear of the numbers shells and programs use themselves).
-fn inheritable(fd: BorrowedFd<'_>) -> anyhow::Result<OwnedFd> {
-    let n = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD, 10) };
-    if n < 0 {
-        return Err(std::io::Error::last_os_error()).context("cannot pass an fd to the command");
-    }
-    Ok(unsafe { OwnedFd::from_raw_fd(n) })
-}
-
 impl Forwarder {
     /// The shared domain and the channel, and the forwarder of the ring's
     /// samples; the profile records go to `output`.
@@ -65,8 +55,8 @@ impl Forwarder {
         let domain = handoff::create_domain().context("cannot create the shared domain")?;
         let (channel, program_end) = handoff::channel().context("cannot create the channel")?;
         let fds = vec![
-            inheritable(domain.as_fd())?,
-            inheritable(program_end.as_fd())?,
+            super::inheritable(domain.as_fd())?,
+            super::inheritable(program_end.as_fd())?,
         ];
         let env = vec![
             (e::DOMAIN_FD, fds[0].as_raw_fd().to_string()),
