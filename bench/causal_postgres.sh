@@ -2,8 +2,8 @@
 # What `holdup causal run --system` predicts for a real server: postgres
 # (apt) under pgbench's TPC-B-like load, progress counted by a uprobe on the
 # function that commits a transaction (no rebuild). postgres runs as its own
-# user, started through runuser, so its processes reach the run's directory
-# under another user than the profiler's.
+# user, started through runuser, so its processes take part under another
+# user than the profiler's (they inherit what they share as fds).
 #
 # Prints pgbench's throughput without and with the profiler, and the
 # profile's targets (Debian's postgres has no line tables: the targets are

@@ -1,7 +1,5 @@
 //! Settings passed by `holdup causal run` through the environment.
 
-use std::path::PathBuf;
-
 /// The environment `holdup causal run` sets.
 pub use holdup_coz::env;
 
@@ -20,12 +18,26 @@ impl Subclass {
     }
 }
 
+/// `--system`: what every process of the program inherits (see
+/// `holdup_coz::handoff`).
+#[derive(Clone, Copy, Debug)]
+pub struct System {
+    /// The shared domain's memfd.
+    pub domain_fd: i32,
+    /// The channel on which each process announces itself.
+    pub channel_fd: i32,
+    /// When the domain was made (CLOCK_MONOTONIC ns).
+    pub epoch_ns: u64,
+}
+
 #[derive(Clone, Debug)]
 pub struct Config {
     pub ring_fd: i32,
     pub ring_bytes: u64,
     pub period_ns: u64,
-    pub output: PathBuf,
+    /// The profile `holdup causal run` opened (one process; -1 with
+    /// `--system`, whose processes send their records over their socket).
+    pub output_fd: i32,
     pub scope: Option<String>,
     pub line: Option<String>,
     /// Fixed speedup in percent.
@@ -38,46 +50,53 @@ pub struct Config {
     pub verbose: bool,
     /// Uprobe progress points opened by `holdup causal run`.
     pub probes: Option<String>,
-    /// `--system`: the directory of the domain shared by all processes
-    /// (then there is no ring: samples come through its socket).
-    pub system: Option<PathBuf>,
+    /// `--system`: the domain shared by all processes (then there is no
+    /// ring: samples come through this process's socket).
+    pub system: Option<System>,
 }
 
 fn var(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
+fn number<T: std::str::FromStr>(name: &str) -> Option<T> {
+    var(name).and_then(|v| v.parse().ok())
+}
+
 impl Config {
     /// The settings, if this process is the one `holdup causal run` started.
     pub fn from_env() -> Option<Config> {
-        let system = var(env::SYSTEM).map(PathBuf::from);
+        let system = match (
+            number(env::DOMAIN_FD),
+            number(env::CHANNEL_FD),
+            number(env::EPOCH_NS),
+        ) {
+            (Some(domain_fd), Some(channel_fd), Some(epoch_ns)) => Some(System {
+                domain_fd,
+                channel_fd,
+                epoch_ns,
+            }),
+            _ => None,
+        };
         // Thread-level: only the command itself, not what it starts.
         if system.is_none() {
-            let parent: i32 = var(env::PARENT)?.parse().ok()?;
+            let parent: i32 = number(env::PARENT)?;
             if unsafe { libc::getppid() } != parent {
                 return None;
             }
         }
         Some(Config {
-            ring_fd: match var(env::RING_FD).and_then(|v| v.parse().ok()) {
+            ring_fd: match number(env::RING_FD) {
                 Some(fd) => fd,
                 None if system.is_some() => -1,
                 None => return None,
             },
-            ring_bytes: var(env::RING_BYTES)
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0),
-            period_ns: var(env::PERIOD_NS)
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(1_000_000),
-            output: var(env::OUTPUT)
-                .unwrap_or_else(|| "profile.coz".into())
-                .into(),
+            ring_bytes: number(env::RING_BYTES).unwrap_or(0),
+            period_ns: number(env::PERIOD_NS).unwrap_or(1_000_000),
+            output_fd: number(env::OUTPUT_FD).unwrap_or(-1),
             scope: var(env::SCOPE),
             line: var(env::LINE),
-            speedup: var(env::SPEEDUP)
-                .and_then(|v| v.parse().ok())
-                .filter(|&s| s <= 100),
+            speedup: number(env::SPEEDUP).filter(|&s| s <= 100),
             subclass: match var(env::SUBCLASS).as_deref() {
                 Some("io") => Some(Subclass::Io),
                 Some("sched") => Some(Subclass::Sched),
@@ -85,11 +104,10 @@ impl Config {
             },
             process: var(env::PROCESS),
             end_to_end: var(env::END_TO_END).is_some(),
-            experiment_ns: var(env::EXPERIMENT_MS)
-                .and_then(|v| v.parse::<u64>().ok())
+            experiment_ns: number::<u64>(env::EXPERIMENT_MS)
                 .unwrap_or(200)
                 .max(10)
-                * 1_000_000,
+                .saturating_mul(1_000_000),
             verbose: var(env::VERBOSE).is_some(),
             probes: var(env::PROBES),
             system,

@@ -143,7 +143,7 @@ pub unsafe extern "C" fn pthread_create(
     };
     let local = match threads::current() {
         Some(st) => st.local.load(Ordering::Acquire),
-        None => rt.global.load(Ordering::Acquire),
+        None => rt.global(),
     };
     let boxed = Box::into_raw(Box::new(StartArg { f, arg, local })) as *mut c_void;
     // SAFETY: same signature; the "C-unwind" ABI only allows forced unwinds

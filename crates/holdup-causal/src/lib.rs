@@ -24,6 +24,7 @@ pub mod profiler;
 pub mod progress;
 pub mod real;
 pub mod runtime;
+pub mod sink;
 pub mod source;
 pub mod threads;
 pub mod unwind;

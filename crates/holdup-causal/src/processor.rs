@@ -248,11 +248,12 @@ impl Processor {
                     d.selected.fetch_add(credit, Ordering::AcqRel);
                 }
                 if delay > 0 {
-                    let g = rt.global.load(Ordering::Acquire);
+                    let g = rt.global();
                     if let Some(st) = self.thread(&rt.threads, r.tid as i32, g) {
-                        st.local.fetch_add(credit * delay, Ordering::AcqRel);
-                        rt.credited.fetch_add(credit * delay, Ordering::Relaxed);
-                        rt.global.fetch_max(st.published(), Ordering::AcqRel);
+                        let ns = credit.saturating_mul(delay);
+                        st.local.fetch_add(ns, Ordering::AcqRel);
+                        rt.credited.fetch_add(ns, Ordering::Relaxed);
+                        rt.delays.global.fetch_max(st.published(), Ordering::AcqRel);
                     }
                 }
             }

@@ -7,11 +7,10 @@ use crate::modules::{Modules, Role};
 use crate::processor::{runtime_address, Experiment, SpeedupTarget, PROCESS_PREFIX};
 use crate::progress::{self, Point, Snapshot};
 use crate::runtime::{log, Runtime};
+use crate::sink::Sink;
 use holdup_coz::experiment::{self, Window, COOL_OFF_NS};
 use holdup_coz::profile::{key, kind, Line};
 use holdup_coz::scope::scope_match;
-use std::fs::File;
-use std::io::Write as _;
 use std::sync::atomic::Ordering;
 
 /// How often the profiler thread drains the ring.
@@ -20,7 +19,7 @@ const TICK_NS: u64 = 2_000_000;
 /// The profiler thread: runs experiments and writes the profile.
 pub struct Profiler {
     rt: &'static Runtime,
-    out: Option<File>,
+    out: Option<Sink>,
     start_ns: u64,
     rng: Rng,
     length_ns: u64,
@@ -78,9 +77,8 @@ impl Profiler {
     }
 
     fn write(&mut self, text: &str) {
-        if let Some(f) = self.out.as_mut() {
-            // One write per record group: a crash leaves whole experiments.
-            let _ = f.write_all(text.as_bytes());
+        if let Some(out) = self.out.as_mut() {
+            out.write(text);
         }
     }
 
@@ -95,10 +93,7 @@ impl Profiler {
                     // The leader writes the experiments; every process
                     // adds the sample counts of its own lines.
                     rt.process_pending();
-                    self.out = std::fs::OpenOptions::new()
-                        .append(true)
-                        .open(&rt.cfg.output)
-                        .ok();
+                    self.out = Sink::open(rt);
                     self.log_samples();
                     return;
                 }
@@ -106,18 +101,11 @@ impl Profiler {
                 rt.process_pending();
                 self.offer_pick();
             }
-            rt.active.store(false, Ordering::Release);
+            rt.delays.set_active(false);
         }
-        self.out = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&rt.cfg.output)
-            .ok();
+        self.out = Sink::open(rt);
         if self.out.is_none() {
-            eprintln!(
-                "holdup causal: cannot write {}; profiling is off",
-                rt.cfg.output.display()
-            );
+            eprintln!("holdup causal: no profile was handed over to write; profiling is off");
             return;
         }
         let unix_ns = std::time::SystemTime::now()
@@ -142,7 +130,7 @@ impl Profiler {
             }
             let now = now_ns();
             if let Some(s) = saved.as_mut() {
-                s.observe(now, rt.global.load(Ordering::Acquire));
+                s.observe(now, rt.global());
             }
             state = match state {
                 State::WaitProgress if progress::count() > 0 => State::WaitTarget,
@@ -175,6 +163,13 @@ impl Profiler {
                 p.samples_seen,
                 p.busy_ns as f64 / 1e3 / p.records.max(1) as f64
             ));
+        }
+        let refused = rt.refused.load(Ordering::Relaxed);
+        if refused > 0 {
+            eprintln!(
+                "holdup causal: process {}: {refused} delay payments refused: the shared global delay was more than the program can have reached (a process of the program damaged it)",
+                rt.pid
+            );
         }
         let runtime = Line::new(kind::RUNTIME)
             .field(key::TIME, now_ns() - self.start_ns)
@@ -304,7 +299,7 @@ impl Profiler {
             .lock()
             .map(|pts| pts.iter().map(Point::snapshot).collect())
             .unwrap_or_default();
-        let global = rt.global.load(Ordering::Acquire);
+        let global = rt.global();
         // Delays left unpaid by the last experiment must not leak into
         // this one; blocked threads settle theirs in post_block.
         for st in rt.threads.iter() {
@@ -323,12 +318,12 @@ impl Profiler {
             p.pick = None;
             p.pick_total = 0;
         }
-        rt.delay.store(delay_ns, Ordering::Release);
+        rt.delays.set_delay(delay_ns);
         if let Some(d) = rt.domain {
             // Every process (this one too) takes it up from the domain.
             d.begin(&name, start_ns);
         }
-        rt.active.store(true, Ordering::Release);
+        rt.delays.set_active(true);
         let windows = snaps.iter().map(|s| Window::new(s.a)).collect();
         Saved {
             snaps,
@@ -344,7 +339,7 @@ impl Profiler {
         let rt = self.rt;
         rt.process_pending();
         let end_ns = now_ns();
-        let global = rt.global.load(Ordering::Acquire);
+        let global = rt.global();
         s.observe(end_ns, global);
         let selected = match rt.processor.lock() {
             Ok(mut p) => {
@@ -354,10 +349,10 @@ impl Profiler {
             }
             Err(_) => return,
         };
-        rt.active.store(false, Ordering::Release);
+        rt.delays.set_active(false);
         let name = std::mem::take(&mut s.name);
         let elapsed = end_ns - s.start_ns;
-        let delay = global - s.global;
+        let delay = global.saturating_sub(s.global);
         let duration = elapsed.saturating_sub(delay);
         let kind = if name.starts_with("subclass:") {
             "subclass"

@@ -9,6 +9,7 @@
 //! `holdup causal run --progress` / `--latency` open a counting perf event
 //! per probe and hand its fd over; reading it gives the visits so far.
 
+use crate::domain::NoPoint;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -88,15 +89,22 @@ pub static POINTS: Mutex<Vec<Point>> = Mutex::new(Vec::new());
 
 /// The counter for progress point `name` of kind `kind`, created on first use.
 pub fn counter(kind: i32, name: &str) -> Option<&'static Counter> {
+    if !matches!(kind, THROUGHPUT | BEGIN | END) {
+        return None;
+    }
     // `--system`: the counter lives in the domain, so that the visits of
-    // all processes add up (and a forked child keeps counting there).
-    if let Some(d) = crate::runtime::get().and_then(|rt| rt.domain) {
-        let shared_kind = if kind == END { BEGIN } else { kind };
-        if !matches!(kind, THROUGHPUT | BEGIN | END) {
-            return None;
+    // all processes add up (and a forked child keeps counting there). If
+    // the domain's table cannot have it, this process counts alone rather
+    // than not at all (coz.h would ask again at every visit).
+    if let Some(rt) = crate::runtime::get() {
+        if let (Some(d), false) = (rt.domain, rt.points_stuck.load(Ordering::Acquire)) {
+            let shared_kind = if kind == END { BEGIN } else { kind };
+            match d.point(shared_kind, name) {
+                Ok(p) => return Some(if kind == END { &p.b } else { &p.a }),
+                Err(NoPoint::Stuck) => rt.points_stuck.store(true, Ordering::Release),
+                Err(NoPoint::Full) => {}
+            }
         }
-        let p = d.point(shared_kind, name)?;
-        return Some(if kind == END { &p.b } else { &p.a });
     }
     let mut points = POINTS.lock().unwrap_or_else(|e| e.into_inner());
     let leak = || -> &'static Counter { Box::leak(Box::default()) };

@@ -20,7 +20,7 @@
 
 use crate::clock::{now_ns, sleep_ns};
 use crate::config::Config;
-use crate::domain::Domain;
+use crate::domain::{Delays, Domain};
 use crate::fork;
 use crate::processor::{Experiment, Processor};
 use crate::profiler::Profiler;
@@ -28,7 +28,7 @@ use crate::progress;
 use crate::source::Source;
 use crate::threads::{self, ThreadState, ThreadTable};
 use holdup_bpf::ringbuf::{RingPeek, RingReader};
-use std::os::fd::BorrowedFd;
+use std::os::fd::{BorrowedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -36,20 +36,30 @@ use std::sync::Mutex;
 const DELAY_TICK_NS: u64 = 2_000_000;
 /// Most of a delay's overshoot that is credited (see add_delays).
 const MAX_OVERSHOOT_NS: u64 = 1_000_000;
+/// What the global delay may hold beyond twice the time since the epoch
+/// before it is taken for damage (see `plausible`).
+const GLOBAL_SLACK_NS: u64 = 1_000_000_000;
 
 pub struct Runtime {
     pub cfg: Config,
     pub pid: u32,
-    /// An experiment is running.
-    pub active: &'static AtomicBool,
-    /// Its delay per sampling point (0 for a 0% experiment).
-    pub delay: &'static AtomicU64,
-    /// COZ's global delay, ns.
-    pub global: &'static AtomicU64,
-    /// `--system`: the domain all processes share (where the three above
-    /// live), and the experiment this process last saw in it.
+    /// Whether an experiment runs, its delay, the global delay.
+    pub delays: &'static Delays,
+    /// When the global delay was 0 (CLOCK_MONOTONIC ns).
+    epoch_ns: u64,
+    /// `--system`: the domain all processes share (where `delays` live),
+    /// and the experiment this process last saw in it.
     pub domain: Option<&'static Domain>,
     pub(crate) seen_experiment: AtomicU64,
+    /// `--system`: this process's socket to `holdup causal run`, where the
+    /// profile records go.
+    pub channel: Option<RawFd>,
+    /// The domain's table of progress points stayed locked: counters are
+    /// this process's own from then on.
+    pub(crate) points_stuck: AtomicBool,
+    /// Payments refused because the global delay was beyond what the
+    /// program could have reached (damage); said at the end.
+    pub(crate) refused: AtomicU64,
     /// Delay paid with sleeps and credited by target hits, for --verbose.
     pub(crate) paid: AtomicU64,
     pub(crate) credited: AtomicU64,
@@ -83,6 +93,12 @@ pub(crate) fn log(cfg_verbose: bool, msg: &str) {
     }
 }
 
+/// Whether a global delay of `g` can be reached in `elapsed` ns, with room
+/// to spare (twice the time, and a second).
+fn within_reach(g: u64, elapsed: u64) -> bool {
+    g <= elapsed.saturating_mul(2).saturating_add(GLOBAL_SLACK_NS)
+}
+
 /// Start the runtime if `holdup causal run` asked for it. Runs in the
 /// library constructor, on the main thread, before `main`.
 pub fn init() {
@@ -92,31 +108,39 @@ pub fn init() {
     if cfg.system.is_none() {
         scrub_environment(&cfg);
     }
-    let source = match &cfg.system {
-        Some(dir) => Source::connect(&dir.join(holdup_coz::SAMPLES_SOCKET)),
-        None => RingReader::new(
-            unsafe { BorrowedFd::borrow_raw(cfg.ring_fd) },
-            cfg.ring_bytes,
-        )
-        .ok()
-        .map(Source::Ring),
-    };
-    let Some(source) = source else {
-        eprintln!("holdup causal: cannot reach the recorder's samples; profiling is off");
-        return;
-    };
-    let domain = match &cfg.system {
-        Some(dir) => match Domain::map(&dir.join(holdup_coz::DOMAIN_FILE)) {
-            Some(d) => Some(d),
-            None => {
-                eprintln!("holdup causal: cannot map the shared domain; profiling is off");
-                return;
-            }
-        },
-        None => None,
-    };
-    install_signal_handler();
-    start(cfg, source, domain);
+    match connect(&cfg) {
+        Ok((source, domain)) => {
+            install_signal_handler();
+            start(cfg, source, domain);
+        }
+        Err(e) => eprintln!("holdup causal: {e}; profiling is off"),
+    }
+}
+
+/// Borrow an fd number that `holdup causal run` handed over.
+fn handed(fd: RawFd, what: &str) -> Result<BorrowedFd<'static>, String> {
+    if fd < 0 {
+        return Err(format!("no {what} was handed over"));
+    }
+    // SAFETY: checked before use by the callers; never closed here.
+    Ok(unsafe { BorrowedFd::borrow_raw(fd) })
+}
+
+/// Where the samples come from and, with `--system`, the shared domain:
+/// both from fds inherited from `holdup causal run`.
+fn connect(cfg: &Config) -> Result<(Source, Option<&'static Domain>), String> {
+    match cfg.system {
+        Some(sys) => {
+            let domain = Domain::map(handed(sys.domain_fd, "domain")?)
+                .map_err(|e| format!("cannot use the shared domain: {e}"))?;
+            let source = Source::register(handed(sys.channel_fd, "channel")?)
+                .map_err(|e| format!("cannot reach holdup causal run: {e}"))?;
+            Ok((source, Some(domain)))
+        }
+        None => RingReader::new(handed(cfg.ring_fd, "ring buffer")?, cfg.ring_bytes)
+            .map(|r| (Source::Ring(r), None))
+            .map_err(|e| format!("cannot reach the recorder's samples: {e}")),
+    }
 }
 
 /// Build the runtime, register the calling thread and start the profiler.
@@ -125,21 +149,19 @@ fn start(cfg: Config, source: Source, domain: Option<&'static Domain>) {
         Source::Ring(_) => RingPeek::new(unsafe { BorrowedFd::borrow_raw(cfg.ring_fd) }).ok(),
         Source::Socket { .. } => None,
     };
-    let (active, delay, global) = match domain {
-        Some(d) => (&d.active, &d.delay, &d.global),
-        None => (
-            &*Box::leak(Box::new(AtomicBool::new(false))),
-            &*Box::leak(Box::new(AtomicU64::new(0))),
-            &*Box::leak(Box::new(AtomicU64::new(0))),
-        ),
+    let delays = match domain {
+        Some(d) => &d.delays,
+        None => &*Box::leak(Box::default()),
     };
     let rt: &'static Runtime = Box::leak(Box::new(Runtime {
         pid: std::process::id(),
-        active,
-        delay,
-        global,
+        delays,
+        epoch_ns: cfg.system.map_or_else(now_ns, |s| s.epoch_ns),
         domain,
         seen_experiment: AtomicU64::new(0),
+        channel: source.socket(),
+        points_stuck: AtomicBool::new(false),
+        refused: AtomicU64::new(0),
         paid: AtomicU64::new(0),
         credited: AtomicU64::new(0),
         threads: ThreadTable::default(),
@@ -155,7 +177,7 @@ fn start(cfg: Config, source: Source, domain: Option<&'static Domain>) {
     let first = RT
         .swap(rt as *const Runtime as *mut Runtime, Ordering::AcqRel)
         .is_null();
-    rt.register_current_thread(rt.global.load(Ordering::Acquire));
+    rt.register_current_thread(rt.global());
     if first {
         unsafe {
             libc::pthread_atfork(
@@ -176,10 +198,12 @@ fn start(cfg: Config, source: Source, domain: Option<&'static Domain>) {
 }
 
 /// Keep what `holdup causal run` set from reaching programs this one starts:
-/// our entry leaves LD_PRELOAD, the ring's fd is closed on exec.
+/// our entry leaves LD_PRELOAD, the ring's and the profile's fds are closed
+/// on exec.
 fn scrub_environment(cfg: &Config) {
     let probes = cfg.probes.as_deref().map(progress::probe_fds);
-    for fd in std::iter::once(cfg.ring_fd).chain(probes.into_iter().flatten()) {
+    let handed = [cfg.ring_fd, cfg.output_fd];
+    for fd in handed.into_iter().chain(probes.into_iter().flatten()) {
         unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
     }
     if let Ok(pre) = std::env::var("LD_PRELOAD") {
@@ -218,17 +242,24 @@ fn join_within(t: libc::pthread_t, seconds: i64) -> bool {
 /// the child is one more process of the program, with a runtime of its own
 /// in the same domain.
 extern "C" fn after_fork_in_child() {
-    let system = get().and_then(|rt| rt.cfg.system.clone());
+    let system = get().and_then(|rt| rt.cfg.system);
     fork::child(system.is_some());
     let Some(rt) = get() else { return };
     rt.disabled.store(true, Ordering::Release);
-    let Some(dir) = system else {
+    let Some(sys) = system else {
         return;
     };
+    // The parent's socket carries the parent's samples: not for this
+    // process (which may go on as another user). The parent's runtime,
+    // which owns it, is never used or dropped here.
+    if let Some(fd) = rt.channel {
+        unsafe { libc::close(fd) };
+    }
     // The forking thread's state belongs to the parent's table.
     threads::detach();
-    if let Some(source) = Source::connect(&dir.join(holdup_coz::SAMPLES_SOCKET)) {
-        start(rt.cfg.clone(), source, rt.domain);
+    match handed(sys.channel_fd, "channel").and_then(Source::register) {
+        Ok(source) => start(rt.cfg.clone(), source, rt.domain),
+        Err(e) => eprintln!("holdup causal: cannot reach holdup causal run: {e}; profiling is off"),
     }
 }
 
@@ -282,11 +313,25 @@ impl Runtime {
         }
     }
 
+    /// COZ's global delay, ns.
+    pub fn global(&self) -> u64 {
+        self.delays.global.load(Ordering::Acquire)
+    }
+
+    /// Whether the program can have reached global delay `g`. Every ns of
+    /// it is time some thread spent in the target (credited) or sleeping to
+    /// pay a delay (with a sleep's overshoot), so it grows about as fast as
+    /// time passes. One far beyond is damage to the shared domain: paying
+    /// it would stall the program.
+    fn plausible(&self, g: u64) -> bool {
+        within_reach(g, now_ns().saturating_sub(self.epoch_ns))
+    }
+
     /// COZ's add_delays: pay what this thread owes, or publish what it is
     /// ahead by.
     pub fn add_delays(&self, st: &ThreadState) {
-        let g = self.global.load(Ordering::Acquire);
-        if !self.active.load(Ordering::Acquire) {
+        let g = self.global();
+        if !self.delays.active() {
             st.reset(g);
             return;
         }
@@ -295,8 +340,14 @@ impl Runtime {
         }
         let local = st.local.load(Ordering::Acquire);
         if local > g {
-            self.global.fetch_max(st.published(), Ordering::AcqRel);
+            self.delays
+                .global
+                .fetch_max(st.published(), Ordering::AcqRel);
         } else if local < g {
+            if !self.plausible(g) {
+                self.refused.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
             let need = g - local;
             let before = threads::schedstat(st);
             let t0 = now_ns();
@@ -328,7 +379,9 @@ impl Runtime {
             self.paid.fetch_add(waited, Ordering::Relaxed);
             st.paid.fetch_add(waited, Ordering::Relaxed);
             st.local.fetch_add(waited, Ordering::AcqRel);
-            self.global.fetch_max(st.published(), Ordering::AcqRel);
+            self.delays
+                .global
+                .fetch_max(st.published(), Ordering::AcqRel);
         }
     }
 
@@ -347,8 +400,7 @@ impl Runtime {
 
     pub fn pre_block(&self) {
         if let Some(st) = threads::current() {
-            st.pre_block
-                .store(self.global.load(Ordering::Acquire), Ordering::Release);
+            st.pre_block.store(self.global(), Ordering::Release);
             st.blocked.store(true, Ordering::Release);
         }
     }
@@ -358,9 +410,11 @@ impl Runtime {
     pub fn post_block(&self, woken: bool) {
         if let Some(st) = threads::current() {
             if woken {
-                let g = self.global.load(Ordering::Acquire);
+                let g = self.global();
                 let pre = st.pre_block.load(Ordering::Acquire);
-                st.local.fetch_add(g.saturating_sub(pre), Ordering::AcqRel);
+                if g > pre && self.plausible(g) {
+                    st.local.fetch_add(g - pre, Ordering::AcqRel);
+                }
             }
             st.blocked.store(false, Ordering::Release);
         }
@@ -371,11 +425,11 @@ impl Runtime {
     /// pay what this thread owes.
     pub fn catch_up(&'static self) {
         let Some(st) = threads::current() else { return };
-        if !self.active.load(Ordering::Acquire) || st.busy.swap(true, Ordering::AcqRel) {
+        if !self.delays.active() || st.busy.swap(true, Ordering::AcqRel) {
             return;
         }
         // A 0% experiment delays nobody: nothing to catch up on.
-        let pending = self.delay.load(Ordering::Acquire) > 0
+        let pending = self.delays.delay(self.cfg.period_ns) > 0
             && match &self.peek {
                 Some(p) => p.pending(),
                 None => true,
@@ -412,7 +466,7 @@ impl Runtime {
     /// knows it (a line of another binary is no target here).
     fn follow_experiment(&self, p: &mut Processor) {
         let Some(d) = self.domain else { return };
-        if !self.active.load(Ordering::Acquire) {
+        if !self.delays.active() {
             p.exp = None;
             return;
         }
@@ -420,7 +474,7 @@ impl Runtime {
         if self.seen_experiment.swap(n, Ordering::AcqRel) == n {
             return;
         }
-        let g = self.global.load(Ordering::Acquire);
+        let g = self.global();
         for st in self.threads.iter() {
             if !st.blocked.load(Ordering::Acquire) {
                 st.reset(g);
@@ -428,8 +482,8 @@ impl Runtime {
         }
         p.exp = p.resolve(&d.target()).map(|target| Experiment {
             target,
-            start_ns: d.start_ns.load(Ordering::Acquire),
-            delay_ns: self.delay.load(Ordering::Acquire),
+            start_ns: d.start_ns(now_ns()),
+            delay_ns: self.delays.delay(self.cfg.period_ns),
             selected: 0,
         });
         p.pick = None;
@@ -488,6 +542,25 @@ impl Runtime {
                 self.pid
             );
         }
-        self.active.store(false, Ordering::Release);
+        self.delays.set_active(false);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_global_delay_beyond_the_time_elapsed_is_not_paid() {
+        let s = 1_000_000_000;
+        // Reachable: up to the time since the epoch, and room to spare.
+        assert!(within_reach(0, 0));
+        assert!(within_reach(3 * s, 3 * s));
+        assert!(within_reach(7 * s, 3 * s));
+        assert!(!within_reach(7 * s + 1, 3 * s));
+        // Written by a damaged or hostile process: an hour after 3 s, or
+        // all ones.
+        assert!(!within_reach(3600 * s, 3 * s));
+        assert!(!within_reach(u64::MAX, 3 * s));
     }
 }

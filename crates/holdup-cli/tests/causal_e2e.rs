@@ -588,23 +588,46 @@ fn system_process_target_predicts_a_faster_reader_process() {
     );
 }
 
+/// Copies of programs where another user can run them (the repository may
+/// be in a private home), removed at the end.
+struct Public(PathBuf);
+
+impl Public {
+    fn new(test: &str) -> Public {
+        let dir = std::env::temp_dir().join(format!("holdup-{test}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        chmod(&dir, 0o755);
+        Public(dir)
+    }
+
+    fn copy(&self, bin: &Path) -> PathBuf {
+        let to = self.0.join(bin.file_name().unwrap());
+        std::fs::copy(bin, &to).unwrap();
+        chmod(&to, 0o755);
+        to
+    }
+}
+
+impl Drop for Public {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn chmod(path: &Path, mode: u32) {
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap();
+}
+
 /// A program whose processes run as another user (a server that drops
-/// root, a launcher using runuser) is profiled as a whole: they reach the
-/// run's directory, and the profile they write reaches the output.
+/// root, a launcher using runuser) is profiled as a whole: they inherit
+/// what the others do, and the profile records they send reach the output.
 #[test]
 #[ignore = "needs root and BPF"]
 fn system_processes_of_another_user_are_profiled() {
     let _turn = turn();
     let dir = scratch("causal_other_user");
-    // Somewhere the user can run the program from (the repository may be
-    // in a private home).
-    let public = std::env::temp_dir().join(format!("holdup-other-user-{}", std::process::id()));
-    std::fs::create_dir_all(&public).unwrap();
-    let bin = public.join("causal_procpipe");
-    std::fs::copy(build("causal_procpipe", &[]), &bin).unwrap();
-    for p in [&public, &bin] {
-        std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    }
+    let public = Public::new("other-user");
+    let bin = public.copy(&build("causal_procpipe", &[]));
     let report = profile(
         &dir,
         &["--system", "--process", "reader"],
@@ -617,12 +640,141 @@ fn system_processes_of_another_user_are_profiled() {
             "1500",
         ],
     );
-    let _ = std::fs::remove_dir_all(&public);
     assert!(report["experiments"].as_u64().unwrap() >= 10, "{report}");
     let t = target(&report, "process:reader");
     assert!(
         predict(t, 0.5) > 0.2,
         "the reader process is the bottleneck: {t}"
+    );
+    assert_private(&dir.join("profile.coz"));
+}
+
+fn assert_private(path: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let mode = std::fs::metadata(path).unwrap().mode() & 0o777;
+    assert_eq!(mode, 0o600, "{} has mode {mode:o}", path.display());
+}
+
+/// `holdup causal run --system --process reader -o COZ -- CMD` within
+/// `limit`: how long it took, and its output.
+fn timed_system_run(
+    coz: &Path,
+    cmd: &[&str],
+    limit: std::time::Duration,
+) -> (std::time::Duration, std::process::Output) {
+    let mut run = holdup();
+    run.args(["causal", "run", "-o"])
+        .arg(coz)
+        .args(["--system", "--process", "reader", "--"])
+        .args(cmd);
+    let t0 = std::time::Instant::now();
+    let out = output_within(&mut run, limit).unwrap_or_else(|e| panic!("{e}"));
+    (t0.elapsed(), out)
+}
+
+/// Root runs `--system` next to an unprivileged user who looks for anything
+/// of the run to write to or connect to (new entries in /tmp, /var/tmp and
+/// /dev/shm, named sockets, the program's open files) and uses it: forged
+/// delays in a shared file once made every thread of the program sleep for
+/// minutes. The user finds only the decoys planted here (so it does look),
+/// and the program takes about as long as undisturbed.
+#[test]
+#[ignore = "needs root and BPF"]
+fn system_run_offers_nothing_to_another_user() {
+    use std::io::BufRead as _;
+    use std::time::Duration;
+    let _turn = turn();
+    let dir = scratch("causal_intruder");
+    let public = Public::new("intruder");
+    let intruder = public.copy(&workload("causal_intruder"));
+    let bin = build("causal_procpipe", &[]);
+    let cmd = [bin.to_str().unwrap(), "500"];
+    let coz = dir.join("profile.coz");
+    let (quiet, _) = timed_system_run(&coz, &cmd, COMMAND_LIMIT);
+
+    let mut spy = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(&intruder)
+        .args(["600", "reader", "writer"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut said = std::io::BufReader::new(spy.stdout.take().unwrap()).lines();
+    assert_eq!(said.next().unwrap().unwrap(), "ready");
+    let decoy_file = public.0.join("decoy");
+    std::fs::write(&decoy_file, b"").unwrap();
+    chmod(&decoy_file, 0o666);
+    let decoy_socket = public.0.join("decoy.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&decoy_socket).unwrap();
+    chmod(&decoy_socket, 0o666);
+
+    let (attacked, out) = timed_system_run(&coz, &cmd, quiet * 3 + Duration::from_secs(30));
+    // A last round of looking, then what it got.
+    std::thread::sleep(Duration::from_millis(200));
+    spy.kill().unwrap();
+    spy.wait().unwrap();
+    let mut found: Vec<String> = said.map_while(Result::ok).collect();
+    found.sort();
+    let decoys = [&decoy_file, &decoy_socket].map(|p| format!("got {}", p.display()));
+    assert_eq!(
+        found, decoys,
+        "what another user could write to or connect to"
+    );
+    let notes = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{notes}");
+    eprintln!(
+        "undisturbed {:.2} s, next to the user {:.2} s",
+        quiet.as_secs_f64(),
+        attacked.as_secs_f64()
+    );
+    assert!(
+        attacked <= quiet * 2 + Duration::from_secs(3),
+        "the run took {attacked:?} next to the user, {quiet:?} undisturbed\n{notes}"
+    );
+    let report = json(&["causal", "report", "--json", "-i", coz.to_str().unwrap()]);
+    assert!(report["experiments"].as_u64().unwrap() >= 5, "{report}");
+    assert_private(&coz);
+}
+
+/// A process of the program gone bad (one that runs as another user, say)
+/// tries to truncate the shared domain, which would make every other
+/// process fault on its mapping, then writes 0xff over all of it every
+/// millisecond: the truncation is refused, and no value read back makes a
+/// thread sleep or crash, so the program runs in about its undisturbed time.
+#[test]
+#[ignore = "needs root and BPF"]
+fn system_domain_damaged_by_a_process_of_the_program_does_not_stall_it() {
+    use std::time::Duration;
+    let _turn = turn();
+    let dir = scratch("causal_forger");
+    let intruder = workload("causal_intruder");
+    let bin = build("causal_procpipe", &[]);
+    let coz = dir.join("profile.coz");
+    let (quiet, _) = timed_system_run(&coz, &[bin.to_str().unwrap(), "500"], COMMAND_LIMIT);
+    let forged = [
+        "sh",
+        "-c",
+        "\"$0\" forge 3 & exec \"$1\" 500",
+        intruder.to_str().unwrap(),
+        bin.to_str().unwrap(),
+    ];
+    let (damaged, out) = timed_system_run(&coz, &forged, quiet * 3 + Duration::from_secs(30));
+    let said = String::from_utf8_lossy(&out.stdout);
+    let notes = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("truncation refused"), "{said}\n{notes}");
+    assert!(
+        said.contains("item_ns="),
+        "the program did not finish: {said}\n{notes}"
+    );
+    assert!(!notes.contains("killed by"), "{notes}");
+    eprintln!(
+        "undisturbed {:.2} s, with the domain damaged {:.2} s",
+        quiet.as_secs_f64(),
+        damaged.as_secs_f64()
+    );
+    assert!(
+        damaged <= quiet * 2 + Duration::from_secs(3),
+        "the run took {damaged:?} with the domain damaged, {quiet:?} undisturbed\n{notes}"
     );
 }
 

@@ -6,6 +6,8 @@
 //! `holdup causal run` finds progress points with.
 
 pub mod experiment;
+pub mod frames;
+pub mod handoff;
 pub mod lines;
 pub mod points;
 pub mod probe;
@@ -18,7 +20,9 @@ pub mod env {
     /// Pid of `holdup causal run`: only its direct child profiles itself.
     pub const PARENT: &str = "HOLDUP_CAUSAL_PARENT";
     pub const PERIOD_NS: &str = "HOLDUP_CAUSAL_PERIOD_NS";
-    pub const OUTPUT: &str = "HOLDUP_CAUSAL_OUTPUT";
+    /// The profile, opened by `holdup causal run` (one process; `--system`
+    /// processes send theirs over their socket).
+    pub const OUTPUT_FD: &str = "HOLDUP_CAUSAL_OUTPUT_FD";
     pub const SCOPE: &str = "HOLDUP_CAUSAL_SCOPE";
     pub const LINE: &str = "HOLDUP_CAUSAL_LINE";
     pub const SPEEDUP: &str = "HOLDUP_CAUSAL_SPEEDUP";
@@ -29,9 +33,13 @@ pub mod env {
     /// Minimum experiment length in ms (tuning and tests).
     pub const EXPERIMENT_MS: &str = "HOLDUP_CAUSAL_EXPERIMENT_MS";
     pub const VERBOSE: &str = "HOLDUP_CAUSAL_VERBOSE";
-    /// `--system`: the private directory with the shared domain file and
-    /// the socket that hands each process its samples.
-    pub const SYSTEM: &str = "HOLDUP_CAUSAL_SYSTEM";
+    /// `--system`: the shared domain's memfd and the channel's socket
+    /// (see [`crate::handoff`]), inherited by every process.
+    pub const DOMAIN_FD: &str = "HOLDUP_CAUSAL_DOMAIN_FD";
+    pub const CHANNEL_FD: &str = "HOLDUP_CAUSAL_CHANNEL_FD";
+    /// `--system`: CLOCK_MONOTONIC ns when the domain was made. The global
+    /// delay grows no faster than time passes, so a larger one is damage.
+    pub const EPOCH_NS: &str = "HOLDUP_CAUSAL_EPOCH_NS";
     /// Progress points counted by uprobes: `T\tname\tfd` or
     /// `L\tname\tbegin_fd\tend_fd`, one per line.
     pub const PROBES: &str = "HOLDUP_CAUSAL_PROBES";
@@ -40,7 +48,7 @@ pub mod env {
         RING_BYTES,
         PARENT,
         PERIOD_NS,
-        OUTPUT,
+        OUTPUT_FD,
         SCOPE,
         LINE,
         SPEEDUP,
@@ -50,16 +58,15 @@ pub mod env {
         EXPERIMENT_MS,
         VERBOSE,
         PROBES,
-        SYSTEM,
+        DOMAIN_FD,
+        CHANNEL_FD,
+        EPOCH_NS,
     ];
 }
 
-/// Size of the file that holds the experiment and delay domain shared by
-/// the processes of a `--system` run.
+/// Size of the memory file that holds the experiment and delay domain
+/// shared by the processes of a `--system` run.
 pub const DOMAIN_BYTES: usize = 16384;
-/// Its name, and the samples socket's, in the `--system` directory.
-pub const DOMAIN_FILE: &str = "domain";
-pub const SAMPLES_SOCKET: &str = "samples.sock";
 
 /// COZ's profile: one record per line, `kind` then tab-separated
 /// `key=value` fields.

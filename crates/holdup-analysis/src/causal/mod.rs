@@ -17,12 +17,18 @@
 //!   answers "what would s% buy"; the raw COZ value is kept beside it.
 //!
 //! Reads both the tab-separated format (COZ 0.2.2, holdup) and the JSON-lines
-//! format of later COZ versions; a line cut short by a crash is skipped.
+//! format of later COZ versions; a line cut short by a crash is skipped, and
+//! so is a line longer than [`MAX_LINE`] or not UTF-8 (counted): a profile
+//! may come from anywhere, and no line makes the reader hold more than that.
 
 use holdup_coz::profile::{key, kind, parse_line};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::io::BufRead;
+
+/// The longest line read. Records are far shorter: the longest field is
+/// a target's path or a progress point's name.
+pub const MAX_LINE: usize = 64 << 10;
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -80,6 +86,52 @@ pub struct CozProfile {
     /// Runs that finished cleanly (they wrote a final `runtime` record
     /// with their counts).
     pub finished_runs: usize,
+    /// Lines left out: longer than [`MAX_LINE`], or not UTF-8.
+    pub skipped_lines: u64,
+}
+
+/// Read the next line of `reader` into `buf`, without its end; false at the
+/// end of the input. A line longer than [`MAX_LINE`] is read past, not
+/// kept: `buf` is then left empty and `*long` set.
+fn next_line(
+    reader: &mut impl BufRead,
+    buf: &mut Vec<u8>,
+    long: &mut bool,
+) -> std::io::Result<bool> {
+    use std::io::Read as _;
+    buf.clear();
+    *long = false;
+    let n = reader
+        .by_ref()
+        .take(MAX_LINE as u64 + 1)
+        .read_until(b'\n', buf)?;
+    if n == 0 {
+        return Ok(false);
+    }
+    if buf.last() == Some(&b'\n') {
+        buf.pop();
+    } else if buf.len() > MAX_LINE {
+        buf.clear();
+        *long = true;
+        // The rest of the line, a buffer at a time.
+        loop {
+            let chunk = reader.fill_buf()?;
+            if chunk.is_empty() {
+                break;
+            }
+            match chunk.iter().position(|&b| b == b'\n') {
+                Some(i) => {
+                    reader.consume(i + 1);
+                    break;
+                }
+                None => {
+                    let all = chunk.len();
+                    reader.consume(all);
+                }
+            }
+        }
+    }
+    Ok(true)
 }
 
 fn fields(line: &str) -> Option<(String, HashMap<String, String>)> {
@@ -109,13 +161,21 @@ fn fields(line: &str) -> Option<(String, HashMap<String, String>)> {
 
 impl CozProfile {
     /// Parse a profile; records this version does not know are skipped.
-    pub fn parse(reader: impl BufRead) -> Result<CozProfile, Error> {
+    pub fn parse(mut reader: impl BufRead) -> Result<CozProfile, Error> {
         let mut p = CozProfile::default();
         let mut current: Option<Experiment> = None;
         let mut samples_of: std::collections::HashMap<(String, String), u64> =
             std::collections::HashMap::new();
-        for line in reader.lines() {
-            let line = line?;
+        let (mut buf, mut long) = (Vec::new(), false);
+        while next_line(&mut reader, &mut buf, &mut long)? {
+            let Ok(line) = std::str::from_utf8(&buf) else {
+                p.skipped_lines += 1;
+                continue;
+            };
+            if long {
+                p.skipped_lines += 1;
+                continue;
+            }
             let Some((kind, f)) = fields(line.trim_end()) else {
                 continue;
             };
@@ -614,6 +674,33 @@ experiment\tselected=/src/b.c:20\tspee";
         assert_eq!(p.samples["/src/a.c:10"], 90);
         assert_eq!(p.progress_points_reached, Some(1));
         assert_eq!(p.progress_points(), vec!["round".to_string()]);
+    }
+
+    /// A forged line of 64 MiB (and one not UTF-8) amid the records: read
+    /// past in bounded memory, counted, the records around them kept.
+    #[test]
+    fn overlong_and_binary_lines_are_skipped_and_counted() {
+        use std::io::Read as _;
+        let (head, tail) = PROFILE.split_at(PROFILE.find("experiment").unwrap());
+        let huge = std::io::repeat(b'x').take(64 << 20);
+        let input = head
+            .as_bytes()
+            .chain(&b"experiment\tselected="[..])
+            .chain(huge)
+            .chain(&b"\n\xff\xfe\tbinary\n"[..])
+            .chain(tail.as_bytes());
+        let p = CozProfile::parse(std::io::BufReader::new(input)).unwrap();
+        assert_eq!(p.skipped_lines, 2);
+        assert_eq!(p.experiments.len(), 6);
+        assert_eq!(p.samples["/src/a.c:10"], 90);
+        // A line of exactly the bound is read; one byte more is not.
+        let at_bound = format!("startup\ttool=x\tpad={}\n", "p".repeat(MAX_LINE - 19));
+        assert_eq!(at_bound.len(), MAX_LINE + 1);
+        let p = CozProfile::parse(at_bound.as_bytes()).unwrap();
+        assert_eq!((p.runs, p.skipped_lines), (1, 0));
+        let over = format!("startup\ttool=x\tpad={}\n", "p".repeat(MAX_LINE - 18));
+        let p = CozProfile::parse(over.as_bytes()).unwrap();
+        assert_eq!((p.runs, p.skipped_lines), (0, 1));
     }
 
     #[test]

@@ -8,6 +8,7 @@
 
 mod attach;
 mod handlers;
+mod peers;
 mod system;
 mod targets;
 
@@ -15,8 +16,9 @@ use anyhow::{bail, Context};
 use holdup_analysis::causal::{analyze, CozProfile};
 use holdup_bpf::{Recorder, RecorderOptions, Target};
 use holdup_record::launch::{self, ExitStatus};
-use std::io::BufReader;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::fs::File;
+use std::io::{BufReader, Seek as _};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -137,8 +139,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 /// Where the runtime library is: `HOLDUP_CAUSAL_LIB`, else next to this
-/// executable (cargo puts it there, or in `deps/` for test builds).
-fn runtime_library() -> anyhow::Result<PathBuf> {
+/// executable (cargo puts it there, or in `deps/` for test builds); checked
+/// to be safe to preload.
+fn runtime_library() -> anyhow::Result<String> {
     if let Some(p) = std::env::var_os("HOLDUP_CAUSAL_LIB") {
         let p = PathBuf::from(p);
         if !p.exists() {
@@ -147,7 +150,7 @@ fn runtime_library() -> anyhow::Result<PathBuf> {
                 p.display()
             );
         }
-        return Ok(p);
+        return preloadable(&p);
     }
     let exe = std::env::current_exe().context("cannot locate the holdup executable")?;
     let dir = exe.parent().unwrap_or(Path::new("."));
@@ -157,7 +160,7 @@ fn runtime_library() -> anyhow::Result<PathBuf> {
         dir.join("../lib/holdup/libholdup_causal.so"),
     ] {
         if cand.exists() {
-            return Ok(cand);
+            return preloadable(&cand);
         }
     }
     bail!(
@@ -166,9 +169,97 @@ fn runtime_library() -> anyhow::Result<PathBuf> {
     )
 }
 
+/// The runtime library as `LD_PRELOAD` will name it: its absolute path
+/// without symbolic links (what is loaded is what was checked), free of the
+/// spaces and colons that `LD_PRELOAD` splits on, of a regular file that
+/// only root or the user running holdup can change (it is loaded into the
+/// program, which may run as root).
+fn preloadable(lib: &Path) -> anyhow::Result<String> {
+    use std::os::unix::fs::MetadataExt;
+    let path = lib
+        .canonicalize()
+        .with_context(|| format!("cannot resolve {}", lib.display()))?;
+    let Some(text) = path.to_str() else {
+        bail!("the runtime library's path {} is not UTF-8", path.display());
+    };
+    if text.contains([' ', ':']) {
+        bail!(
+            "the runtime library's path {text} has a space or a colon, which LD_PRELOAD cannot carry: put libholdup_causal.so elsewhere and name it with HOLDUP_CAUSAL_LIB"
+        );
+    }
+    let meta = std::fs::metadata(&path).with_context(|| format!("cannot read {text}"))?;
+    if !meta.is_file() {
+        bail!("the runtime library {text} is not a regular file");
+    }
+    let me = unsafe { libc::geteuid() };
+    if meta.uid() != 0 && meta.uid() != me {
+        bail!(
+            "the runtime library {text} belongs to uid {}: holdup preloads only a library of root's{} (install it, or set HOLDUP_CAUSAL_LIB)",
+            meta.uid(),
+            if me == 0 { String::new() } else { format!(" or uid {me}'s") }
+        );
+    }
+    if meta.mode() & 0o022 != 0 {
+        bail!(
+            "the runtime library {text} can be changed by other users (mode {:o}): `chmod go-w` it, or install it where only its owner can write",
+            meta.mode() & 0o7777
+        );
+    }
+    Ok(text.to_string())
+}
+
+/// Open the profile for writing, never through a symbolic link: a new file
+/// readable by its owner only (a profile names the program's files, lines
+/// and processes, like a trace), or an existing regular file of the user
+/// running holdup, emptied unless `append`. Open for reading too: the
+/// profile is read back from this file, not from its path again.
+pub(super) fn create_output(path: &Path, append: bool) -> anyhow::Result<File> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+    let open = |create_new: bool| {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create_new(create_new)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(path)
+    };
+    let name = path.display();
+    let refuse_link = |e: std::io::Error| match e.raw_os_error() {
+        Some(libc::ELOOP) => anyhow::anyhow!(
+            "{name} is a symbolic link: holdup writes a profile only to a file of its own"
+        ),
+        _ => anyhow::Error::new(e).context(format!("cannot write {name}")),
+    };
+    match open(true) {
+        Ok(f) => return Ok(f),
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(refuse_link(e)),
+        Err(_) => {}
+    }
+    let f = open(false).map_err(refuse_link)?;
+    let meta = f
+        .metadata()
+        .with_context(|| format!("cannot read {name}"))?;
+    if !meta.is_file() {
+        bail!("{name} is not a regular file");
+    }
+    let me = unsafe { libc::geteuid() };
+    if meta.uid() != me {
+        bail!("{name} belongs to uid {}, not to the user running holdup: remove it, or write the profile elsewhere", meta.uid());
+    }
+    if !append {
+        f.set_len(0)
+            .with_context(|| format!("cannot empty {name}"))?;
+    }
+    f.set_permissions(std::fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("cannot make {name} private"))?;
+    Ok(f)
+}
+
 struct RunConfig {
     /// The uprobe counters of --progress and --latency, kept open.
     _probes: Vec<OwnedFd>,
+    /// Its path, for messages.
     output: PathBuf,
     command: Vec<String>,
     runs: u32,
@@ -186,19 +277,18 @@ fn absolute(path: &Path) -> anyhow::Result<PathBuf> {
     })
 }
 
-fn config(a: &RunArgs, lib: &Path) -> anyhow::Result<RunConfig> {
+fn config(a: &RunArgs, lib: &str) -> anyhow::Result<RunConfig> {
     use holdup_coz::env as e;
     let output = absolute(&a.output)?;
     let period_ns = 1_000_000_000 / a.freq;
     let preload = match std::env::var("LD_PRELOAD") {
-        Ok(p) if !p.is_empty() => format!("{}:{p}", lib.display()),
-        _ => lib.display().to_string(),
+        Ok(p) if !p.is_empty() => format!("{lib}:{p}"),
+        _ => lib.to_string(),
     };
     let mut env = vec![
         ("LD_PRELOAD", preload),
         (e::PARENT, std::process::id().to_string()),
         (e::PERIOD_NS, period_ns.to_string()),
-        (e::OUTPUT, output.display().to_string()),
         (e::EXPERIMENT_MS, a.experiment_ms.to_string()),
     ];
     if let Some(s) = &a.scope {
@@ -301,6 +391,16 @@ fn open_counter(program: Option<&Path>, spec: &str, option: &str) -> anyhow::Res
         .with_context(|| format!("{option} {spec}: cannot attach a uprobe"))
 }
 
+/// A copy of `fd` that a child inherits through exec, numbered from 10
+/// (clear of the numbers shells and programs use themselves).
+fn inheritable(fd: BorrowedFd<'_>) -> anyhow::Result<OwnedFd> {
+    let n = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD, 10) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error()).context("cannot pass an fd to the command");
+    }
+    Ok(unsafe { OwnedFd::from_raw_fd(n) })
+}
+
 /// Ring buffer handed to the runtime: it drains every few ms, so a few MiB
 /// absorb seconds of samples.
 const RING_BYTES: u32 = 8 << 20;
@@ -336,24 +436,20 @@ fn causal_run(a: RunArgs) -> anyhow::Result<ExitCode> {
     }
     let lib = runtime_library()?;
     let cfg = config(&a, &lib)?;
-    if !a.append {
-        std::fs::write(&cfg.output, b"")
-            .with_context(|| format!("cannot write {}", cfg.output.display()))?;
-    }
+    let output = create_output(&cfg.output, a.append)?;
 
     let rec = start_recorder(Target::Pids(Vec::new()), cfg.period_ns, a.system, false)?;
     if a.system {
-        return system_run(&cfg, &rec);
+        return system_run(&cfg, &rec, output);
     }
-    // The runtime reads the ring from inside the command: give it an fd
-    // that survives exec (libbpf's are close-on-exec).
-    let fd = unsafe { libc::fcntl(rec.ring_fd().as_raw_fd(), libc::F_DUPFD, 10) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error())
-            .context("cannot pass the ring buffer to the command");
-    }
-    std::env::set_var(holdup_coz::env::RING_FD, fd.to_string());
+    // The runtime reads the ring and writes the profile from inside the
+    // command: give it fds that survive exec (libbpf's and ours are
+    // close-on-exec).
+    let ring = inheritable(rec.ring_fd())?;
+    let profile = inheritable(output.as_fd())?;
+    std::env::set_var(holdup_coz::env::RING_FD, ring.as_raw_fd().to_string());
     std::env::set_var(holdup_coz::env::RING_BYTES, RING_BYTES.to_string());
+    std::env::set_var(holdup_coz::env::OUTPUT_FD, profile.as_raw_fd().to_string());
     for (k, v) in &cfg.env {
         std::env::set_var(k, v);
     }
@@ -373,27 +469,26 @@ fn causal_run(a: RunArgs) -> anyhow::Result<ExitCode> {
             break;
         }
     }
-    unsafe { libc::close(fd) };
+    drop((ring, profile));
     drop(rec);
-    report_outcome(&cfg, last)
+    report_outcome(&cfg, &output, last)
 }
 
-/// `--system`: the runtimes get their samples from here, and the command
-/// ends the run (processes it left behind are not waited for).
-fn system_run(cfg: &RunConfig, rec: &Recorder) -> anyhow::Result<ExitCode> {
-    let mut fwd = system::Forwarder::new(rec.ring_fd(), RING_BYTES as u64)?;
-    std::env::set_var(holdup_coz::env::SYSTEM, fwd.dir());
-    for (k, v) in &cfg.env {
+/// `--system`: the runtimes get their samples from here and send their
+/// profile records back; the command ends the run (processes it left
+/// behind are not waited for).
+fn system_run(cfg: &RunConfig, rec: &Recorder, output: File) -> anyhow::Result<ExitCode> {
+    let (mut fwd, handed) = system::Forwarder::new(rec.ring_fd(), RING_BYTES as u64, output)?;
+    for (k, v) in cfg.env.iter().chain(&handed.env) {
         std::env::set_var(k, v);
     }
-    // The processes write into the run's directory, which every user of
-    // the program can reach; the output may be where they cannot.
-    std::env::set_var(holdup_coz::env::OUTPUT, fwd.profile());
     unsafe {
         libc::signal(libc::SIGINT, libc::SIG_IGN);
         libc::signal(libc::SIGQUIT, libc::SIG_IGN);
     }
     let mut child = launch::spawn_held(&cfg.command)?;
+    // Only the program holds them now.
+    drop(handed);
     rec.track(child.pid as u32)?;
     child.release()?;
     let status = loop {
@@ -402,43 +497,60 @@ fn system_run(cfg: &RunConfig, rec: &Recorder) -> anyhow::Result<ExitCode> {
             break s;
         }
     };
-    if fwd.dropped > 0 {
+    let (output, s) = fwd.finish();
+    // Samples queued for a process that ended reached nobody either.
+    let lost = s.dropped + s.withheld;
+    if lost > 0 {
         eprintln!(
-            "holdup causal: {} of {} samples reached no process (it had not started its runtime, or fell behind)",
-            fwd.dropped,
-            fwd.dropped + fwd.forwarded
+            "holdup causal: {lost} of {} samples reached no process (it had not started its runtime, had ended, or fell behind)",
+            s.dropped + s.forwarded
         );
     }
-    let mut written = std::fs::File::open(fwd.profile())
-        .with_context(|| format!("cannot read {}", fwd.profile().display()))?;
-    let mut output = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&cfg.output)
-        .with_context(|| format!("cannot write {}", cfg.output.display()))?;
-    std::io::copy(&mut written, &mut output)
-        .with_context(|| format!("cannot write {}", cfg.output.display()))?;
-    drop(fwd);
-    report_outcome(cfg, status)
+    if s.refused > 0 {
+        eprintln!(
+            "holdup causal: {} announcements on the channel were refused (not a process's own socket)",
+            s.refused
+        );
+    }
+    if s.bad_frames > 0 {
+        eprintln!(
+            "holdup causal: {} groups of profile records from the processes were not whole lines and were left out",
+            s.bad_frames
+        );
+    }
+    if let Some(e) = s.write_error {
+        return Err(e).with_context(|| format!("cannot write {}", cfg.output.display()));
+    }
+    report_outcome(cfg, &output, status)
 }
 
 /// What the run left: one line on the profile written, or why there is none.
-fn report_outcome(cfg: &RunConfig, status: ExitStatus) -> anyhow::Result<ExitCode> {
+fn report_outcome(cfg: &RunConfig, output: &File, status: ExitStatus) -> anyhow::Result<ExitCode> {
     let process = cfg.env.iter().find(|(k, _)| *k == holdup_coz::env::PROCESS);
-    report_written(&cfg.output, status, process.map(|(_, p)| p.as_str()))
+    report_written(
+        &cfg.output,
+        output,
+        status,
+        process.map(|(_, p)| p.as_str()),
+    )
 }
 
-/// The same for any run: `process` is the --process name, if any.
+/// The same for any run, from the output as written (`path` names it):
+/// `process` is the --process name, if any.
 fn report_written(
-    output: &Path,
+    path: &Path,
+    output: &File,
     status: ExitStatus,
     process: Option<&str>,
 ) -> anyhow::Result<ExitCode> {
-    let file =
-        std::fs::File::open(output).with_context(|| format!("cannot read {}", output.display()))?;
-    let profile = CozProfile::parse(BufReader::new(file))?;
+    let mut file = output
+        .try_clone()
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    file.rewind()
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let profile = parse_profile(path, file)?;
     let n = profile.experiments.len();
-    let name = output.display();
+    let name = path.display();
     match status {
         ExitStatus::Signal(sig) => {
             eprintln!(
@@ -481,10 +593,25 @@ fn report_written(
     Ok(ExitCode::SUCCESS)
 }
 
+/// Parse a profile; lines left out are said.
+fn parse_profile(path: &Path, file: File) -> anyhow::Result<CozProfile> {
+    let profile = CozProfile::parse(BufReader::new(file))
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    if profile.skipped_lines > 0 {
+        eprintln!(
+            "holdup causal: {}: {} lines longer than {} KiB, or not text, were left out",
+            path.display(),
+            profile.skipped_lines,
+            holdup_analysis::causal::MAX_LINE >> 10
+        );
+    }
+    Ok(profile)
+}
+
 fn report(a: ReportArgs) -> anyhow::Result<ExitCode> {
     let file = std::fs::File::open(&a.input)
         .with_context(|| format!("cannot open {}", a.input.display()))?;
-    let profile = CozProfile::parse(BufReader::new(file))?;
+    let profile = parse_profile(&a.input, file)?;
     let causal = analyze(&profile);
     let stdout = std::io::stdout();
     let out = stdout.lock();
@@ -497,4 +624,110 @@ fn report(a: ReportArgs) -> anyhow::Result<ExitCode> {
         holdup_render::causal::write_text(&causal, out)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("holdup-causal-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn chmod(path: &Path, mode: u32) {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    #[test]
+    fn only_a_library_that_others_cannot_change_is_preloaded_and_by_its_real_path() {
+        let dir = scratch("preload");
+        let lib = dir.join("libholdup_causal.so");
+        std::fs::write(&lib, b"\x7fELF").unwrap();
+        chmod(&lib, 0o644);
+        let real = lib.canonicalize().unwrap();
+        assert_eq!(preloadable(&lib).unwrap(), real.to_str().unwrap());
+        // Through a link or a roundabout path: the real one.
+        let link = dir.join("link.so");
+        std::os::unix::fs::symlink(&lib, &link).unwrap();
+        assert_eq!(preloadable(&link).unwrap(), real.to_str().unwrap());
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        let roundabout = dir.join("sub/../libholdup_causal.so");
+        assert_eq!(preloadable(&roundabout).unwrap(), real.to_str().unwrap());
+        // Writable by the group or by anyone.
+        for mode in [0o664, 0o646, 0o666] {
+            chmod(&lib, mode);
+            let e = preloadable(&lib).unwrap_err().to_string();
+            assert!(e.contains("can be changed by other users"), "{mode:o}: {e}");
+        }
+        chmod(&lib, 0o644);
+        // A path LD_PRELOAD would split.
+        for name in ["with space", "with:colon"] {
+            let sub = dir.join(name);
+            std::fs::create_dir_all(&sub).unwrap();
+            let odd = sub.join("libholdup_causal.so");
+            std::fs::copy(&lib, &odd).unwrap();
+            let e = preloadable(&odd).unwrap_err().to_string();
+            assert!(e.contains("a space or a colon"), "{e}");
+        }
+        // Another user's library, when root runs holdup.
+        if unsafe { libc::geteuid() } == 0 {
+            std::os::unix::fs::chown(&lib, Some(65534), None).unwrap();
+            let e = preloadable(&lib).unwrap_err().to_string();
+            assert!(e.contains("belongs to uid 65534"), "{e}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_profile_is_private_and_never_written_through_a_link() {
+        let dir = scratch("output");
+        let out = dir.join("profile.coz");
+        let f = create_output(&out, false).unwrap();
+        assert_eq!(f.metadata().unwrap().mode() & 0o777, 0o600);
+        drop(f);
+        // An existing file of ours: emptied and made private, or kept with
+        // --append.
+        std::fs::write(&out, b"old\n").unwrap();
+        chmod(&out, 0o644);
+        let f = create_output(&out, true).unwrap();
+        assert_eq!(f.metadata().unwrap().len(), 4);
+        assert_eq!(f.metadata().unwrap().mode() & 0o777, 0o600);
+        drop(f);
+        assert_eq!(
+            create_output(&out, false)
+                .unwrap()
+                .metadata()
+                .unwrap()
+                .len(),
+            0
+        );
+        // A link put where the profile goes: refused, its target untouched.
+        let target = dir.join("precious");
+        std::fs::write(&target, b"keep").unwrap();
+        let link = dir.join("link.coz");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        for append in [false, true] {
+            let e = create_output(&link, append).unwrap_err().to_string();
+            assert!(e.contains("is a symbolic link"), "{e}");
+        }
+        assert_eq!(std::fs::read(&target).unwrap(), b"keep");
+        // Not a regular file.
+        let e = create_output(&dir, false).unwrap_err().to_string();
+        assert!(
+            e.contains("not a regular file") || e.contains("cannot write"),
+            "{e}"
+        );
+        // Another user's file, when root runs holdup.
+        if unsafe { libc::geteuid() } == 0 {
+            std::os::unix::fs::chown(&target, Some(65534), None).unwrap();
+            let e = create_output(&target, false).unwrap_err().to_string();
+            assert!(e.contains("belongs to uid 65534"), "{e}");
+            assert_eq!(std::fs::read(&target).unwrap(), b"keep");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

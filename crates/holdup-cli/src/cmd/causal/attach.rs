@@ -424,15 +424,7 @@ pub fn attach_run(a: &RunArgs, output: PathBuf) -> anyhow::Result<std::process::
         (None, None) => None,
     };
     let probes = open_probes(a, program.as_deref())?;
-    let out = if a.append {
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&output)
-    } else {
-        std::fs::File::create(&output)
-    }
-    .with_context(|| format!("cannot write {}", output.display()))?;
+    let out = super::create_output(&output, a.append)?;
     let cpus: Vec<usize> = holdup_bpf::perf::online_cpus()
         .context("cannot list the online CPUs")?
         .into_iter()
@@ -597,7 +589,7 @@ pub fn attach_run(a: &RunArgs, output: PathBuf) -> anyhow::Result<std::process::
         (Some(c), None) => c.wait(true).unwrap_or(ExitStatus::Code(0)),
         (None, None) => ExitStatus::Code(0),
     };
-    super::report_written(&output, status, None)
+    super::report_written(&output, &run.out, status, None)
 }
 
 fn drain(rec: &mut Recorder, run: &mut Run) {
