@@ -11,7 +11,7 @@ pub mod record;
 
 pub use file::{features, Damage, Error, Header, Reader, Writer};
 pub use model::{Thread, Trace};
-pub use output::create_private;
+pub use output::{create_private, open_private};
 pub use record::*;
 
 #[cfg(test)]

@@ -68,9 +68,14 @@ fn open_error(path: &Path, e: io::Error) -> io::Error {
     }
 }
 
-fn open(path: &Path, exclusive: bool) -> io::Result<File> {
+fn open(path: &Path, exclusive: bool, append: bool) -> io::Result<File> {
     let mut o = OpenOptions::new();
-    o.write(true).mode(0o600);
+    o.read(true).mode(0o600);
+    if append {
+        o.append(true);
+    } else {
+        o.write(true);
+    }
     if exclusive {
         o.create_new(true);
     } else {
@@ -86,7 +91,15 @@ fn open(path: &Path, exclusive: bool) -> io::Result<File> {
 /// module's documentation). The error says why in a phrase that reads
 /// after the path.
 pub fn create_private(path: &Path) -> io::Result<File> {
-    let mut file = open(path, false)?;
+    open_private(path, false)
+}
+
+/// [`create_private`], or with `append` an existing file of ours kept as
+/// it is and written at its end. Appending to another user's file, or to
+/// a name with other hard links, is refused: replacing it would lose what
+/// the user asked to keep. The file is open for reading too.
+pub fn open_private(path: &Path, append: bool) -> io::Result<File> {
+    let mut file = open(path, false, append)?;
     let mut md = file.metadata()?;
     let t = md.file_type();
     if t.is_char_device() {
@@ -101,15 +114,27 @@ pub fn create_private(path: &Path) -> io::Result<File> {
     // SAFETY: geteuid cannot fail.
     let me = unsafe { libc::geteuid() };
     if md.uid() != me || md.nlink() > 1 {
+        if append {
+            return Err(refused(if md.uid() != me {
+                format!(
+                    "it belongs to uid {}, not to the user running holdup: remove it, or write elsewhere",
+                    md.uid()
+                )
+            } else {
+                "it has other hard links: remove it, or write elsewhere".into()
+            }));
+        }
         // Another user's file (who could read what we wrote into it), or
         // a second name of a file (whose other names would change too):
         // the name gets a new file of ours, the old one is left as it was.
         drop(file);
         std::fs::remove_file(path)?;
-        file = open(path, true)?;
+        file = open(path, true, false)?;
         md = file.metadata()?;
     }
-    file.set_len(0)?;
+    if !append {
+        file.set_len(0)?;
+    }
     if md.mode() & 0o7777 != 0o600 {
         file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
     }

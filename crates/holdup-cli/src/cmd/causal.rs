@@ -208,52 +208,13 @@ fn preloadable(lib: &Path) -> anyhow::Result<String> {
     Ok(text.to_string())
 }
 
-/// Open the profile for writing, never through a symbolic link: a new file
-/// readable by its owner only (a profile names the program's files, lines
-/// and processes, like a trace), or an existing regular file of the user
-/// running holdup, emptied unless `append`. Open for reading too: the
-/// profile is read back from this file, not from its path again.
+/// Open the profile for writing (see [`holdup_trace::open_private`]):
+/// owner-only, never through a link, emptied unless `append`. Open for
+/// reading too: the profile is read back from this file, not from its
+/// path again.
 pub(super) fn create_output(path: &Path, append: bool) -> anyhow::Result<File> {
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
-    let open = |create_new: bool| {
-        std::fs::OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create_new(create_new)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-            .open(path)
-    };
-    let name = path.display();
-    let refuse_link = |e: std::io::Error| match e.raw_os_error() {
-        Some(libc::ELOOP) => anyhow::anyhow!(
-            "{name} is a symbolic link: holdup writes a profile only to a file of its own"
-        ),
-        _ => anyhow::Error::new(e).context(format!("cannot write {name}")),
-    };
-    match open(true) {
-        Ok(f) => return Ok(f),
-        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(refuse_link(e)),
-        Err(_) => {}
-    }
-    let f = open(false).map_err(refuse_link)?;
-    let meta = f
-        .metadata()
-        .with_context(|| format!("cannot read {name}"))?;
-    if !meta.is_file() {
-        bail!("{name} is not a regular file");
-    }
-    let me = unsafe { libc::geteuid() };
-    if meta.uid() != me {
-        bail!("{name} belongs to uid {}, not to the user running holdup: remove it, or write the profile elsewhere", meta.uid());
-    }
-    if !append {
-        f.set_len(0)
-            .with_context(|| format!("cannot empty {name}"))?;
-    }
-    f.set_permissions(std::fs::Permissions::from_mode(0o600))
-        .with_context(|| format!("cannot make {name} private"))?;
-    Ok(f)
+    holdup_trace::open_private(path, append)
+        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 struct RunConfig {
@@ -711,22 +672,28 @@ mod tests {
         let link = dir.join("link.coz");
         std::os::unix::fs::symlink(&target, &link).unwrap();
         for append in [false, true] {
-            let e = create_output(&link, append).unwrap_err().to_string();
+            let e = format!("{:#}", create_output(&link, append).unwrap_err());
             assert!(e.contains("is a symbolic link"), "{e}");
         }
         assert_eq!(std::fs::read(&target).unwrap(), b"keep");
         // Not a regular file.
-        let e = create_output(&dir, false).unwrap_err().to_string();
+        let e = format!("{:#}", create_output(&dir, false).unwrap_err());
         assert!(
             e.contains("not a regular file") || e.contains("cannot write"),
             "{e}"
         );
-        // Another user's file, when root runs holdup.
+        // Another user's file, when root runs holdup: never written into;
+        // appending to it is refused, a new profile replaces it.
         if unsafe { libc::geteuid() } == 0 {
             std::os::unix::fs::chown(&target, Some(65534), None).unwrap();
-            let e = create_output(&target, false).unwrap_err().to_string();
+            let e = format!("{:#}", create_output(&target, true).unwrap_err());
             assert!(e.contains("belongs to uid 65534"), "{e}");
             assert_eq!(std::fs::read(&target).unwrap(), b"keep");
+            let kept = dir.join("kept");
+            std::fs::hard_link(&target, &kept).unwrap();
+            let f = create_output(&target, false).unwrap();
+            assert_eq!(f.metadata().unwrap().uid(), 0);
+            assert_eq!(std::fs::read(&kept).unwrap(), b"keep");
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }
