@@ -26,6 +26,7 @@ const T_FINISH: u8 = 15;
 const T_SYSCALL: u8 = 16;
 const T_SYSCALL_TOTALS: u8 = 17;
 const T_SYSCALL_CONFIG: u8 = 18;
+const T_NOTE: u8 = 19;
 
 /// Flags beside a sample's class.
 const S_LATE_USER_STACK: u64 = 8;
@@ -304,6 +305,10 @@ impl Encoder {
                 self.buf.push(T_SYSCALL_CONFIG);
                 self.u(c.keep_ns);
                 self.u(c.sample_every as u64);
+            }
+            Record::Note(text) => {
+                self.buf.push(T_NOTE);
+                self.str(text);
             }
             Record::Finish(f) => {
                 self.buf.push(T_FINISH);
@@ -586,6 +591,7 @@ impl<'a> Decoder<'a> {
                 what: self.str()?,
                 count: self.u()?,
             }),
+            T_NOTE => Record::Note(self.str()?),
             T_IRQ_NAME => Record::IrqName {
                 irq: self.u32("irq name")?,
                 name: self.str()?,

@@ -148,6 +148,7 @@ mod tests {
                 irq: 24,
                 name: "virtio1-req.0".into(),
             },
+            Record::Note("process 10 ran generated code that nothing names".into()),
             Record::SyscallConfig(SyscallConfig {
                 keep_ns: 1_000_000,
                 sample_every: 64,

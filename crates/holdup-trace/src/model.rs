@@ -55,6 +55,8 @@ pub struct Trace {
     pub syscall_config: Option<SyscallConfig>,
     pub syscalls: Vec<Syscall>,
     pub syscall_totals: Vec<SyscallTotals>,
+    /// What the recorder said every reader should be told, each once.
+    pub notes: Vec<String>,
 }
 
 impl Trace {
@@ -170,6 +172,11 @@ impl Trace {
             }
             Record::SyscallTotals(t) => self.syscall_totals.push(t),
             Record::SyscallConfig(c) => self.syscall_config = Some(c),
+            Record::Note(text) => {
+                if !self.notes.contains(&text) {
+                    self.notes.push(text);
+                }
+            }
         }
     }
 

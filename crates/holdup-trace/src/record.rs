@@ -359,6 +359,10 @@ pub enum Record {
     Syscall(Syscall),
     SyscallTotals(SyscallTotals),
     SyscallConfig(SyscallConfig),
+    /// Something the recorder found that every reader of the trace should
+    /// be told once (generated code that nothing names, and how to have it
+    /// named).
+    Note(String),
 }
 
 impl Record {
@@ -376,7 +380,9 @@ impl Record {
             Record::Mmap(_) | Record::Dso(_) => "mappings",
             Record::Stack(_) => "stacks",
             Record::Symbol(_) => "symbols",
-            Record::Lost(_) | Record::IrqName { .. } | Record::Finish(_) => "other",
+            Record::Lost(_) | Record::IrqName { .. } | Record::Finish(_) | Record::Note(_) => {
+                "other"
+            }
             Record::Syscall(_) => "system calls",
             Record::SyscallTotals(_) | Record::SyscallConfig(_) => "system call totals",
         }
