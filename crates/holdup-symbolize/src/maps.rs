@@ -152,6 +152,13 @@ impl AddressSpaces {
                 build_id,
             });
         }
+        maps.extend(anonymous_exec(text).map(|(start, end)| Mapping {
+            start,
+            end,
+            file_offset: start,
+            path: ANONYMOUS.into(),
+            build_id: None,
+        }));
         self.set_mappings(pid, maps);
     }
 
@@ -213,6 +220,31 @@ impl AddressSpaces {
     pub(crate) fn generation(&self, pid: u32) -> Option<u64> {
         self.spaces.get(&pid).map(|s| s.generation)
     }
+}
+
+/// The name of a mapping without a file, as the kernel's mmap events give
+/// it.
+const ANONYMOUS: &str = "//anon";
+
+/// The executable mappings without a file in a `/proc/PID/maps` text
+/// (where JIT compilers put their code), as (start, end).
+fn anonymous_exec(text: &str) -> impl Iterator<Item = (u64, u64)> + '_ {
+    text.lines().filter_map(|line| {
+        let mut fields = line.split_ascii_whitespace();
+        let range = fields.next()?;
+        let perms = fields.next()?;
+        let inode = fields.nth(2)?;
+        let path = fields.next().unwrap_or("");
+        let anonymous = path.is_empty() || path.starts_with("[anon:");
+        if perms.as_bytes().get(2) != Some(&b'x') || inode != "0" || !anonymous {
+            return None;
+        }
+        let (start, end) = range.split_once('-')?;
+        Some((
+            u64::from_str_radix(start, 16).ok()?,
+            u64::from_str_radix(end, 16).ok()?,
+        ))
+    })
 }
 
 /// One line of `/proc/PID/maps` that matters for unwinding and
@@ -366,6 +398,21 @@ garbage
 ";
         let lines: Vec<_> = parse_maps(text).collect();
         assert_eq!(lines.len(), 3);
+        assert!(anonymous_exec(text).next().is_none());
+        let jit = "\
+7f0000300000-7f0000400000 rwxp 00000000 00:00 0 
+7f0000400000-7f0000500000 r-xp 00000000 00:00 0                          [anon:v8 code]
+7f0000500000-7f0000600000 rw-p 00000000 00:00 0 
+7ffd1d5f0000-7ffd1d5f2000 r-xp 00000000 00:00 0                          [vdso]
+";
+        let anon: Vec<_> = anonymous_exec(jit).collect();
+        assert_eq!(
+            anon,
+            [
+                (0x7f0000300000, 0x7f0000400000),
+                (0x7f0000400000, 0x7f0000500000)
+            ]
+        );
         assert_eq!(lines[0].start, 0x55d0c0a01000);
         assert_eq!(lines[0].offset, 0x1000);
         assert_eq!(lines[0].inode, 1234);

@@ -201,16 +201,9 @@ mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 
-    fn scratch(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("holdup-traced-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    }
-
     #[test]
     fn fifos_links_and_directories_are_refused_without_blocking() {
-        let dir = scratch("refused");
+        let dir = crate::scratch("traced-refused");
         let fifo = dir.join("lib.so");
         let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
@@ -234,7 +227,7 @@ mod tests {
 
     #[test]
     fn only_files_of_roots_are_mapped_or_named_by_path() {
-        let dir = scratch("owners");
+        let dir = crate::scratch("traced-owners");
         let path = dir.join("f");
         std::fs::write(&path, b"0123456789").unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
