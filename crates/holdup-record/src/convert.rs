@@ -2,6 +2,7 @@
 //! unwound while the target's files are at hand, frames are normalized to
 //! (file, offset), stacks are deduplicated, threads get their names.
 
+use crate::jit::{JitFrames, JIT_DSO};
 use holdup_bpf::perf::AddressEvent;
 use holdup_bpf::records::{self as raw, c_str, RawRecord};
 use holdup_symbolize::{AddressSpaces, Mapping, Unwinder};
@@ -30,9 +31,10 @@ pub struct Drainer<W: Write> {
     /// (path, build-id) → dso id, and the reverse for the final symbolization.
     dso_ids: HashMap<(String, Option<Vec<u8>>), DsoId>,
     pub dsos: Vec<(DsoId, String, Option<Vec<u8>>)>,
-    /// (pid, mapping start) → dso, so that most frames need no string
-    /// hashing; cleared whenever mappings change.
-    mapping_dsos: FxHashMap<(u32, u64), DsoId>,
+    /// (pid, mapping start) → dso (and whether it is generated code), so
+    /// that most frames need no string hashing; cleared whenever mappings
+    /// change.
+    mapping_dsos: FxHashMap<(u32, u64), (DsoId, bool)>,
     stack_ids: FxHashMap<Vec<Frame>, StackId>,
     /// (process layout, address, exact) → frame: the same few return
     /// addresses come back in every sample, and finding their mapping in a
@@ -44,6 +46,10 @@ pub struct Drainer<W: Write> {
     /// Address-space events not yet applied: applied in time order with the
     /// records, so that a sample sees the mappings of its own time.
     address_events: VecDeque<AddressEvent>,
+    /// Collected since the last sort.
+    fresh_events: Vec<AddressEvent>,
+    /// Generated code, per process.
+    pub jit: JitFrames,
     pub counts: Counts,
     frames: Vec<Frame>,
     /// A sample's frame-pointer chain and user return addresses, kept
@@ -142,6 +148,8 @@ impl<W: Write> Drainer<W> {
             user_frames: FxHashMap::default(),
             named: FxHashSet::default(),
             address_events: VecDeque::new(),
+            fresh_events: Vec::new(),
+            jit: JitFrames::default(),
             counts: Counts::default(),
             frames: Vec::new(),
             chain: Vec::new(),
@@ -173,6 +181,9 @@ impl<W: Write> Drainer<W> {
                 .collect();
             self.spaces.set_mappings(pid, maps);
         }
+        for m in self.spaces.mappings(pid) {
+            self.jit.maps.mapped(pid, &m.path);
+        }
     }
 
     /// Name the threads of a process that exists already.
@@ -187,11 +198,16 @@ impl<W: Write> Drainer<W> {
     }
 
     pub fn queue_address_event(&mut self, ev: AddressEvent) {
-        self.address_events.push_back(ev);
+        self.fresh_events.push(ev);
     }
 
     /// Sort the queued address events (they come per CPU).
     pub fn sort_address_events(&mut self) {
+        self.fresh_events.sort_by_key(AddressEvent::time);
+        for ev in &self.fresh_events {
+            self.jit.note(ev);
+        }
+        self.address_events.extend(self.fresh_events.drain(..));
         self.address_events
             .make_contiguous()
             .sort_by_key(AddressEvent::time);
@@ -220,7 +236,10 @@ impl<W: Write> Drainer<W> {
                         },
                     )
                 }
-                AddressEvent::Exec { pid, .. } => self.spaces.exec(pid),
+                AddressEvent::Exec { pid, .. } => {
+                    self.spaces.exec(pid);
+                    self.jit.exec(pid);
+                }
             }
         }
     }
@@ -269,9 +288,27 @@ impl<W: Write> Drainer<W> {
         if let Some(&id) = self.dso_ids.get(&key) {
             return Ok(id);
         }
+        let id = self.new_dso(path, build_id)?;
+        self.dso_ids.insert(key, id);
+        Ok(id)
+    }
+
+    /// The dso of `pid`'s generated code: one per process (its addresses
+    /// mean nothing in another).
+    fn jit_dso(&mut self, pid: u32) -> std::io::Result<DsoId> {
+        if let Some(id) = self.jit.dso_of(pid) {
+            return Ok(id);
+        }
+        let id = self.new_dso(JIT_DSO, &None)?;
+        self.jit.add(pid, id);
+        let paths = self.spaces.mappings(pid).iter().map(|m| m.path.as_str());
+        self.jit.maps.want(pid, paths);
+        Ok(id)
+    }
+
+    fn new_dso(&mut self, path: &str, build_id: &Option<Vec<u8>>) -> std::io::Result<DsoId> {
         // Ids start at 1: 0 is the kernel.
         let id = self.dsos.len() as DsoId + 1;
-        self.dso_ids.insert(key, id);
         self.dsos.push((id, path.to_string(), build_id.clone()));
         let shown = match &self.vdso {
             Some(copy) if copy.path.to_str() == Some(path) => VDSO,
@@ -317,16 +354,22 @@ impl<W: Write> Drainer<W> {
             });
         };
         let offset = a - m.start + m.file_offset;
-        let dso = match self.mapping_dsos.get(&(pid, m.start)) {
+        let (dso, jit) = match self.mapping_dsos.get(&(pid, m.start)) {
             Some(&d) => d,
             None => {
                 let (start, path, build_id) = (m.start, m.path.clone(), m.build_id.clone());
-                let d = self.dso(&path, &build_id)?;
+                let d = if holdup_symbolize::jit::is_anonymous(&path) {
+                    (self.jit_dso(pid)?, true)
+                } else {
+                    (self.dso(&path, &build_id)?, false)
+                };
                 self.mapping_dsos.insert((pid, start), d);
                 d
             }
         };
-        Ok(Frame { dso, addr: offset })
+        // Generated code is named by its address in the process.
+        let addr = if jit { a } else { offset };
+        Ok(Frame { dso, addr })
     }
 
     fn stack_id(&mut self) -> std::io::Result<StackId> {

@@ -4,12 +4,15 @@
 //! - [`launch`]: start the command held before `exec` until it is tracked.
 //! - [`convert`]: turn what the BPF recorder captured into trace records
 //!   (unwinding user stacks, interning stacks and files, naming threads).
+//! - [`jit`]: frames in generated code, named from the processes' perf
+//!   maps and jitdump files.
 //! - [`symbols`]: at the end, symbols for every frame seen, with
 //!   [`symcache`] keeping them across runs.
 //! - [`session`]: the whole recording, from the command line's [`session::Config`]
 //!   to a finished trace and a [`session::Summary`].
 
 pub mod convert;
+pub mod jit;
 pub mod launch;
 pub mod session;
 pub mod symbols;

@@ -45,6 +45,10 @@ pub struct Summary {
     /// (record kind, count, bytes) in the trace.
     pub writer_stats: Vec<(&'static str, u64, u64)>,
     pub timings: Timings,
+    /// What the perf maps and jitdumps of the processes gave, and what the
+    /// user should know of them.
+    pub jit: holdup_symbolize::jit::JitStats,
+    pub notes: Vec<String>,
     /// Distinct addresses symbolized, and how many came from the cache.
     pub addresses: usize,
     pub cached_addresses: usize,
@@ -322,6 +326,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         if policy.due(rec.ring_pending()) {
             drain(&mut rec, &mut d, &mut unparsable)?;
             policy.drained(rec.ring_pending());
+            d.jit.refresh();
         } else {
             collect(&mut rec, &mut d)?;
         }
@@ -413,6 +418,8 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         size,
         exit,
         failed_files: sym.failed_files,
+        jit: sym.jit,
+        notes: sym.notes,
         refused_files,
         writer_stats,
         timings: Timings {

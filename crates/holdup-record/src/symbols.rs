@@ -20,6 +20,11 @@ pub struct SymbolStats {
     /// Files that could not be read or changed since they were mapped,
     /// with why.
     pub failed_files: Vec<(String, String)>,
+    /// What the perf maps and jitdumps of the processes gave.
+    pub jit: holdup_symbolize::jit::JitStats,
+    /// Generated code that nothing names, refused maps: for the user, and
+    /// for every reader of the trace.
+    pub notes: Vec<String>,
 }
 
 fn to_sym_frames(frames: Vec<holdup_symbolize::Frame>) -> Vec<SymFrame> {
@@ -162,6 +167,8 @@ pub fn symbolize<W: Write>(d: &mut Drainer<W>) -> std::io::Result<SymbolStats> {
         }
     }
     let mut stats = SymbolStats::default();
+    // HotSpot writes its map as it exits: read them all once more.
+    d.jit.maps.finish();
     let mut symbolizer = Symbolizer::new();
     let cache = SymbolCache::open();
     let dsos: BTreeMap<u32, (String, Option<Vec<u8>>)> = d
@@ -181,6 +188,9 @@ pub fn symbolize<W: Write>(d: &mut Drainer<W>) -> std::io::Result<SymbolStats> {
                 .into_iter()
                 .map(to_sym_frames)
                 .collect()
+        } else if let Some(pid) = d.jit.pid_of(dso) {
+            let found = d.jit.maps.symbolize(pid, &addrs);
+            found.into_iter().map(to_sym_frames).collect()
         } else {
             let Some((path, build_id)) = dsos.get(&dso) else {
                 continue;
@@ -218,6 +228,11 @@ pub fn symbolize<W: Write>(d: &mut Drainer<W>) -> std::io::Result<SymbolStats> {
                 frames,
             }))?;
         }
+    }
+    stats.jit = d.jit.maps.stats;
+    stats.notes = d.jit.maps.notes();
+    for note in &stats.notes {
+        d.writer.write(&Record::Note(note.clone()))?;
     }
     Ok(stats)
 }

@@ -1,5 +1,6 @@
-//! Reading a trace for any command: warnings for damage and lost events
-//! are printed once, here, so that no command hides them.
+//! Reading a trace for any command: warnings for damage and lost events,
+//! and the recorder's notes, are printed once, here, so that no command
+//! hides them.
 
 use holdup_trace::Trace;
 use std::path::Path;
@@ -23,6 +24,9 @@ pub fn load_trace(path: &Path) -> anyhow::Result<Trace> {
             "holdup: warning: {lost} events were lost while recording ({}); counts are lower bounds (try a larger --ring-mb)",
             what.join(", ")
         );
+    }
+    for note in &trace.notes {
+        eprintln!("holdup: note: {note}");
     }
     if trace.samples.is_empty() && trace.segments.is_empty() {
         anyhow::bail!("{}: the trace holds no samples", path.display());

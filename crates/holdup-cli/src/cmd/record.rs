@@ -231,11 +231,32 @@ fn print_details(s: &Summary) {
     );
 }
 
+fn plural(n: u64) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
 /// The closing status line, warnings, and the exit code to pass through.
 fn print_summary(cfg: &Config, s: &Summary) -> ExitCode {
     let counts = &s.counts;
+    // Names of generated code, when a process had a perf map or jitdump.
+    let jit = if s.jit.files > 0 || s.jit.malformed > 0 {
+        format!(
+            ", {} name{} of generated code from {} JIT map{} ({} malformed or cut lines skipped)",
+            s.jit.entries,
+            plural(s.jit.entries),
+            s.jit.files,
+            plural(s.jit.files),
+            s.jit.malformed
+        )
+    } else {
+        String::new()
+    };
     eprintln!(
-        "[ holdup record: {} samples, {} blocked samples (weight {}), {} wait events, {} lost events; wrote {} ({:.3} MB) ]",
+        "[ holdup record: {} samples, {} blocked samples (weight {}), {} wait events, {} lost events{jit}; wrote {} ({:.3} MB) ]",
         counts.cpu_samples,
         counts.blocked_samples,
         counts.blocked_weight,
@@ -271,6 +292,9 @@ fn print_summary(cfg: &Config, s: &Summary) -> ExitCode {
             s.failed_files.len(),
             listed(&s.failed_files)
         );
+    }
+    for note in &s.notes {
+        eprintln!("holdup: warning: {note}");
     }
     if s.kstacks.differed > 0 {
         eprintln!(
