@@ -16,11 +16,52 @@ pub fn read_build_id(path: impl AsRef<Path>) -> Option<Vec<u8>> {
     build_id_of(&file).ok()?
 }
 
-/// The build-id of an open ELF file; `Err` if it is not an ELF file.
-pub(crate) fn build_id_of(file: &std::fs::File) -> Result<Option<Vec<u8>>, object::Error> {
+/// What symbolizing needs of an ELF file besides its symbols.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ElfFacts {
+    pub build_id: Option<Vec<u8>>,
+    /// It carries DWARF: no separate debug file is needed.
+    pub has_dwarf: bool,
+    /// Its load segments, (file offset, size in the file, stated address):
+    /// what turns file offsets into the addresses a debug file speaks in.
+    pub loads: Vec<(u64, u64, u64)>,
+}
+
+impl ElfFacts {
+    /// The stated address of file offset `offset`.
+    pub fn address_of(&self, offset: u64) -> Option<u64> {
+        self.loads
+            .iter()
+            .find(|&&(off, size, _)| off <= offset && offset - off < size)
+            .map(|&(off, _, vaddr)| offset - off + vaddr)
+    }
+}
+
+/// The build-id, DWARF and segments of an open ELF file (headers only are
+/// read); `Err` if it is not an ELF file.
+pub(crate) fn facts_of(file: &std::fs::File) -> Result<ElfFacts, object::Error> {
     let cache = ReadCache::new(file);
     let elf = object::File::parse(&cache)?;
-    Ok(elf.build_id().ok().flatten().map(<[u8]>::to_vec))
+    let has_dwarf = elf
+        .section_by_name(".debug_info")
+        .is_some_and(|s| s.file_range().is_some_and(|(_, size)| size > 0));
+    let loads = elf
+        .segments()
+        .map(|seg| {
+            let (offset, size) = seg.file_range();
+            (offset, size, seg.address())
+        })
+        .collect();
+    Ok(ElfFacts {
+        build_id: elf.build_id().ok().flatten().map(<[u8]>::to_vec),
+        has_dwarf,
+        loads,
+    })
+}
+
+/// The build-id of an open ELF file; `Err` if it is not an ELF file.
+pub(crate) fn build_id_of(file: &std::fs::File) -> Result<Option<Vec<u8>>, object::Error> {
+    facts_of(file).map(|f| f.build_id)
 }
 
 /// A section of a file's bytes, cheap to clone: framehop keeps one per

@@ -39,6 +39,7 @@
 //! ```
 
 pub mod callgraph;
+pub mod debuginfo;
 mod elf;
 pub mod jit;
 pub mod jitdump;

@@ -1,5 +1,7 @@
 //! File offsets and kernel addresses to functions and source lines.
 
+use crate::debuginfo::DebugFiles;
+use crate::elf::ElfFacts;
 use crate::kallsyms::KernelSymbols;
 use crate::traced;
 use crate::Error;
@@ -26,7 +28,7 @@ type Stamp = (u64, u64, i64, i64, u64);
 /// What is known of a file at a path, for as long as it does not change.
 struct Known {
     stamp: Stamp,
-    build_id: Option<Vec<u8>>,
+    facts: ElfFacts,
     /// Where blazesym reads it (it opens files by path): the file's own
     /// path where only root can change it, else a copy in memory.
     source: PathBuf,
@@ -40,6 +42,8 @@ pub struct Symbolizer {
     inner: blazesym::symbolize::Symbolizer,
     files: HashMap<PathBuf, Known>,
     kernel: Option<KernelSymbols>,
+    /// Where the debug files of stripped files are found.
+    debug: DebugFiles,
 }
 
 impl Default for Symbolizer {
@@ -71,7 +75,18 @@ impl Symbolizer {
             inner,
             files: HashMap::new(),
             kernel: None,
+            debug: DebugFiles::default(),
         }
+    }
+
+    /// Find the debug files of stripped files there (by default: under
+    /// `/usr/lib/debug` only).
+    pub fn set_debug_files(&mut self, debug: DebugFiles) {
+        self.debug = debug;
+    }
+
+    pub fn debug_files(&self) -> &DebugFiles {
+        &self.debug
     }
 
     /// Use these kernel symbols instead of reading `/proc/kallsyms` (a
@@ -85,6 +100,9 @@ impl Symbolizer {
     /// that address, innermost inlined function first, the outer (real)
     /// function last; empty when nothing is known.
     ///
+    /// A file without DWARF is looked up in its separate debug file, found
+    /// by build-id (see `debuginfo.rs`), when there is one.
+    ///
     /// A build-id mismatch or an unreadable file is an error (so is a path
     /// that holds something other than a regular file now: see
     /// `traced.rs`); missing debug info is not: frames then carry the ELF
@@ -97,21 +115,66 @@ impl Symbolizer {
     ) -> Result<Vec<Vec<Frame>>, Error> {
         let known = self.know(path)?;
         if let Some(expected) = build_id {
-            if known.build_id.as_deref() != Some(expected) {
+            if known.facts.build_id.as_deref() != Some(expected) {
                 return Err(Error::BuildIdMismatch {
                     path: path.to_path_buf(),
                     expected: holdup_trace::build_id_hex(expected),
                     found: known
+                        .facts
                         .build_id
                         .as_deref()
                         .map_or_else(|| "none".into(), holdup_trace::build_id_hex),
                 });
             }
         }
-        let src = Source::Elf(Elf::new(&known.source));
+        let (source, facts) = (known.source.clone(), known.facts.clone());
+        if !facts.has_dwarf {
+            if let Some(found) = self.in_debug_file(&facts, offsets) {
+                return Ok(found);
+            }
+        }
+        self.lookup(path, &source, Input::FileOffset(offsets))
+    }
+
+    /// The frames of `offsets` of a file without DWARF (described by
+    /// `facts`) from its debug file, which speaks in stated addresses;
+    /// None when it has none (or an unreadable one).
+    fn in_debug_file(&mut self, facts: &ElfFacts, offsets: &[u64]) -> Option<Vec<Vec<Frame>>> {
+        let id = facts.build_id.as_deref()?;
+        let debug = self.debug.find(id)?;
+        let known = self.know(&debug).ok()?;
+        if known.facts.build_id.as_deref() != Some(id) {
+            return None;
+        }
+        let source = known.source.clone();
+        // Offsets outside the loaded segments are looked up at 0 and
+        // dropped.
+        let addrs: Vec<Option<u64>> = offsets.iter().map(|&o| facts.address_of(o)).collect();
+        let stated: Vec<u64> = addrs.iter().map(|a| a.unwrap_or(0)).collect();
+        let found = self
+            .lookup(&debug, &source, Input::VirtOffset(&stated))
+            .ok()?;
+        Some(
+            found
+                .into_iter()
+                .zip(addrs)
+                .map(|(f, a)| if a.is_some() { f } else { Vec::new() })
+                .collect(),
+        )
+    }
+
+    /// blazesym's frames of `input` in the file it reads at `source`
+    /// (`path` names it in errors).
+    fn lookup(
+        &mut self,
+        path: &Path,
+        source: &Path,
+        input: Input<&[u64]>,
+    ) -> Result<Vec<Vec<Frame>>, Error> {
+        let src = Source::Elf(Elf::new(source));
         let results = self
             .inner
-            .symbolize(&src, Input::FileOffset(offsets))
+            .symbolize(&src, input)
             .map_err(|source| Error::Symbolize {
                 path: path.to_path_buf(),
                 source,
@@ -166,7 +229,7 @@ impl Symbolizer {
         if self.files.get(path).is_some_and(|k| k.stamp == stamp) {
             return Ok(&self.files[path]);
         }
-        let build_id = crate::elf::build_id_of(&file).map_err(|e| Error::BadElf {
+        let facts = crate::elf::facts_of(&file).map_err(|e| Error::BadElf {
             path: path.to_path_buf(),
             reason: e.to_string(),
         })?;
@@ -179,7 +242,7 @@ impl Symbolizer {
         };
         let known = Known {
             stamp,
-            build_id,
+            facts,
             source,
             _copy: copy,
         };

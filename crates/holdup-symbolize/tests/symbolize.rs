@@ -4,6 +4,7 @@
 mod common;
 
 use common::*;
+use holdup_symbolize::debuginfo::DebugFiles;
 use holdup_symbolize::{read_build_id, Error, Frame, Symbolizer};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -148,6 +149,67 @@ fn without_debug_info_the_symbol_name_remains() {
         assert_eq!(got[1], [plain("outer")], "{exe:?}");
         assert_eq!(got[2], [plain("holdup::mangled(int)")], "{exe:?}");
     }
+}
+
+/// A stripped copy of `exe` and its debug file apart (`objcopy
+/// --only-keep-debug`, then `strip`: the build-id stays), as `-dbgsym`
+/// packages ship them; the debug file under `dir/.build-id/`.
+fn split_debug(exe: &Path, dir: &Path) -> PathBuf {
+    let id = holdup_hex(&read_build_id(exe).expect("a build-id"));
+    let debug = dir
+        .join(".build-id")
+        .join(&id[..2])
+        .join(format!("{}.debug", &id[2..]));
+    std::fs::create_dir_all(debug.parent().unwrap()).unwrap();
+    let stripped = dir.join("stripped");
+    for (tool, args) in [
+        (
+            "objcopy",
+            vec![
+                "--only-keep-debug".as_ref(),
+                exe.as_os_str(),
+                debug.as_os_str(),
+            ],
+        ),
+        (
+            "strip",
+            vec!["-o".as_ref(), stripped.as_os_str(), exe.as_os_str()],
+        ),
+    ] {
+        let status = Command::new(tool).args(args).status().expect(tool);
+        assert!(status.success(), "{tool}");
+    }
+    stripped
+}
+
+#[test]
+fn a_stripped_binary_is_named_from_its_debug_file_by_build_id() {
+    let exe = build("lines.c", "lines-O2-dwarf5", &["-O2", "-gdwarf-5"]);
+    let sites = call_sites(&exe);
+    let id = read_build_id(&exe);
+    let whole = Symbolizer::new()
+        .symbolize_file(&exe, id.as_deref(), &sites)
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let stripped = split_debug(&exe, dir.path());
+    // Without its debug file, nothing is known of the program's functions.
+    let mut sym = Symbolizer::new();
+    sym.set_debug_files(DebugFiles::in_dirs(vec![]));
+    let bare = sym
+        .symbolize_file(&stripped, id.as_deref(), &sites)
+        .unwrap();
+    assert!(bare.iter().all(Vec::is_empty), "{bare:?}");
+    // With it: functions, lines and inlined frames, as from the whole file.
+    let mut sym = Symbolizer::new();
+    sym.set_debug_files(DebugFiles::in_dirs(vec![dir.path().to_path_buf()]));
+    let named = sym
+        .symbolize_file(&stripped, id.as_deref(), &sites)
+        .unwrap();
+    assert_eq!(named, whole);
+    assert_eq!(named[0][0].function.as_deref(), Some("inl_helper"));
+    // Offsets outside the program's segments stay unknown.
+    let outside = sym.symbolize_file(&stripped, None, &[0xfff_ffff]).unwrap();
+    assert_eq!(outside, [vec![]]);
 }
 
 #[test]
