@@ -4,6 +4,7 @@
 
 use crate::convert::Drainer;
 use crate::symcache::{FileSymbols, SymbolCache};
+use holdup_symbolize::debuginfo::DebugFiles;
 use holdup_symbolize::{KernelSymbols, Symbolizer};
 use holdup_trace::{Frame, Record, SymFrame, Symbol, KERNEL_DSO, UNKNOWN_DSO};
 use std::collections::{BTreeMap, BTreeSet};
@@ -76,26 +77,24 @@ fn cached_symbols(
 /// The cache key of a file's symbols: its build-id, and the size and
 /// modification time of the file and of its separate debug file, since
 /// stripping a binary or installing its debug info keeps the build-id but
-/// changes what can be known of it.
-fn cache_key(path: &Path, build_id: &[u8]) -> Option<Vec<u8>> {
+/// changes what can be known of it. Without a debug file here, the
+/// debuginfod servers that would be asked for one count too: a server
+/// added later may have it.
+fn cache_key(path: &Path, build_id: &[u8], debug: &DebugFiles) -> Option<Vec<u8>> {
     use std::os::unix::fs::MetadataExt;
     let stamp = |m: std::fs::Metadata| [m.len(), m.mtime() as u64, m.mtime_nsec() as u64];
     let file = stamp(std::fs::metadata(path).ok()?);
-    let hex = holdup_trace::build_id_hex(build_id);
-    let debug = (hex.len() > 2)
-        .then(|| {
-            std::fs::metadata(format!(
-                "/usr/lib/debug/.build-id/{}/{}.debug",
-                &hex[..2],
-                &hex[2..]
-            ))
-            .ok()
-        })
-        .flatten()
+    let local = debug.local(build_id);
+    let debug_stamp = local
+        .as_ref()
+        .and_then(|p| std::fs::metadata(p).ok())
         .map_or([0; 3], stamp);
     let mut key = build_id.to_vec();
-    for v in file.iter().chain(&debug) {
+    for v in file.iter().chain(&debug_stamp) {
         key.extend_from_slice(&v.to_le_bytes());
+    }
+    if let (None, Some(servers)) = (local, debug.servers()) {
+        key.extend_from_slice(servers.as_bytes());
     }
     Some(key)
 }
@@ -171,6 +170,9 @@ pub fn symbolize<W: Write>(d: &mut Drainer<W>) -> std::io::Result<SymbolStats> {
     d.jit.maps.finish();
     let mut symbolizer = Symbolizer::new();
     let cache = SymbolCache::open();
+    // Debug files fetched from debuginfod servers live in the cache.
+    let fetched = cache.as_ref().map(|c| c.subdir("debuginfod"));
+    symbolizer.set_debug_files(DebugFiles::from_env(fetched));
     let dsos: BTreeMap<u32, (String, Option<Vec<u8>>)> = d
         .dsos
         .iter()
@@ -197,7 +199,7 @@ pub fn symbolize<W: Write>(d: &mut Drainer<W>) -> std::io::Result<SymbolStats> {
             };
             let key = build_id
                 .as_deref()
-                .and_then(|b| cache_key(Path::new(path), b));
+                .and_then(|b| cache_key(Path::new(path), b, symbolizer.debug_files()));
             let mut failure = None;
             let found = cached_symbols(cache.as_ref(), key.as_deref(), &addrs, &mut stats, |a| {
                 match symbolizer.symbolize_file(Path::new(path), build_id.as_deref(), a) {
@@ -231,6 +233,7 @@ pub fn symbolize<W: Write>(d: &mut Drainer<W>) -> std::io::Result<SymbolStats> {
     }
     stats.jit = d.jit.maps.stats;
     stats.notes = d.jit.maps.notes();
+    stats.notes.extend(symbolizer.debug_files().problems());
     for note in &stats.notes {
         d.writer.write(&Record::Note(note.clone()))?;
     }
@@ -256,6 +259,7 @@ pub fn irq_names() -> Vec<(u32, String)> {
 #[cfg(test)]
 mod tests {
     use super::cache_key;
+    use holdup_symbolize::debuginfo::DebugFiles;
 
     /// A stripped copy keeps the build-id but must not share cached names
     /// with the binary it came from.
@@ -268,12 +272,20 @@ mod tests {
         std::fs::write(&full, vec![1u8; 4096]).unwrap();
         std::fs::write(&stripped, vec![1u8; 1024]).unwrap();
         let id = [0xab, 0xcd, 0xef, 0x01];
-        let a = cache_key(&full, &id).unwrap();
-        let b = cache_key(&stripped, &id).unwrap();
+        let local = DebugFiles::default();
+        let a = cache_key(&full, &id, &local).unwrap();
+        let b = cache_key(&stripped, &id, &local).unwrap();
         assert!(a.starts_with(&id) && b.starts_with(&id));
         assert_ne!(a, b);
-        assert_eq!(a, cache_key(&full, &id).unwrap(), "the key is stable");
-        assert!(cache_key(&dir.join("missing"), &id).is_none());
+        assert_eq!(
+            a,
+            cache_key(&full, &id, &local).unwrap(),
+            "the key is stable"
+        );
+        assert!(cache_key(&dir.join("missing"), &id, &local).is_none());
+        // A debuginfod server to ask is part of what the names may be.
+        let asking = DebugFiles::default().with_servers("http://debuginfod.example", dir.clone());
+        assert_ne!(cache_key(&stripped, &id, &asking).unwrap(), b);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

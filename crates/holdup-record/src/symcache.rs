@@ -28,6 +28,7 @@ pub type FileSymbols = HashMap<u64, Vec<SymFrame>>;
 
 pub struct SymbolCache {
     dir: OwnedFd,
+    path: PathBuf,
 }
 
 /// The home directory of user `uid` in the password database.
@@ -119,7 +120,14 @@ impl SymbolCache {
             return None;
         }
         let dir = unsafe { OwnedFd::from_raw_fd(fd) };
-        ours(&dir, true).then_some(Self { dir })
+        ours(&dir, true).then_some(Self { dir, path })
+    }
+
+    /// The path of a directory for other cached files (debug files
+    /// fetched from debuginfod servers): inside this one, which no one
+    /// else can enter.
+    pub fn subdir(&self, name: &str) -> PathBuf {
+        self.path.join(name)
     }
 
     fn name(key: &[u8]) -> String {

@@ -1,0 +1,195 @@
+//! Stripped binaries by name: the debug information of a program is kept
+//! apart (`objcopy --only-keep-debug`) and served by a real debuginfod
+//! server; the program that runs is stripped (its build-id stays). The
+//! recording fetches the debug file by build-id into the user's cache and
+//! names the program's function and line from it; a later recording, with
+//! no server, finds it there.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use support::*;
+
+/// A debuginfod serving the files under a directory, on a free port.
+struct Debuginfod {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Debuginfod {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The HTTP status of `GET url` (0 if nothing answers).
+fn status_of(url: &str) -> u32 {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, path) = rest.split_once('/').unwrap();
+    let Ok(mut s) = std::net::TcpStream::connect(host) else {
+        return 0;
+    };
+    let _ = write!(s, "GET /{path} HTTP/1.0\r\nHost: {host}\r\n\r\n");
+    let mut head = [0u8; 12];
+    if s.read_exact(&mut head).is_err() {
+        return 0;
+    }
+    String::from_utf8_lossy(&head[9..12]).parse().unwrap_or(0)
+}
+
+impl Debuginfod {
+    /// Serve `dir`; ready once it serves the debug file of `build_id`.
+    fn serve(dir: &Path, build_id: &str) -> Debuginfod {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let db = dir.with_file_name("debuginfod.sqlite");
+        let child = Command::new("debuginfod")
+            .args(["-F", dir.to_str().unwrap(), "-d", db.to_str().unwrap()])
+            .args(["-p", &port.to_string(), "-t", "0", "-g", "0"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("debuginfod (scripts/deps installs it)");
+        let server = Debuginfod {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+        };
+        let file = format!("{}/buildid/{build_id}/debuginfo", server.url);
+        let began = Instant::now();
+        while status_of(&file) != 200 {
+            assert!(
+                began.elapsed() < Duration::from_secs(30),
+                "debuginfod did not serve {file} within 30 s"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        server
+    }
+}
+
+/// `bin`'s debug file into `served/`, and a stripped copy of `bin`.
+fn split(bin: &Path, dir: &Path) -> PathBuf {
+    let served = dir.join("served");
+    std::fs::create_dir_all(&served).unwrap();
+    let stripped = dir.join("stripped_work");
+    let debug = served.join("stripped_work.debug");
+    let steps: [(&str, Vec<&std::ffi::OsStr>); 2] = [
+        (
+            "objcopy",
+            vec![
+                "--only-keep-debug".as_ref(),
+                bin.as_os_str(),
+                debug.as_os_str(),
+            ],
+        ),
+        (
+            "strip",
+            vec!["-o".as_ref(), stripped.as_os_str(), bin.as_os_str()],
+        ),
+    ];
+    for (tool, args) in steps {
+        assert!(
+            Command::new(tool).args(args).bounded_status().success(),
+            "{tool}"
+        );
+    }
+    stripped
+}
+
+fn build_id(bin: &Path) -> String {
+    let out = Command::new("readelf").arg("-n").arg(bin).bounded_output();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Build ID: ").map(str::to_string))
+        .expect("a build-id")
+}
+
+/// Record the stripped program with `env`; its `crunch` row of the report
+/// (on-CPU samples, file, line), the CPU time it measured, and stderr.
+fn record_crunch(dir: &Path, bin: &Path, env: &[(&str, &str)]) -> (f64, String, u64, f64, String) {
+    let data = dir.join("holdup.data");
+    let out = holdup()
+        .args(["record", "-o", data.to_str().unwrap(), "--"])
+        .arg(bin)
+        .arg("1")
+        .env_remove("DEBUGINFOD_URLS")
+        .envs(env.iter().copied())
+        .bounded_output();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    let cpu = printed_value(&String::from_utf8_lossy(&out.stdout), "crunch_cpu_s");
+    let r = report(&data);
+    let row = threads(&r)
+        .iter()
+        .flat_map(|t| t["functions"].as_array().unwrap())
+        .find(|f| f["symbol"] == "crunch");
+    let Some(row) = row else {
+        return (0.0, String::new(), 0, cpu, err);
+    };
+    (
+        row["total"]["cpu"].as_f64().unwrap(),
+        row["file"].as_str().unwrap_or_default().to_string(),
+        row["line"].as_u64().unwrap(),
+        cpu,
+        err,
+    )
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn a_stripped_binary_is_named_through_debuginfod_then_from_the_cache() {
+    let _serial = serial();
+    let dir = scratch("debuginfod");
+    let bin = split(&workload("stripped_work"), &dir);
+    let id = build_id(&bin);
+    let source = repo_root().join("workloads/stripped_work.c");
+    let hot_line = std::fs::read_to_string(&source)
+        .unwrap()
+        .lines()
+        .position(|l| l.contains("CRUNCH LINE"))
+        .unwrap() as u64
+        + 1;
+    // The recorder's cache: root's own directory, closed to others.
+    let cache = dir.join("cache");
+    std::fs::create_dir(&cache).unwrap();
+    std::fs::set_permissions(&cache, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let xdg = ("XDG_CACHE_HOME", cache.to_str().unwrap());
+
+    // Stripped and nothing to ask: no name.
+    let (named, ..) = record_crunch(&dir, &bin, &[xdg]);
+    assert_eq!(named, 0.0);
+
+    let server = Debuginfod::serve(&dir.join("served"), &id);
+    let (named, file, line, cpu, err) =
+        record_crunch(&dir, &bin, &[xdg, ("DEBUGINFOD_URLS", &server.url)]);
+    eprintln!("through debuginfod: crunch in {named} samples, {cpu:.3} s of CPU, at {file}:{line}");
+    assert!(
+        named / 1000.0 >= 0.9 * cpu,
+        "{named} samples for {cpu} s: {err}"
+    );
+    assert!(file.ends_with("workloads/stripped_work.c"), "{file}");
+    // The loop's two lines: its test and its body.
+    assert!(
+        (hot_line - 1..=hot_line).contains(&line),
+        "line {line}, not {hot_line}"
+    );
+    assert!(!err.contains("warning"), "{err}");
+    let fetched = cache.join("holdup/debuginfod").join(format!("{id}.debug"));
+    assert!(fetched.is_file(), "{} was not kept", fetched.display());
+
+    // No server any more: the file fetched before names it.
+    drop(server);
+    let (named, file, _, cpu, err) = record_crunch(&dir, &bin, &[xdg]);
+    assert!(
+        named / 1000.0 >= 0.9 * cpu,
+        "{named} samples for {cpu} s: {err}"
+    );
+    assert!(file.ends_with("workloads/stripped_work.c"), "{file}");
+}
