@@ -113,11 +113,12 @@ mod tests {
     }
 
     #[test]
-    fn the_lines_of_hotspot_v8_and_cpython() {
+    fn the_lines_of_hotspot_v8_cpython_and_dotnet() {
         let text = b"\
 0x00007efca8ec7620 0x00000000000000b8 long Hot.spinHot(long)
 7fe2027c61c0 2a0 JS:*spinHot /tmp/x/hot.js:1:17
 7f9b294bc7bc b py::spin_hot:/tmp/x/hot.py
+00007F8D1C2A1240 5C [OptimizedTier1] int32 [app] Program::Spin(int32)[Optimized]
 ";
         let (got, p) = all(text);
         assert_eq!(
@@ -130,6 +131,11 @@ mod tests {
                     "JS:*spinHot /tmp/x/hot.js:1:17".into()
                 ),
                 (0x7f9b294bc7bc, 0xb, "py::spin_hot:/tmp/x/hot.py".into()),
+                (
+                    0x7f8d1c2a1240,
+                    0x5c,
+                    "[OptimizedTier1] int32 [app] Program::Spin(int32)[Optimized]".into()
+                ),
             ]
         );
         assert_eq!(p.consumed, text.len());
