@@ -3,20 +3,7 @@
 /// The environment `holdup causal run` sets.
 pub use holdup_coz::env;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Subclass {
-    Io,
-    Sched,
-}
-
-impl Subclass {
-    pub fn name(self) -> &'static str {
-        match self {
-            Subclass::Io => "subclass:io",
-            Subclass::Sched => "subclass:sched",
-        }
-    }
-}
+use holdup_coz::target::Subclass;
 
 /// `--system`: what every process of the program inherits (see
 /// `holdup_coz::handoff`).
@@ -97,11 +84,7 @@ impl Config {
             scope: var(env::SCOPE),
             line: var(env::LINE),
             speedup: number(env::SPEEDUP).filter(|&s| s <= 100),
-            subclass: match var(env::SUBCLASS).as_deref() {
-                Some("io") => Some(Subclass::Io),
-                Some("sched") => Some(Subclass::Sched),
-                _ => None,
-            },
+            subclass: var(env::SUBCLASS).as_deref().and_then(Subclass::parse),
             process: var(env::PROCESS),
             end_to_end: var(env::END_TO_END).is_some(),
             experiment_ns: number::<u64>(env::EXPERIMENT_MS)

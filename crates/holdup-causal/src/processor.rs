@@ -2,7 +2,6 @@
 //! location and into delay credit for the running experiment's target.
 
 use crate::clock::{now_ns, seeded_rng, Rng};
-use crate::config::Subclass;
 use crate::lines::{self, LineTable, Locations};
 use crate::modules::{Modules, Role};
 use crate::points::points_of;
@@ -11,6 +10,7 @@ use crate::source::Source;
 use crate::threads::{ThreadState, ThreadTable};
 use crate::unwind::Unwinder;
 use holdup_bpf::records::{self, RawRecord};
+use holdup_coz::target::{Subclass, Target};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
@@ -93,33 +93,33 @@ impl Processor {
     }
 
     /// What the profile calls target `t`.
-    pub fn target_name(&self, t: SpeedupTarget) -> String {
-        match (t, &self.binary) {
-            (SpeedupTarget::Subclass(sc), _) => sc.name().to_string(),
-            (SpeedupTarget::Process, _) => format!("{PROCESS_PREFIX}{}", process_name()),
-            (SpeedupTarget::Line(l), None) => self.locs.name(l).to_string(),
-            (SpeedupTarget::Line(l), Some(bin)) => format!("{bin}:{}", self.locs.name(l)),
+    pub fn target(&self, t: SpeedupTarget) -> Target {
+        match t {
+            SpeedupTarget::Subclass(sc) => Target::Subclass(sc),
+            SpeedupTarget::Process => Target::Process(process_name()),
+            SpeedupTarget::Line(l) => {
+                let (file, line) = self.locs.file_line(l);
+                Target::line(self.binary.as_deref(), file, line)
+            }
         }
     }
 
     /// The target named `name` (of any process, or a user's FILE:LINE) in this process.
     pub fn resolve(&self, name: &str) -> Option<SpeedupTarget> {
-        match name {
-            "subclass:io" => return Some(SpeedupTarget::Subclass(Subclass::Io)),
-            "subclass:sched" => return Some(SpeedupTarget::Subclass(Subclass::Sched)),
-            _ => {}
+        match Target::parse(name) {
+            Ok(Target::Subclass(sc)) => Some(SpeedupTarget::Subclass(sc)),
+            Ok(Target::Process(p)) => (p == process_name()).then_some(SpeedupTarget::Process),
+            Ok(Target::Line {
+                binary: Some(b),
+                file,
+                line,
+            }) if self.binary.as_ref() == Some(&b) => self
+                .locs
+                .id(&format!("{file}:{line}"))
+                .or_else(|| self.locs.find(name))
+                .map(SpeedupTarget::Line),
+            _ => self.locs.find(name).map(SpeedupTarget::Line),
         }
-        if let Some(process) = name.strip_prefix(PROCESS_PREFIX) {
-            return (process == process_name()).then_some(SpeedupTarget::Process);
-        }
-        if let (Some((bin, line)), Some(mine)) = (name.split_once(':'), &self.binary) {
-            if bin == mine {
-                if let Some(l) = self.locs.id(line) {
-                    return Some(SpeedupTarget::Line(l));
-                }
-            }
-        }
-        self.locs.find(name).map(SpeedupTarget::Line)
     }
 
     fn offer(&mut self, t: SpeedupTarget, w: u64) {
@@ -299,9 +299,6 @@ impl Processor {
         self.unwinder = Unwinder::default();
     }
 }
-
-/// How a process target is named: `process:NAME`.
-pub const PROCESS_PREFIX: &str = "process:";
 
 /// This process's name (its comm, which a forked child may have changed).
 fn process_name() -> String {

@@ -54,6 +54,12 @@ impl Locations {
         &self.names[loc as usize]
     }
 
+    /// The path and the line of a location.
+    pub fn file_line(&self, loc: u32) -> (&str, u32) {
+        let (file, line) = self.keys[loc as usize];
+        (&self.files[file as usize], line)
+    }
+
     pub fn len(&self) -> usize {
         self.names.len()
     }
@@ -350,5 +356,6 @@ mod tests {
         assert_eq!(l.find("ork.c:42"), None);
         assert_eq!(l.find("/src/app/work.c:42"), Some(id));
         assert_eq!(l.name(id), "/src/app/work.c:42");
+        assert_eq!(l.file_line(id), ("/src/app/work.c", 42));
     }
 }

@@ -42,6 +42,15 @@ pub enum SubclassArg {
     Sched,
 }
 
+impl From<SubclassArg> for holdup_coz::target::Subclass {
+    fn from(s: SubclassArg) -> Self {
+        match s {
+            SubclassArg::Io => Self::Io,
+            SubclassArg::Sched => Self::Sched,
+        }
+    }
+}
+
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
     /// Profile to write (COZ's format).
@@ -267,10 +276,9 @@ fn config(a: &RunArgs, lib: &str) -> anyhow::Result<RunConfig> {
     if let Some(s) = a.speedup {
         env.push((e::SPEEDUP, s.to_string()));
     }
-    match a.subclass {
-        Some(SubclassArg::Io) => env.push((e::SUBCLASS, "io".into())),
-        Some(SubclassArg::Sched) => env.push((e::SUBCLASS, "sched".into())),
-        None => {}
+    if let Some(s) = a.subclass {
+        let s: holdup_coz::target::Subclass = s.into();
+        env.push((e::SUBCLASS, s.as_str().into()));
     }
     if let Some(p) = &a.process {
         if p.is_empty() || p.len() > 15 || p.contains('/') {
@@ -541,7 +549,7 @@ fn report_written(
     }
     // A misspelt --process would otherwise read as "no speedup to gain".
     if let Some(p) = process {
-        let target = format!("process:{p}");
+        let target = holdup_coz::target::Target::Process(p.to_string()).to_string();
         let on_it = profile.experiments.iter().filter(|e| e.selected == target);
         if on_it.clone().all(|e| e.selected_samples == 0) {
             bail!(

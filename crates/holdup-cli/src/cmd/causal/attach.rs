@@ -10,15 +10,16 @@
 //! and `cores.bpf.c` for idle cores). Progress is counted with uprobes.
 
 use super::handlers::Handlers;
-use super::targets::{Hit, Resolver, PROCESS_PREFIX};
+use super::targets::{Hit, Resolver};
 use super::{open_counter, RunArgs};
 use anyhow::{bail, Context};
 use holdup_bpf::cores::{CoreDelays, Cores};
 use holdup_bpf::records::{RawRecord, RawSample, SF_BLOCKED_TAIL};
-use holdup_bpf::{Recorder, Target};
+use holdup_bpf::Recorder;
 use holdup_coz::experiment::{self, Rng, Window, COOL_OFF_NS};
 use holdup_coz::points::points_of;
-use holdup_coz::profile::{key, kind, Line};
+use holdup_coz::profile::{self, PointCounts};
+use holdup_coz::target::{Subclass, Target};
 use holdup_record::launch::{self, ExitStatus};
 use holdup_record::session::{catch_signals, SIGNALS};
 use std::collections::HashMap;
@@ -59,6 +60,12 @@ fn read_count(fds: &[OwnedFd]) -> usize {
 }
 
 impl Probe {
+    fn name(&self) -> &str {
+        match self {
+            Probe::Throughput { name, .. } | Probe::Latency { name, .. } => name,
+        }
+    }
+
     /// (visits or arrivals, departures)
     fn counts(&self) -> (usize, usize) {
         match self {
@@ -276,58 +283,26 @@ impl Run {
         };
         self.cores.set_io_target(false);
         let end_ns = holdup_bpf::monotonic_ns();
-        let elapsed = end_ns - r.start_ns;
-        let delay = self.cores.global() - r.global;
-        let name = self.resolver.names.name(r.target);
-        let mut text = Line::new(kind::EXPERIMENT)
-            .field(key::SELECTED, name)
-            .field(
-                key::SPEEDUP,
-                format_args!("{:.2}", r.speedup_pct as f64 / 100.0),
-            )
-            .field(key::DURATION, elapsed.saturating_sub(delay))
-            .field(key::SELECTED_SAMPLES, r.selected)
-            .field(key::ELAPSED, elapsed)
-            .field(key::DELAY, delay)
-            .field(
-                key::KIND,
-                if name.starts_with("subclass:") {
-                    "subclass"
-                } else {
-                    "line"
-                },
-            )
-            .end();
-        let mut min_delta = usize::MAX;
-        for ((p, before), window) in probes.iter().zip(&r.counts).zip(&r.windows) {
-            let now = p.counts();
-            match p {
-                Probe::Throughput { name, .. } => {
-                    let delta = now.0.saturating_sub(before.0);
-                    min_delta = min_delta.min(delta);
-                    let mut line = Line::new(kind::THROUGHPUT_POINT)
-                        .field(key::NAME, name)
-                        .field(key::DELTA, delta);
-                    if let Some((d, span)) = window.span() {
-                        line = line
-                            .field(key::WINDOW_DELTA, d)
-                            .field(key::WINDOW_DURATION, span);
-                    }
-                    text.push_str(&line.end());
-                }
-                Probe::Latency { name, .. } => {
-                    let arrivals = now.0.saturating_sub(before.0);
-                    let departures = now.1.saturating_sub(before.1);
-                    min_delta = min_delta.min(arrivals).min(departures);
-                    let line = Line::new(kind::LATENCY_POINT)
-                        .field(key::NAME, name)
-                        .field(key::ARRIVALS, arrivals)
-                        .field(key::DEPARTURES, departures)
-                        .field(key::DIFFERENCE, now.0.saturating_sub(now.1));
-                    text.push_str(&line.end());
-                }
-            }
+        let target = self.resolver.names.target(r.target);
+        let counts = probes
+            .iter()
+            .zip(&r.counts)
+            .zip(&r.windows)
+            .map(|((p, &before), window)| PointCounts {
+                name: p.name(),
+                latency: matches!(p, Probe::Latency { .. }),
+                before,
+                after: p.counts(),
+                window: Some(window),
+            });
+        let (text, min_delta) = profile::Experiment {
+            target,
+            speedup_pct: r.speedup_pct,
+            elapsed_ns: end_ns - r.start_ns,
+            delay_ns: self.cores.global() - r.global,
+            selected_samples: r.selected,
         }
+        .records(counts);
         self.out.write_all(text.as_bytes())?;
         if self.verbose {
             eprintln!("{}", text.lines().next().unwrap_or(""));
@@ -340,7 +315,7 @@ impl Run {
 
     /// Sample points per target, for the report's sample counts.
     fn write_samples(&mut self, elapsed_ns: u64) -> std::io::Result<()> {
-        let mut text = Line::new(kind::RUNTIME).field(key::TIME, elapsed_ns).end();
+        let mut text = profile::runtime(elapsed_ns);
         let mut points: Vec<(&str, u64)> = self
             .points
             .iter()
@@ -348,12 +323,7 @@ impl Run {
             .collect();
         points.sort();
         for (name, count) in points {
-            text.push_str(
-                &Line::new(kind::SAMPLES)
-                    .field(key::LOCATION, name)
-                    .field(key::COUNT, count)
-                    .end(),
-            );
+            text.push_str(&profile::samples(name, count, None));
         }
         self.out.write_all(text.as_bytes())
     }
@@ -434,16 +404,16 @@ pub fn attach_run(a: &RunArgs, output: PathBuf) -> anyhow::Result<std::process::
     let delays = CoreDelays::start().context("loading the core-delay programs")?;
     let period_ns = 1_000_000_000 / a.freq;
     let target = if a.all_cpus {
-        Target::All
+        holdup_bpf::Target::All
     } else {
-        Target::Pids(pids.clone())
+        holdup_bpf::Target::Pids(pids.clone())
     };
     let mut rec = super::start_recorder(target, period_ns, true, true)?;
     let handlers = Handlers::start(delays.cores, &cpus)?;
 
     let mut resolver = Resolver::new(a.scope.clone(), true);
-    let names_io = resolver.names.id("subclass:io");
-    let names_sched = resolver.names.id("subclass:sched");
+    let names_io = resolver.names.id(Target::Subclass(Subclass::Io));
+    let names_sched = resolver.names.id(Target::Subclass(Subclass::Sched));
     let mut run = Run {
         resolver,
         names_io,
@@ -473,17 +443,16 @@ pub fn attach_run(a: &RunArgs, output: PathBuf) -> anyhow::Result<std::process::
     if run
         .fixed
         .as_deref()
-        .is_some_and(|t| t.starts_with("kernel:"))
+        .is_some_and(|t| matches!(Target::parse(t), Ok(Target::Kernel(_))))
         && !run.resolver.has_kernel()
     {
         bail!("kernel targets need /proc/kallsyms with addresses (run as root)");
     }
-    let startup = Line::new(kind::STARTUP)
-        .field(key::TIME, unix_ns())
-        .field(key::TOOL, "holdup")
-        .field(key::PID, pids.first().copied().unwrap_or(0))
-        .field(key::PERIOD, period_ns)
-        .end();
+    let startup = profile::startup(
+        profile::unix_ns(),
+        pids.first().copied().unwrap_or(0),
+        period_ns,
+    );
     run.out.write_all(startup.as_bytes())?;
 
     let child = if a.command.is_empty() {
@@ -543,11 +512,11 @@ pub fn attach_run(a: &RunArgs, output: PathBuf) -> anyhow::Result<std::process::
     let spun = handlers.spun.load(Ordering::Relaxed);
     drop(handlers);
     run.write_samples(holdup_bpf::monotonic_ns() - t0)?;
-    let runtime = Line::new(kind::RUNTIME)
-        .field(key::TIME, holdup_bpf::monotonic_ns() - t0)
-        .field(key::PROGRESS_POINTS, probes.len())
-        .field(key::EXPERIMENTS, run.experiments)
-        .end();
+    let runtime = profile::runtime_end(
+        holdup_bpf::monotonic_ns() - t0,
+        probes.len(),
+        run.experiments,
+    );
     run.out.write_all(runtime.as_bytes())?;
     let lost = rec.lost().total();
     if lost > 0 {
@@ -603,17 +572,10 @@ fn drain(rec: &mut Recorder, run: &mut Run) {
 /// The one target of --line / --process, by (a suffix of) its name.
 fn fixed_target(a: &RunArgs) -> Option<String> {
     if let Some(p) = &a.process {
-        return Some(format!("{PROCESS_PREFIX}{p}"));
+        return Some(Target::Process(p.clone()).to_string());
     }
     match a.subclass {
-        Some(super::SubclassArg::Io) => Some("subclass:io".into()),
-        Some(super::SubclassArg::Sched) => Some("subclass:sched".into()),
+        Some(s) => Some(Target::Subclass(s.into()).to_string()),
         None => a.line.clone(),
     }
-}
-
-fn unix_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
 }

@@ -10,30 +10,32 @@ use holdup_bpf::records::{RawSample, SF_KSTACK_LEAF_IS_IP, SF_USER_REGS};
 use holdup_coz::lines::{self, LineTable, Locations};
 use holdup_coz::probe::Segment;
 use holdup_coz::scope::scope_match;
+use holdup_coz::target::Target;
 use holdup_symbolize::{AddressSpaces, KernelSymbols, Unwinder};
 use std::collections::HashMap;
 use std::path::Path;
 
-pub const KERNEL_PREFIX: &str = "kernel:";
-pub const PROCESS_PREFIX: &str = "process:";
-
 /// A process's maps are read again for an unknown address at most this often.
 const MAPS_REFRESH_NS: u64 = 100_000_000;
 
+/// The targets seen, each with its name, by id.
 #[derive(Default)]
 pub struct Names {
+    targets: Vec<Target>,
     names: Vec<String>,
     ids: HashMap<String, u32>,
 }
 
 impl Names {
-    pub fn id(&mut self, name: &str) -> u32 {
-        if let Some(&id) = self.ids.get(name) {
+    pub fn id(&mut self, target: Target) -> u32 {
+        let name = target.to_string();
+        if let Some(&id) = self.ids.get(&name) {
             return id;
         }
         let id = self.names.len() as u32;
-        self.names.push(name.to_string());
-        self.ids.insert(name.to_string(), id);
+        self.targets.push(target);
+        self.names.push(name.clone());
+        self.ids.insert(name, id);
         id
     }
 
@@ -57,6 +59,10 @@ impl Names {
 
     pub fn name(&self, id: u32) -> &str {
         &self.names[id as usize]
+    }
+
+    pub fn target(&self, id: u32) -> &Target {
+        &self.targets[id as usize]
     }
 }
 
@@ -238,7 +244,7 @@ impl Resolver {
             .unwrap_or_default();
         let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"))
             .ok()
-            .map(|c| self.names.id(&format!("{PROCESS_PREFIX}{}", c.trim_end())));
+            .map(|c| self.names.id(Target::Process(c.trim_end().to_string())));
         let _ = self.spaces.load_proc_maps(pid);
         Process {
             exe,
@@ -269,10 +275,7 @@ impl Resolver {
             None => KernelFrame::Entry,
             Some((f, _)) if is_tracer(f) => KernelFrame::Tracer,
             Some((f, _)) if is_entry_code(f) => KernelFrame::Entry,
-            Some((f, _)) => {
-                let name = format!("{KERNEL_PREFIX}{f}");
-                KernelFrame::Function(self.names.id(&name))
-            }
+            Some((f, _)) => KernelFrame::Function(self.names.id(Target::Kernel(f.to_string()))),
         };
         self.kernel_frames.insert(addr, frame);
         frame
@@ -302,11 +305,10 @@ impl Resolver {
         let names = &mut self.names;
         let locs = &self.locs;
         let binary = &obj.binary;
-        Some(
-            *obj.ids
-                .entry(loc)
-                .or_insert_with(|| names.id(&format!("{binary}:{}", locs.name(loc)))),
-        )
+        Some(*obj.ids.entry(loc).or_insert_with(|| {
+            let (file, line) = locs.file_line(loc);
+            names.id(Target::line(Some(binary), file, line))
+        }))
     }
 }
 
