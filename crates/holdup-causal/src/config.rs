@@ -3,19 +3,9 @@
 /// The environment `holdup causal run` sets.
 pub use holdup_coz::env;
 
+use holdup_coz::handoff::Inherited;
+use holdup_coz::probe_list::{self, ProbePoint};
 use holdup_coz::target::Subclass;
-
-/// `--system`: what every process of the program inherits (see
-/// `holdup_coz::handoff`).
-#[derive(Clone, Copy, Debug)]
-pub struct System {
-    /// The shared domain's memfd.
-    pub domain_fd: i32,
-    /// The channel on which each process announces itself.
-    pub channel_fd: i32,
-    /// When the domain was made (CLOCK_MONOTONIC ns).
-    pub epoch_ns: u64,
-}
 
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -36,10 +26,10 @@ pub struct Config {
     pub experiment_ns: u64,
     pub verbose: bool,
     /// Uprobe progress points opened by `holdup causal run`.
-    pub probes: Option<String>,
+    pub probes: Vec<ProbePoint>,
     /// `--system`: the domain shared by all processes (then there is no
     /// ring: samples come through this process's socket).
-    pub system: Option<System>,
+    pub system: Option<Inherited>,
 }
 
 fn var(name: &str) -> Option<String> {
@@ -53,18 +43,7 @@ fn number<T: std::str::FromStr>(name: &str) -> Option<T> {
 impl Config {
     /// The settings, if this process is the one `holdup causal run` started.
     pub fn from_env() -> Option<Config> {
-        let system = match (
-            number(env::DOMAIN_FD),
-            number(env::CHANNEL_FD),
-            number(env::EPOCH_NS),
-        ) {
-            (Some(domain_fd), Some(channel_fd), Some(epoch_ns)) => Some(System {
-                domain_fd,
-                channel_fd,
-                epoch_ns,
-            }),
-            _ => None,
-        };
+        let system = Inherited::from_env(var);
         // Thread-level: only the command itself, not what it starts.
         if system.is_none() {
             let parent: i32 = number(env::PARENT)?;
@@ -92,7 +71,9 @@ impl Config {
                 .max(10)
                 .saturating_mul(1_000_000),
             verbose: var(env::VERBOSE).is_some(),
-            probes: var(env::PROBES),
+            probes: var(env::PROBES)
+                .as_deref()
+                .map_or_else(Vec::new, probe_list::decode),
             system,
         })
     }

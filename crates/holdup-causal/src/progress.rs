@@ -10,6 +10,7 @@
 //! per probe and hand its fd over; reading it gives the visits so far.
 
 use crate::domain::NoPoint;
+use holdup_coz::probe_list::ProbePoint;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -153,35 +154,21 @@ pub fn counter(kind: i32, name: &str) -> Option<&'static Counter> {
     }
 }
 
-/// Add the uprobe points that `holdup causal run` opened, from its list:
-/// one per line, `T<TAB>name<TAB>fds` (throughput) or
-/// `L<TAB>name<TAB>fds<TAB>fds` (latency: begin, end), where `fds` are the
-/// per-CPU counters, comma-separated.
-pub fn add_probes(list: &str) {
+/// Add the uprobe points that `holdup causal run` opened.
+pub fn add_probes(list: &[ProbePoint]) {
     let mut points = POINTS.lock().unwrap_or_else(|e| e.into_inner());
-    for entry in list.lines() {
-        let f: Vec<&str> = entry.split('\t').collect();
-        let fd = |i: usize| {
-            let fds: Vec<i32> = f
-                .get(i)?
-                .split(',')
-                .filter_map(|v| v.parse().ok())
-                .collect();
-            (!fds.is_empty()).then_some(fds)
-        };
-        let name = f.get(1).unwrap_or(&"").to_string();
-        match (f.first(), fd(2), fd(3)) {
-            (Some(&"T"), Some(a), _) => points.push(Point::Throughput {
+    for p in list {
+        points.push(match p.clone() {
+            ProbePoint::Throughput { name, fds } => Point::Throughput {
                 name,
-                count: Count::Probe(a),
-            }),
-            (Some(&"L"), Some(a), Some(b)) => points.push(Point::Latency {
+                count: Count::Probe(fds),
+            },
+            ProbePoint::Latency { name, begin, end } => Point::Latency {
                 name,
-                begin: Count::Probe(a),
-                end: Count::Probe(b),
-            }),
-            _ => {}
-        }
+                begin: Count::Probe(begin),
+                end: Count::Probe(end),
+            },
+        });
     }
 }
 
@@ -209,14 +196,6 @@ pub fn follow_domain(d: &'static crate::domain::Domain) {
             }
         });
     }
-}
-
-/// The perf event fds of the uprobe points in a list for [`add_probes`].
-pub fn probe_fds(list: &str) -> Vec<i32> {
-    list.lines()
-        .flat_map(|e| e.split('\t').skip(2).flat_map(|v| v.split(',')))
-        .filter_map(|v| v.parse().ok())
-        .collect()
 }
 
 pub fn count() -> usize {

@@ -28,6 +28,7 @@ use crate::progress;
 use crate::source::Source;
 use crate::threads::{self, ThreadState, ThreadTable};
 use holdup_bpf::ringbuf::{RingPeek, RingReader};
+use holdup_coz::probe_list::ProbePoint;
 use std::os::fd::{BorrowedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -191,9 +192,7 @@ fn start(cfg: Config, source: Source, domain: Option<&'static Domain>) {
     if rt.cfg.end_to_end {
         progress::counter(progress::THROUGHPUT, progress::END_TO_END);
     }
-    if let Some(list) = &rt.cfg.probes {
-        progress::add_probes(list);
-    }
+    progress::add_probes(&rt.cfg.probes);
     rt.spawn_profiler();
 }
 
@@ -201,9 +200,8 @@ fn start(cfg: Config, source: Source, domain: Option<&'static Domain>) {
 /// our entry leaves LD_PRELOAD, the ring's and the profile's fds are closed
 /// on exec.
 fn scrub_environment(cfg: &Config) {
-    let probes = cfg.probes.as_deref().map(progress::probe_fds);
-    let handed = [cfg.ring_fd, cfg.output_fd];
-    for fd in handed.into_iter().chain(probes.into_iter().flatten()) {
+    let probes = cfg.probes.iter().flat_map(ProbePoint::fds);
+    for fd in [cfg.ring_fd, cfg.output_fd].into_iter().chain(probes) {
         unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
     }
     if let Ok(pre) = std::env::var("LD_PRELOAD") {

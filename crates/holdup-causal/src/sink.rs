@@ -3,7 +3,7 @@
 //! which appends each frame to the profile. The runtime never opens a path.
 
 use crate::runtime::Runtime;
-use holdup_coz::frames::{send_frame, MAX_FRAME};
+use holdup_coz::frames::{record_frames, send_frame};
 use std::fs::File;
 use std::io::Write as _;
 use std::os::fd::{BorrowedFd, FromRawFd};
@@ -37,56 +37,10 @@ impl Sink {
                 let _ = f.write_all(text.as_bytes());
             }
             Sink::Channel(fd) => {
-                for part in frame_parts(text) {
+                for part in record_frames(text) {
                     let _ = send_frame(*fd, part.as_bytes());
                 }
             }
         }
-    }
-}
-
-/// `text` in parts of at most [`MAX_FRAME`] bytes, cut at line ends (only
-/// a long list of sample counts comes near); a longer line is left out.
-fn frame_parts(mut text: &str) -> Vec<&str> {
-    let mut parts = Vec::new();
-    while text.len() > MAX_FRAME {
-        match text.as_bytes()[..MAX_FRAME]
-            .iter()
-            .rposition(|&b| b == b'\n')
-        {
-            Some(end) => {
-                parts.push(&text[..=end]);
-                text = &text[end + 1..];
-            }
-            None => match text.find('\n') {
-                Some(end) => text = &text[end + 1..],
-                None => text = "",
-            },
-        }
-    }
-    if !text.is_empty() {
-        parts.push(text);
-    }
-    parts
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_large_group_is_cut_at_line_ends_and_an_overlong_line_left_out() {
-        assert_eq!(frame_parts("a\nb\n"), ["a\nb\n"]);
-        assert!(frame_parts("").is_empty());
-        let line = format!("samples\tlocation={}\tcount=1\n", "x".repeat(100));
-        let group = line.repeat(3 * MAX_FRAME / line.len());
-        let parts = frame_parts(&group);
-        assert!(parts.len() >= 3);
-        assert!(parts
-            .iter()
-            .all(|p| p.len() <= MAX_FRAME && p.ends_with('\n')));
-        assert_eq!(parts.concat(), group);
-        let long = format!("a\n{}\nb\n", "y".repeat(MAX_FRAME + 1));
-        assert_eq!(frame_parts(&long).concat(), "a\nb\n");
     }
 }

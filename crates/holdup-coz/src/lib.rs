@@ -11,6 +11,7 @@ pub mod handoff;
 pub mod lines;
 pub mod points;
 pub mod probe;
+pub mod probe_list;
 pub mod profile;
 pub mod scope;
 pub mod target;
@@ -42,8 +43,7 @@ pub mod env {
     /// `--system`: CLOCK_MONOTONIC ns when the domain was made. The global
     /// delay grows no faster than time passes, so a larger one is damage.
     pub const EPOCH_NS: &str = "HOLDUP_CAUSAL_EPOCH_NS";
-    /// Progress points counted by uprobes: `T\tname\tfd` or
-    /// `L\tname\tbegin_fd\tend_fd`, one per line.
+    /// Progress points counted by uprobes (see [`crate::probe_list`]).
     pub const PROBES: &str = "HOLDUP_CAUSAL_PROBES";
     pub const ALL: &[&str] = &[
         RING_FD,

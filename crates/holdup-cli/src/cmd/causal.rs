@@ -15,10 +15,11 @@ mod targets;
 use anyhow::{bail, Context};
 use holdup_analysis::causal::{analyze, CozProfile};
 use holdup_bpf::{Recorder, RecorderOptions, Target};
+use holdup_coz::probe_list::{self, ProbePoint};
 use holdup_record::launch::{self, ExitStatus};
 use std::fs::File;
 use std::io::{BufReader, Seek as _};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -312,36 +313,38 @@ fn config(a: &RunArgs, lib: &str) -> anyhow::Result<RunConfig> {
 /// the list that tells the runtime which fds count what (the command
 /// inherits them).
 fn probe_points(a: &RunArgs) -> anyhow::Result<(Vec<OwnedFd>, String)> {
-    let mut fds = Vec::new();
-    let mut list = String::new();
+    let mut fds: Vec<OwnedFd> = Vec::new();
+    let mut points = Vec::new();
     if a.progress.is_empty() && a.latency.is_empty() {
-        return Ok((fds, list));
+        return Ok((fds, String::new()));
     }
     let program = a
         .command
         .first()
         .and_then(|c| super::latency::resolve_program(c));
-    let mut open = |spec: &str, option: &str| -> anyhow::Result<String> {
+    let mut open = |spec: &str, option: &str| -> anyhow::Result<Vec<RawFd>> {
         let counters = open_counter(program.as_deref(), spec, option)?;
-        let raw: Vec<String> = counters
-            .iter()
-            .map(|fd| fd.as_raw_fd().to_string())
-            .collect();
+        let raw = counters.iter().map(AsRawFd::as_raw_fd).collect();
         fds.extend(counters);
-        Ok(raw.join(","))
+        Ok(raw)
     };
     for spec in &a.progress {
-        let fd = open(spec, "--progress")?;
-        list.push_str(&format!("T\t{spec}\t{fd}\n"));
+        points.push(ProbePoint::Throughput {
+            name: spec.clone(),
+            fds: open(spec, "--progress")?,
+        });
     }
     for pair in &a.latency {
         let Some((begin, end)) = pair.split_once(',') else {
             bail!("--latency takes BEGIN,END, like 'start_request,finish_request'");
         };
-        let (b, e) = (open(begin, "--latency")?, open(end, "--latency")?);
-        list.push_str(&format!("L\t{pair}\t{b}\t{e}\n"));
+        points.push(ProbePoint::Latency {
+            name: pair.clone(),
+            begin: open(begin, "--latency")?,
+            end: open(end, "--latency")?,
+        });
     }
-    Ok((fds, list))
+    Ok((fds, probe_list::encode(&points)))
 }
 
 /// The uprobe counters (one per CPU) of a --progress or --latency place,
