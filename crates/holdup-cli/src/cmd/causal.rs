@@ -321,7 +321,7 @@ fn probe_points(a: &RunArgs) -> anyhow::Result<(Vec<OwnedFd>, String)> {
     let program = a
         .command
         .first()
-        .and_then(|c| super::latency::resolve_program(c));
+        .and_then(|c| holdup_record::launch::resolve_program(c));
     let mut open = |spec: &str, option: &str| -> anyhow::Result<Vec<RawFd>> {
         let counters = open_counter(program.as_deref(), spec, option)?;
         let raw = counters.iter().map(AsRawFd::as_raw_fd).collect();

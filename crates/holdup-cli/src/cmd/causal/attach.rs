@@ -389,7 +389,7 @@ pub fn attach_run(a: &RunArgs, output: PathBuf) -> anyhow::Result<std::process::
         None => Vec::new(),
     };
     let program = match (a.command.first(), pids.first()) {
-        (Some(c), _) => super::super::latency::resolve_program(c),
+        (Some(c), _) => holdup_record::launch::resolve_program(c),
         (None, Some(pid)) => std::fs::read_link(format!("/proc/{pid}/exe")).ok(),
         (None, None) => None,
     };
