@@ -355,3 +355,102 @@ fn load_object(
         ids: HashMap::new(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use holdup_bpf::records::{self as raw, RawRecord};
+
+    #[test]
+    fn a_target_is_found_by_its_name_or_the_end_of_it() {
+        let mut names = Names::default();
+        let line = names.id(Target::line(Some("server"), "/src/app/work.c", 42));
+        let kernel = names.id(Target::Kernel("ext4_sync_file".into()));
+        let process = names.id(Target::Process("postgres".into()));
+        assert_eq!(names.id(Target::Kernel("ext4_sync_file".into())), kernel);
+        for (spec, id) in [
+            ("server:/src/app/work.c:42", Some(line)),
+            ("work.c:42", Some(line)),
+            ("app/work.c:42", Some(line)),
+            ("ork.c:42", None),
+            ("work.c:4", None),
+            ("kernel:ext4_sync_file", Some(kernel)),
+            ("process:postgres", Some(process)),
+        ] {
+            assert_eq!(names.find(spec), id, "{spec}");
+        }
+        assert_eq!(names.name(line), "server:/src/app/work.c:42");
+        assert_eq!(names.target(process), &Target::Process("postgres".into()));
+    }
+
+    #[test]
+    fn entry_code_and_our_own_instrumentation_are_no_targets() {
+        for f in ["entry_SYSCALL_64", "do_syscall_64", "asm_exc_page_fault"] {
+            assert!(is_entry_code(f) && !is_tracer(f), "{f}");
+        }
+        for f in [
+            "handle_swbp",
+            "uprobe_notify_resume",
+            "bpf_prog_1234_sample",
+        ] {
+            assert!(is_tracer(f), "{f}");
+        }
+        assert!(!is_entry_code("link_path_walk") && !is_tracer("link_path_walk"));
+    }
+
+    #[inline(never)]
+    fn somewhere(x: u64) -> u64 {
+        x * 3 + 1
+    }
+
+    /// A sample of this process at a known function: its line (in this
+    /// file, named with this binary) and this process by its comm.
+    #[test]
+    fn an_on_cpu_sample_resolves_to_its_line_and_its_process() {
+        let ip = std::hint::black_box(somewhere as fn(u64) -> u64) as *const () as u64;
+        let pid = std::process::id();
+        let size = std::mem::size_of::<raw::SampleRec>();
+        let rec = raw::SampleRec {
+            hdr: raw::RecHdr {
+                kind: raw::REC_SAMPLE,
+                size: size as u32,
+            },
+            pid,
+            tid: pid,
+            ip,
+            weight: 1,
+            class: raw::CLASS_CPU,
+            flags: raw::SF_USER_REGS,
+            ..Default::default()
+        };
+        let mut bytes = vec![0u8; size];
+        unsafe { std::ptr::write_unaligned(bytes.as_mut_ptr() as *mut raw::SampleRec, rec) };
+        let Ok(RawRecord::Sample(sample)) = raw::parse(&bytes) else {
+            panic!("not a sample");
+        };
+        let mut resolver = Resolver::new(None, false);
+        let mut hit = Hit::default();
+        resolver.resolve(&sample, holdup_bpf::monotonic_ns(), &mut hit);
+        assert!(hit.kernel.is_empty());
+        let comm = std::fs::read_to_string("/proc/self/comm").unwrap();
+        let process = hit.process.map(|id| resolver.names.target(id).clone());
+        assert_eq!(process, Some(Target::Process(comm.trim_end().to_string())));
+        let exe = std::env::current_exe().unwrap();
+        let binary = exe.file_name().unwrap().to_str().unwrap();
+        let &[first] = hit.lines.as_slice() else {
+            panic!("lines {:?}", hit.lines);
+        };
+        match resolver.names.target(first) {
+            Target::Line {
+                binary: Some(b),
+                file,
+                ..
+            } => assert!(
+                b == binary && file.ends_with("causal/targets.rs"),
+                "{b} {file}"
+            ),
+            other => panic!("{other}"),
+        }
+        assert!(hit.contains(first) && !hit.contains(first + 100));
+    }
+}
