@@ -4,10 +4,10 @@
 use crate::clock::{now_ns, seeded_rng, sleep_ns, Rng};
 use crate::lines::{self, Locations};
 use crate::modules::{Modules, Role};
-use crate::processor::{runtime_address, Experiment, SpeedupTarget};
+use crate::processor::{runtime_address, Experiment, Samples, SpeedupTarget};
 use crate::progress::{self, Point, Snapshot};
-use crate::runtime::{log, Runtime};
 use crate::sink::Sink;
+use crate::state::State as Shared;
 use holdup_coz::experiment::{self, Window, COOL_OFF_NS};
 use holdup_coz::profile::{self, PointCounts};
 use holdup_coz::scope::scope_match;
@@ -19,7 +19,8 @@ const TICK_NS: u64 = 2_000_000;
 
 /// The profiler thread: runs experiments and writes the profile.
 pub struct Profiler {
-    rt: &'static Runtime,
+    rt: &'static Shared,
+    samples: &'static Samples,
     out: Option<Sink>,
     start_ns: u64,
     rng: Rng,
@@ -58,9 +59,10 @@ impl Saved {
 }
 
 impl Profiler {
-    pub fn new(rt: &'static Runtime) -> Profiler {
+    pub fn new(rt: &'static Shared, samples: &'static Samples) -> Profiler {
         Profiler {
             rt,
+            samples,
             out: None,
             start_ns: now_ns(),
             rng: seeded_rng(),
@@ -73,7 +75,7 @@ impl Profiler {
     }
 
     fn verbose(&self, msg: &str) {
-        log(self.rt.cfg.verbose, msg);
+        self.rt.log(msg);
     }
 
     fn write(&mut self, text: &str) {
@@ -92,18 +94,18 @@ impl Profiler {
                 if rt.stopping.load(Ordering::Acquire) {
                     // The leader writes the experiments; every process
                     // adds the sample counts of its own lines.
-                    rt.process_pending();
-                    self.out = Sink::open(rt);
+                    self.samples.process_pending(rt);
+                    self.out = Sink::open(rt.channel, rt.cfg.output_fd);
                     self.log_samples();
                     return;
                 }
                 sleep_ns(TICK_NS);
-                rt.process_pending();
+                self.samples.process_pending(rt);
                 self.offer_pick();
             }
             rt.delays.set_active(false);
         }
-        self.out = Sink::open(rt);
+        self.out = Sink::open(rt.channel, rt.cfg.output_fd);
         if self.out.is_none() {
             eprintln!("holdup causal: no profile was handed over to write; profiling is off");
             return;
@@ -118,7 +120,7 @@ impl Profiler {
         let mut saved: Option<Saved> = None;
         while !rt.stopping.load(Ordering::Acquire) {
             sleep_ns(TICK_NS);
-            rt.process_pending();
+            self.samples.process_pending(rt);
             if let Some(d) = rt.domain {
                 self.offer_pick();
                 progress::follow_domain(d);
@@ -146,12 +148,12 @@ impl Profiler {
                 s => s,
             };
         }
-        rt.process_pending();
+        self.samples.process_pending(rt);
         if let Some(s) = saved.take() {
             self.end_experiment(s);
         }
         self.log_samples();
-        if let Ok(p) = rt.processor.lock() {
+        if let Ok(p) = self.samples.processor.lock() {
             self.verbose(&format!(
                 "{} records, {} samples of the program, {:.1} µs per record",
                 p.records,
@@ -225,7 +227,7 @@ impl Profiler {
                 eprintln!("holdup causal: line {spec} is not in the program's line tables; no experiments will run");
             }
         }
-        let Ok(mut p) = rt.processor.lock() else {
+        let Ok(mut p) = self.samples.processor.lock() else {
             return;
         };
         if rt.domain.is_some() {
@@ -266,9 +268,9 @@ impl Profiler {
         } else if let Some(s) = rt.cfg.subclass {
             Some(SpeedupTarget::Subclass(s))
         } else {
-            rt.processor.lock().ok()?.pick.take()
+            self.samples.processor.lock().ok()?.pick.take()
         }?;
-        let name = rt.processor.lock().ok()?.target(target);
+        let name = self.samples.processor.lock().ok()?.target(target);
         Some((Some(target), name))
     }
 
@@ -276,7 +278,7 @@ impl Profiler {
     fn offer_pick(&mut self) {
         let rt = self.rt;
         let Some(d) = rt.domain else { return };
-        let Ok(mut p) = rt.processor.lock() else {
+        let Ok(mut p) = self.samples.processor.lock() else {
             return;
         };
         if let Some(t) = p.pick.take() {
@@ -305,7 +307,7 @@ impl Profiler {
             }
         }
         let start_ns = now_ns();
-        if let Ok(mut p) = rt.processor.lock() {
+        if let Ok(mut p) = self.samples.processor.lock() {
             p.exp = here.map(|target| Experiment {
                 target,
                 start_ns,
@@ -334,11 +336,11 @@ impl Profiler {
 
     fn end_experiment(&mut self, mut s: Saved) {
         let rt = self.rt;
-        rt.process_pending();
+        self.samples.process_pending(rt);
         let end_ns = now_ns();
         let global = rt.global();
         s.observe(end_ns, global);
-        let selected = match rt.processor.lock() {
+        let selected = match self.samples.processor.lock() {
             Ok(mut p) => {
                 let here = p.exp.take().map_or(0, |e| e.selected);
                 rt.domain
@@ -407,7 +409,7 @@ impl Profiler {
     fn log_samples(&mut self) {
         let mut text = profile::runtime(now_ns() - self.start_ns);
         let pid = Some(self.rt.pid);
-        if let Ok(p) = self.rt.processor.lock() {
+        if let Ok(p) = self.samples.processor.lock() {
             let mut locs: Vec<(&u32, &u64)> = p.counts.iter().filter(|(_, &c)| c > 0).collect();
             locs.sort();
             for (&loc, &count) in locs {

@@ -2,30 +2,17 @@
 //!
 //! `coz.h` (and our `holdup.h`) look up `_coz_get_counter(type, name)` with
 //! `dlsym` on the first visit of a progress point and then increment
-//! `counter->count` atomically, inline. The counter layout is COZ's:
-//! `struct { size_t count; size_t backoff; }`; backoff is unused.
+//! `counter->count` (see [`crate::counter`]).
 //!
 //! Programs that cannot be rebuilt get progress points from uprobes:
 //! `holdup causal run --progress` / `--latency` open a counting perf event
 //! per probe and hand its fd over; reading it gives the visits so far.
 
-use crate::domain::NoPoint;
+use crate::counter::{Counter, BEGIN, END, THROUGHPUT};
+use crate::domain::{Domain, NoPoint};
 use holdup_coz::probe_list::ProbePoint;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
-
-pub const THROUGHPUT: i32 = 1;
-pub const BEGIN: i32 = 2;
-pub const END: i32 = 3;
-
-#[repr(C)]
-#[derive(Default)]
-pub struct Counter {
-    pub count: AtomicUsize,
-    pub backoff: AtomicUsize,
-}
-
-const _: () = assert!(std::mem::size_of::<Counter>() == 2 * std::mem::size_of::<usize>());
 
 /// Where a point's visits are counted.
 pub enum Count {
@@ -88,8 +75,17 @@ impl Point {
 
 pub static POINTS: Mutex<Vec<Point>> = Mutex::new(Vec::new());
 
-/// The counter for progress point `name` of kind `kind`, created on first use.
-pub fn counter(kind: i32, name: &str) -> Option<&'static Counter> {
+/// `--system`: the domain's table of progress points, and whether it
+/// stayed locked (counters are then this process's own).
+#[derive(Clone, Copy)]
+pub struct Shared<'a> {
+    pub domain: &'static Domain,
+    pub stuck: &'a AtomicBool,
+}
+
+/// The counter for progress point `name` of kind `kind`, created on first
+/// use; in the domain's table when `shared`.
+pub fn counter(kind: i32, name: &str, shared: Option<Shared<'_>>) -> Option<&'static Counter> {
     if !matches!(kind, THROUGHPUT | BEGIN | END) {
         return None;
     }
@@ -97,12 +93,12 @@ pub fn counter(kind: i32, name: &str) -> Option<&'static Counter> {
     // all processes add up (and a forked child keeps counting there). If
     // the domain's table cannot have it, this process counts alone rather
     // than not at all (coz.h would ask again at every visit).
-    if let Some(rt) = crate::runtime::get() {
-        if let (Some(d), false) = (rt.domain, rt.points_stuck.load(Ordering::Acquire)) {
+    if let Some(Shared { domain: d, stuck }) = shared {
+        if !stuck.load(Ordering::Acquire) {
             let shared_kind = if kind == END { BEGIN } else { kind };
             match d.point(shared_kind, name) {
                 Ok(p) => return Some(if kind == END { &p.b } else { &p.a }),
-                Err(NoPoint::Stuck) => rt.points_stuck.store(true, Ordering::Release),
+                Err(NoPoint::Stuck) => stuck.store(true, Ordering::Release),
                 Err(NoPoint::Full) => {}
             }
         }
@@ -174,7 +170,7 @@ pub fn add_probes(list: &[ProbePoint]) {
 
 /// `--system`, in the leading process: see the progress points that any
 /// process created in the domain.
-pub fn follow_domain(d: &'static crate::domain::Domain) {
+pub fn follow_domain(d: &'static Domain) {
     let mut points = POINTS.lock().unwrap_or_else(|e| e.into_inner());
     for (kind, name, p) in d.points() {
         let known = points
