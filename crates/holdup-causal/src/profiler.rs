@@ -199,7 +199,10 @@ impl Profiler {
                 None => true,
                 Some(g) => object_matches || scope_match(g, file),
             };
-            match lines::load(std::path::Path::new(&m.path), &mut locs, &keep) {
+            // This process's own objects: the loader's name may be a link
+            // (libz.so.1), which the reader does not follow.
+            let path = std::fs::canonicalize(&m.path).unwrap_or_else(|_| m.path.clone().into());
+            match lines::load(&path, &mut locs, &keep) {
                 Ok(t) if !t.is_empty() => {
                     m.lines = Some(tables.len());
                     tables.push(t);

@@ -13,7 +13,7 @@ use holdup_coz::scope::scope_match;
 use holdup_coz::target::Target;
 use holdup_symbolize::{AddressSpaces, KernelSymbols, Unwinder};
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::PathBuf;
 
 /// A process's maps are read again for an unknown address at most this often.
 const MAPS_REFRESH_NS: u64 = 100_000_000;
@@ -293,7 +293,7 @@ impl Resolver {
                 self.scope.as_deref(),
                 &mut self.locs,
                 &mut self.without_lines,
-                pid,
+                m.candidates(pid),
                 &m.path,
                 m.path == exe,
             );
@@ -312,14 +312,15 @@ impl Resolver {
     }
 }
 
-/// The line table of a mapped file, when it is in scope: the main
+/// The line table of a mapped file (at `path` in its process, read from
+/// the first of `candidates` that opens), when it is in scope: the main
 /// executable of a process by default, else what `--scope` names. A main
 /// executable without one is listed in `without_lines`.
 fn load_object(
     scope: Option<&str>,
     locs: &mut Locations,
     without_lines: &mut Vec<String>,
-    pid: u32,
+    candidates: Vec<PathBuf>,
     path: &str,
     is_main: bool,
 ) -> Option<Object> {
@@ -331,15 +332,11 @@ fn load_object(
         None => true,
         Some(g) => object_matches || scope_match(g, file),
     };
-    // Through the process's root: it may run in another mount namespace.
-    let in_root = format!("/proc/{pid}/root{path}");
-    let file = if Path::new(&in_root).exists() {
-        in_root
-    } else {
-        path.to_string()
-    };
-    let table = match lines::load(Path::new(&file), locs, &keep) {
-        Ok(t) if !t.is_empty() => t,
+    // A traced process's file, read as root: never blocking, never
+    // through a link its owner planted (see holdup_traced).
+    let data = candidates.iter().find_map(|c| holdup_traced::read(c).ok());
+    let table = match data.as_deref().map(|d| lines::from_elf(d, locs, &keep)) {
+        Some(Ok(t)) if !t.is_empty() => t,
         _ => {
             if is_main {
                 without_lines.push(path.to_string());
@@ -347,7 +344,7 @@ fn load_object(
             return None;
         }
     };
-    let segments = holdup_coz::probe::segments(Path::new(&file)).ok()?;
+    let segments = holdup_coz::probe::segments(data.as_deref()?).ok()?;
     Some(Object {
         table,
         segments,
