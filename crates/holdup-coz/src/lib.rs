@@ -69,3 +69,33 @@ pub mod env {
 /// Size of the memory file that holds the experiment and delay domain
 /// shared by the processes of a `--system` run.
 pub const DOMAIN_BYTES: usize = 16384;
+
+/// What the tests of reading traced processes' files share.
+#[cfg(test)]
+pub(crate) mod test_fifo {
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    /// A fresh directory for test `name` with a FIFO named `server` in it.
+    pub fn fifo(name: &str) -> (PathBuf, PathBuf) {
+        let dir = std::env::temp_dir().join(format!("holdup-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("server");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        (dir, fifo)
+    }
+
+    /// The error `f` ends with, in a thread: an open that blocks fails the
+    /// test instead of hanging it.
+    pub fn error_at_once<T>(f: impl FnOnce() -> Result<T, String> + Send + 'static) -> String {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f().err());
+        });
+        rx.recv_timeout(Duration::from_secs(2))
+            .expect("blocked on the FIFO")
+            .expect("no error")
+    }
+}

@@ -334,22 +334,10 @@ mod tests {
     /// open for reading until someone writes to it.
     #[test]
     fn a_fifo_at_a_binarys_path_is_refused_at_once() {
-        let dir = std::env::temp_dir().join(format!("holdup-lines-fifo-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let fifo = dir.join("server");
-        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
-        // In a thread: an open that blocks fails the test instead of
-        // hanging it.
-        let (tx, rx) = std::sync::mpsc::channel();
-        let path = fifo.clone();
-        std::thread::spawn(move || {
-            let r = load(&path, &mut Locations::default(), &|_| true);
-            let _ = tx.send(r.map(|t| t.len()).map_err(|e| e.to_string()));
+        let (dir, fifo) = crate::test_fifo::fifo("lines-fifo");
+        let e = crate::test_fifo::error_at_once(move || {
+            load(&fifo, &mut Locations::default(), &|_| true).map_err(|e| e.to_string())
         });
-        let r = rx.recv_timeout(std::time::Duration::from_secs(2));
-        let e = r.expect("the FIFO blocked the reader").unwrap_err();
         assert!(e.contains("a FIFO"), "{e}");
         // And a link planted there is not followed.
         let link = dir.join("link");

@@ -241,19 +241,9 @@ mod tests {
 
     #[test]
     fn a_fifo_named_as_the_binary_is_refused_at_once() {
-        let dir = std::env::temp_dir().join(format!("holdup-probe-fifo-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let fifo = dir.join("server");
-        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
-        let (tx, rx) = std::sync::mpsc::channel();
+        let (dir, fifo) = crate::test_fifo::fifo("probe-fifo");
         let path = fifo.clone();
-        std::thread::spawn(move || {
-            let _ = tx.send(resolve(Some(&path), "main"));
-        });
-        let r = rx.recv_timeout(std::time::Duration::from_secs(2));
-        let e = r.expect("the FIFO blocked the resolver").unwrap_err();
+        let e = crate::test_fifo::error_at_once(move || resolve(Some(&path), "main"));
         assert!(e.contains("a FIFO"), "{e}");
         // Nor is a FIFO taken for a BINARY: prefix.
         let spec = format!("{}:main", fifo.display());
