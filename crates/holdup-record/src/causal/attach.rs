@@ -76,6 +76,30 @@ struct Run {
 }
 
 impl Run {
+    fn new(cfg: &Config, cores: Cores, cpus: Vec<usize>, out: File) -> Run {
+        let mut resolver = Resolver::new(cfg.scope.clone(), true);
+        let io = resolver.names.id(Target::Subclass(Subclass::Io));
+        let sched = resolver.names.id(Target::Subclass(Subclass::Sched));
+        let rng = Rng::from_seed(holdup_bpf::monotonic_ns() ^ std::process::id() as u64);
+        Run {
+            resolver,
+            hit: Hit::default(),
+            cores,
+            cpus,
+            state: State::WaitTarget,
+            tally: Tally::new(rng, io, sched),
+            fixed: fixed_target(cfg),
+            fixed_id: None,
+            speedup: cfg.speedup.map(u64::from),
+            period_ns: cfg.period_ns,
+            length_ns: cfg.experiment_ms * 1_000_000,
+            min_length_ns: cfg.experiment_ms * 1_000_000,
+            experiments: 0,
+            out,
+            verbose: cfg.verbose,
+        }
+    }
+
     /// One sample of any class: its targets, points and credit.
     fn sample(&mut self, s: &RawSample<'_>) {
         if s.rec.flags & SF_BLOCKED_TAIL != 0 {
@@ -304,27 +328,7 @@ pub fn run(cfg: &Config, pids: &[u32], duration: Option<Duration>) -> anyhow::Re
     let mut rec = start_recorder(traced, cfg.period_ns, true, true)?;
     let handlers = Handlers::start(delays.cores, &cpus)?;
 
-    let mut resolver = Resolver::new(cfg.scope.clone(), true);
-    let io = resolver.names.id(Target::Subclass(Subclass::Io));
-    let sched = resolver.names.id(Target::Subclass(Subclass::Sched));
-    let rng = Rng::from_seed(holdup_bpf::monotonic_ns() ^ std::process::id() as u64);
-    let mut run = Run {
-        resolver,
-        hit: Hit::default(),
-        cores: delays.cores,
-        cpus,
-        state: State::WaitTarget,
-        tally: Tally::new(rng, io, sched),
-        fixed: fixed_target(cfg),
-        fixed_id: None,
-        speedup: cfg.speedup.map(u64::from),
-        period_ns: cfg.period_ns,
-        length_ns: cfg.experiment_ms * 1_000_000,
-        min_length_ns: cfg.experiment_ms * 1_000_000,
-        experiments: 0,
-        out,
-        verbose: cfg.verbose,
-    };
+    let mut run = Run::new(cfg, delays.cores, cpus, out);
     if run
         .fixed
         .as_deref()
