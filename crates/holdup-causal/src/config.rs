@@ -3,32 +3,9 @@
 /// The environment `holdup causal run` sets.
 pub use holdup_coz::env;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Subclass {
-    Io,
-    Sched,
-}
-
-impl Subclass {
-    pub fn name(self) -> &'static str {
-        match self {
-            Subclass::Io => "subclass:io",
-            Subclass::Sched => "subclass:sched",
-        }
-    }
-}
-
-/// `--system`: what every process of the program inherits (see
-/// `holdup_coz::handoff`).
-#[derive(Clone, Copy, Debug)]
-pub struct System {
-    /// The shared domain's memfd.
-    pub domain_fd: i32,
-    /// The channel on which each process announces itself.
-    pub channel_fd: i32,
-    /// When the domain was made (CLOCK_MONOTONIC ns).
-    pub epoch_ns: u64,
-}
+use holdup_coz::handoff::Inherited;
+use holdup_coz::probe_list::{self, ProbePoint};
+use holdup_coz::target::Subclass;
 
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -49,10 +26,10 @@ pub struct Config {
     pub experiment_ns: u64,
     pub verbose: bool,
     /// Uprobe progress points opened by `holdup causal run`.
-    pub probes: Option<String>,
+    pub probes: Vec<ProbePoint>,
     /// `--system`: the domain shared by all processes (then there is no
     /// ring: samples come through this process's socket).
-    pub system: Option<System>,
+    pub system: Option<Inherited>,
 }
 
 fn var(name: &str) -> Option<String> {
@@ -66,18 +43,7 @@ fn number<T: std::str::FromStr>(name: &str) -> Option<T> {
 impl Config {
     /// The settings, if this process is the one `holdup causal run` started.
     pub fn from_env() -> Option<Config> {
-        let system = match (
-            number(env::DOMAIN_FD),
-            number(env::CHANNEL_FD),
-            number(env::EPOCH_NS),
-        ) {
-            (Some(domain_fd), Some(channel_fd), Some(epoch_ns)) => Some(System {
-                domain_fd,
-                channel_fd,
-                epoch_ns,
-            }),
-            _ => None,
-        };
+        let system = Inherited::from_env(var);
         // Thread-level: only the command itself, not what it starts.
         if system.is_none() {
             let parent: i32 = number(env::PARENT)?;
@@ -97,11 +63,7 @@ impl Config {
             scope: var(env::SCOPE),
             line: var(env::LINE),
             speedup: number(env::SPEEDUP).filter(|&s| s <= 100),
-            subclass: match var(env::SUBCLASS).as_deref() {
-                Some("io") => Some(Subclass::Io),
-                Some("sched") => Some(Subclass::Sched),
-                _ => None,
-            },
+            subclass: var(env::SUBCLASS).as_deref().and_then(Subclass::parse),
             process: var(env::PROCESS),
             end_to_end: var(env::END_TO_END).is_some(),
             experiment_ns: number::<u64>(env::EXPERIMENT_MS)
@@ -109,7 +71,9 @@ impl Config {
                 .max(10)
                 .saturating_mul(1_000_000),
             verbose: var(env::VERBOSE).is_some(),
-            probes: var(env::PROBES),
+            probes: var(env::PROBES)
+                .as_deref()
+                .map_or_else(Vec::new, probe_list::decode),
             system,
         })
     }

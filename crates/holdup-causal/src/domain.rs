@@ -18,7 +18,7 @@
 //! the runtime (`Runtime::global`).
 
 use crate::clock::{now_ns, retry_until};
-use crate::progress::{Counter, BEGIN, THROUGHPUT};
+use crate::counter::{Counter, BEGIN, THROUGHPUT};
 use holdup_coz::DOMAIN_BYTES;
 use std::cell::UnsafeCell;
 use std::os::fd::{AsRawFd, BorrowedFd};
@@ -56,7 +56,7 @@ impl Name {
 /// A progress point of coz.h / holdup.h shared by all processes.
 #[repr(C)]
 pub struct SharedPoint {
-    /// 0: free; else progress::THROUGHPUT or progress::BEGIN (latency).
+    /// 0: free; else counter::THROUGHPUT or counter::BEGIN (latency).
     pub kind: AtomicI32,
     pub name: Name,
     pub a: Counter,

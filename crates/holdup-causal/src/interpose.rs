@@ -6,7 +6,8 @@
 //! signal deliverable. Without an active runtime every wrapper is a plain
 //! call to the real function.
 
-use crate::progress::{self, Counter};
+use crate::counter::Counter;
+use crate::progress;
 use crate::real::{real, StartFn};
 use crate::runtime::{self, Runtime};
 use crate::threads::{self, DELAY_SIGNAL};
@@ -29,9 +30,9 @@ fn blocking(call: impl FnOnce() -> c_int, woken: impl FnOnce(c_int) -> bool) -> 
     match rt() {
         None => call(),
         Some(rt) => {
-            rt.pre_block();
+            rt.state.pre_block();
             let r = call();
-            rt.post_block(woken(r));
+            rt.state.post_block(woken(r));
             r
         }
     }
@@ -52,7 +53,7 @@ fn waking(call: impl FnOnce() -> c_int) -> c_int {
 /// Thread-level profiles and other files: a plain call.
 #[inline]
 fn ipc(fd: c_int, call: impl FnOnce() -> isize) -> isize {
-    let Some(rt) = rt().filter(|rt| rt.domain.is_some()) else {
+    let Some(rt) = rt().filter(|rt| rt.state.domain.is_some()) else {
         return call();
     };
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
@@ -65,9 +66,9 @@ fn ipc(fd: c_int, call: impl FnOnce() -> isize) -> isize {
         return call();
     }
     rt.catch_up();
-    rt.pre_block();
+    rt.state.pre_block();
     let r = call();
-    rt.post_block(true);
+    rt.state.post_block(true);
     r
 }
 
@@ -87,7 +88,8 @@ pub extern "C" fn _coz_get_counter(kind: c_int, name: *const c_char) -> *mut Cou
         return std::ptr::null_mut();
     }
     let name = unsafe { std::ffi::CStr::from_ptr(name) }.to_string_lossy();
-    match progress::counter(kind, &name) {
+    let shared = runtime::get().and_then(|rt| rt.state.shared_points());
+    match progress::counter(kind, &name, shared) {
         Some(c) => c as *const Counter as *mut Counter,
         None => std::ptr::null_mut(),
     }
@@ -105,7 +107,7 @@ extern "C-unwind" fn start_thread(p: *mut c_void) -> *mut c_void {
     // SAFETY: allocated in pthread_create below.
     let StartArg { f, arg, local } = *unsafe { Box::from_raw(p as *mut StartArg) };
     if let Some(rt) = runtime::get() {
-        rt.register_current_thread(local);
+        rt.state.register_current_thread(local);
         install_exit_hook();
     }
     f(arg)
@@ -143,7 +145,7 @@ pub unsafe extern "C" fn pthread_create(
     };
     let local = match threads::current() {
         Some(st) => st.local.load(Ordering::Acquire),
-        None => rt.global(),
+        None => rt.state.global(),
     };
     let boxed = Box::into_raw(Box::new(StartArg { f, arg, local })) as *mut c_void;
     // SAFETY: same signature; the "C-unwind" ABI only allows forced unwinds
@@ -171,10 +173,14 @@ pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> c_int {
     let Some(rt) = rt() else {
         return (real().dlclose)(handle);
     };
-    if rt.profiler_tid.load(Ordering::Acquire) == threads::gettid() {
+    if rt.state.profiler_tid.load(Ordering::Acquire) == threads::gettid() {
         return (real().dlclose)(handle);
     }
-    let mut p = rt.processor.lock().unwrap_or_else(|e| e.into_inner());
+    let mut p = rt
+        .samples
+        .processor
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
     let r = (real().dlclose)(handle);
     if p.ready {
         p.reload_modules();
@@ -421,14 +427,14 @@ unsafe fn wait_signal(
     let s = without_delay_signal(set);
     let rt = rt();
     if let Some(rt) = rt {
-        rt.pre_block();
+        rt.state.pre_block();
     }
     let r = match timeout {
         None => (real().sigwaitinfo)(&s, info),
         Some(t) => (real().sigtimedwait)(&s, info, t),
     };
     if let Some(rt) = rt {
-        rt.post_block(r > 0 && sent_by_us(info));
+        rt.state.post_block(r > 0 && sent_by_us(info));
     }
     r
 }

@@ -6,7 +6,8 @@
 //! COZ-format profile — but its samples come from the holdup recorder: the
 //! parent loads the BPF recorder for this process and hands over its ring
 //! buffer, so the runtime sees on-CPU samples *and* blocked samples (BCOZ)
-//! without a kernel patch. See [`runtime`] for the accounting.
+//! without a kernel patch. See [`state`] for the accounting, [`runtime`] for
+//! its lifecycle.
 //!
 //! Loaded without `holdup causal run` (no settings in the environment), it
 //! only answers `_coz_get_counter` and forwards every call.
@@ -15,6 +16,7 @@ pub use holdup_coz::lines;
 
 pub mod clock;
 pub mod config;
+pub mod counter;
 pub mod domain;
 pub mod fork;
 pub mod modules;
@@ -26,6 +28,7 @@ pub mod real;
 pub mod runtime;
 pub mod sink;
 pub mod source;
+pub mod state;
 pub mod threads;
 pub mod unwind;
 

@@ -2,17 +2,19 @@
 //! location and into delay credit for the running experiment's target.
 
 use crate::clock::{now_ns, seeded_rng, Rng};
-use crate::config::Subclass;
 use crate::lines::{self, LineTable, Locations};
 use crate::modules::{Modules, Role};
 use crate::points::points_of;
-use crate::runtime::Runtime;
 use crate::source::Source;
+use crate::state::State;
 use crate::threads::{ThreadState, ThreadTable};
 use crate::unwind::Unwinder;
 use holdup_bpf::records::{self, RawRecord};
+use holdup_bpf::ringbuf::RingPeek;
+use holdup_coz::target::{Subclass, Target};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
+use std::sync::Mutex;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SpeedupTarget {
@@ -93,33 +95,33 @@ impl Processor {
     }
 
     /// What the profile calls target `t`.
-    pub fn target_name(&self, t: SpeedupTarget) -> String {
-        match (t, &self.binary) {
-            (SpeedupTarget::Subclass(sc), _) => sc.name().to_string(),
-            (SpeedupTarget::Process, _) => format!("{PROCESS_PREFIX}{}", process_name()),
-            (SpeedupTarget::Line(l), None) => self.locs.name(l).to_string(),
-            (SpeedupTarget::Line(l), Some(bin)) => format!("{bin}:{}", self.locs.name(l)),
+    pub fn target(&self, t: SpeedupTarget) -> Target {
+        match t {
+            SpeedupTarget::Subclass(sc) => Target::Subclass(sc),
+            SpeedupTarget::Process => Target::Process(process_name()),
+            SpeedupTarget::Line(l) => {
+                let (file, line) = self.locs.file_line(l);
+                Target::line(self.binary.as_deref(), file, line)
+            }
         }
     }
 
     /// The target named `name` (of any process, or a user's FILE:LINE) in this process.
     pub fn resolve(&self, name: &str) -> Option<SpeedupTarget> {
-        match name {
-            "subclass:io" => return Some(SpeedupTarget::Subclass(Subclass::Io)),
-            "subclass:sched" => return Some(SpeedupTarget::Subclass(Subclass::Sched)),
-            _ => {}
+        match Target::parse(name) {
+            Ok(Target::Subclass(sc)) => Some(SpeedupTarget::Subclass(sc)),
+            Ok(Target::Process(p)) => (p == process_name()).then_some(SpeedupTarget::Process),
+            Ok(Target::Line {
+                binary: Some(b),
+                file,
+                line,
+            }) if self.binary.as_ref() == Some(&b) => self
+                .locs
+                .id(&format!("{file}:{line}"))
+                .or_else(|| self.locs.find(name))
+                .map(SpeedupTarget::Line),
+            _ => self.locs.find(name).map(SpeedupTarget::Line),
         }
-        if let Some(process) = name.strip_prefix(PROCESS_PREFIX) {
-            return (process == process_name()).then_some(SpeedupTarget::Process);
-        }
-        if let (Some((bin, line)), Some(mine)) = (name.split_once(':'), &self.binary) {
-            if bin == mine {
-                if let Some(l) = self.locs.id(line) {
-                    return Some(SpeedupTarget::Line(l));
-                }
-            }
-        }
-        self.locs.find(name).map(SpeedupTarget::Line)
     }
 
     fn offer(&mut self, t: SpeedupTarget, w: u64) {
@@ -153,7 +155,7 @@ impl Processor {
         Some(s)
     }
 
-    pub fn process(&mut self, rt: &'static Runtime, bytes: &[u8]) {
+    pub fn process(&mut self, rt: &'static State, bytes: &[u8]) {
         let Ok(RawRecord::Sample(s)) = records::parse(bytes) else {
             return;
         };
@@ -221,7 +223,7 @@ impl Processor {
             return;
         }
         if unknown {
-            self.maybe_refresh_modules(rt);
+            self.maybe_refresh_modules();
         }
         self.samples_seen += 1;
         if let Some(loc) = first {
@@ -270,14 +272,13 @@ impl Processor {
     }
 
     /// A library loaded by dlopen shows up as unknown addresses.
-    fn maybe_refresh_modules(&mut self, rt: &Runtime) {
+    fn maybe_refresh_modules(&mut self) {
         let now = now_ns();
         if now - self.last_refresh_ns < 1_000_000_000 {
             return;
         }
         self.last_refresh_ns = now;
         self.reload_modules();
-        let _ = rt;
     }
 
     /// List the loaded objects again, keeping the line tables of those
@@ -300,8 +301,80 @@ impl Processor {
     }
 }
 
-/// How a process target is named: `process:NAME`.
-pub const PROCESS_PREFIX: &str = "process:";
+/// The processor behind its lock, and what tells whether the ring has
+/// records: the sampling half of the runtime, which the profiler thread
+/// and the wrappers drive.
+pub struct Samples {
+    pub processor: Mutex<Processor>,
+    peek: Option<RingPeek>,
+}
+
+impl Samples {
+    pub fn new(source: Source, peek: Option<RingPeek>) -> Samples {
+        Samples {
+            processor: Mutex::new(Processor::new(Some(source))),
+            peek,
+        }
+    }
+
+    /// Whether the ring may hold records not yet processed (a socket
+    /// always may).
+    pub fn pending(&self) -> bool {
+        match &self.peek {
+            Some(p) => p.pending(),
+            None => true,
+        }
+    }
+
+    /// Drain the ring into the processor.
+    pub fn process_pending(&self, st: &'static State) {
+        let Ok(mut guard) = self.processor.lock() else {
+            return;
+        };
+        let p = &mut *guard;
+        if !p.ready {
+            return;
+        }
+        follow_experiment(st, p);
+        let Some(mut ring) = p.ring.take() else {
+            return;
+        };
+        let t0 = now_ns();
+        let n = ring.drain(|bytes| p.process(st, bytes));
+        p.ring = Some(ring);
+        p.busy_ns += now_ns() - t0;
+        p.records += n as u64;
+    }
+}
+
+/// `--system`: take up the experiment that the leading process started
+/// (or ended) in the shared domain, with its target as this process
+/// knows it (a line of another binary is no target here).
+fn follow_experiment(st: &State, p: &mut Processor) {
+    let Some(d) = st.domain else { return };
+    if !st.delays.active() {
+        p.exp = None;
+        return;
+    }
+    let n = d.experiment.load(Ordering::Acquire);
+    if st.seen_experiment.swap(n, Ordering::AcqRel) == n {
+        return;
+    }
+    let g = st.global();
+    for t in st.threads.iter() {
+        if !t.blocked.load(Ordering::Acquire) {
+            t.reset(g);
+        }
+    }
+    p.exp = p.resolve(&d.target()).map(|target| Experiment {
+        target,
+        start_ns: d.start_ns(now_ns()),
+        delay_ns: st.delays.delay(st.cfg.period_ns),
+        selected: 0,
+    });
+    p.pick = None;
+    p.pick_total = 0;
+}
 
 /// This process's name (its comm, which a forked child may have changed).
 fn process_name() -> String {

@@ -4,13 +4,14 @@
 use crate::clock::{now_ns, seeded_rng, sleep_ns, Rng};
 use crate::lines::{self, Locations};
 use crate::modules::{Modules, Role};
-use crate::processor::{runtime_address, Experiment, SpeedupTarget, PROCESS_PREFIX};
+use crate::processor::{runtime_address, Experiment, Samples, SpeedupTarget};
 use crate::progress::{self, Point, Snapshot};
-use crate::runtime::{log, Runtime};
 use crate::sink::Sink;
+use crate::state::State as Shared;
 use holdup_coz::experiment::{self, Window, COOL_OFF_NS};
-use holdup_coz::profile::{key, kind, Line};
+use holdup_coz::profile::{self, PointCounts};
 use holdup_coz::scope::scope_match;
+use holdup_coz::target::{Subclass, Target};
 use std::sync::atomic::Ordering;
 
 /// How often the profiler thread drains the ring.
@@ -18,7 +19,8 @@ const TICK_NS: u64 = 2_000_000;
 
 /// The profiler thread: runs experiments and writes the profile.
 pub struct Profiler {
-    rt: &'static Runtime,
+    rt: &'static Shared,
+    samples: &'static Samples,
     out: Option<Sink>,
     start_ns: u64,
     rng: Rng,
@@ -34,8 +36,7 @@ struct Saved {
     snaps: Vec<Snapshot>,
     start_ns: u64,
     global: u64,
-    /// The target as the profile names it.
-    name: String,
+    target: Target,
     speedup_pct: u64,
     windows: Vec<Window>,
 }
@@ -58,9 +59,10 @@ impl Saved {
 }
 
 impl Profiler {
-    pub fn new(rt: &'static Runtime) -> Profiler {
+    pub fn new(rt: &'static Shared, samples: &'static Samples) -> Profiler {
         Profiler {
             rt,
+            samples,
             out: None,
             start_ns: now_ns(),
             rng: seeded_rng(),
@@ -73,7 +75,7 @@ impl Profiler {
     }
 
     fn verbose(&self, msg: &str) {
-        log(self.rt.cfg.verbose, msg);
+        self.rt.log(msg);
     }
 
     fn write(&mut self, text: &str) {
@@ -92,38 +94,33 @@ impl Profiler {
                 if rt.stopping.load(Ordering::Acquire) {
                     // The leader writes the experiments; every process
                     // adds the sample counts of its own lines.
-                    rt.process_pending();
-                    self.out = Sink::open(rt);
+                    self.samples.process_pending(rt);
+                    self.out = Sink::open(rt.channel, rt.cfg.output_fd);
                     self.log_samples();
                     return;
                 }
                 sleep_ns(TICK_NS);
-                rt.process_pending();
+                self.samples.process_pending(rt);
                 self.offer_pick();
             }
             rt.delays.set_active(false);
         }
-        self.out = Sink::open(rt);
+        self.out = Sink::open(rt.channel, rt.cfg.output_fd);
         if self.out.is_none() {
             eprintln!("holdup causal: no profile was handed over to write; profiling is off");
             return;
         }
-        let unix_ns = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
-        let startup = Line::new(kind::STARTUP)
-            .field(key::TIME, unix_ns)
-            .field(key::TOOL, "holdup")
-            .field(key::PID, rt.pid)
-            .field(key::PERIOD, rt.cfg.period_ns)
-            .end();
-        self.write(&startup);
+        self.write(&profile::startup(
+            profile::unix_ns(),
+            rt.pid,
+            rt.cfg.period_ns,
+        ));
 
         let mut state = State::WaitProgress;
         let mut saved: Option<Saved> = None;
         while !rt.stopping.load(Ordering::Acquire) {
             sleep_ns(TICK_NS);
-            rt.process_pending();
+            self.samples.process_pending(rt);
             if let Some(d) = rt.domain {
                 self.offer_pick();
                 progress::follow_domain(d);
@@ -135,8 +132,8 @@ impl Profiler {
             state = match state {
                 State::WaitProgress if progress::count() > 0 => State::WaitTarget,
                 State::WaitTarget => match self.next_target() {
-                    Some((target, name)) => {
-                        saved = Some(self.start(target, name));
+                    Some((here, target)) => {
+                        saved = Some(self.start(here, target));
                         State::Running(now + self.length_ns)
                     }
                     None => State::WaitTarget,
@@ -151,12 +148,12 @@ impl Profiler {
                 s => s,
             };
         }
-        rt.process_pending();
+        self.samples.process_pending(rt);
         if let Some(s) = saved.take() {
             self.end_experiment(s);
         }
         self.log_samples();
-        if let Ok(p) = rt.processor.lock() {
+        if let Ok(p) = self.samples.processor.lock() {
             self.verbose(&format!(
                 "{} records, {} samples of the program, {:.1} µs per record",
                 p.records,
@@ -171,12 +168,12 @@ impl Profiler {
                 rt.pid
             );
         }
-        let runtime = Line::new(kind::RUNTIME)
-            .field(key::TIME, now_ns() - self.start_ns)
-            .field(key::PROGRESS_POINTS, progress::count())
-            .field(key::EXPERIMENTS, self.experiments)
-            .end();
-        self.write(&runtime);
+        let elapsed = now_ns() - self.start_ns;
+        self.write(&profile::runtime_end(
+            elapsed,
+            progress::count(),
+            self.experiments,
+        ));
     }
 
     fn load_lines(&mut self) {
@@ -202,7 +199,10 @@ impl Profiler {
                 None => true,
                 Some(g) => object_matches || scope_match(g, file),
             };
-            match lines::load(std::path::Path::new(&m.path), &mut locs, &keep) {
+            // This process's own objects: the loader's name may be a link
+            // (libz.so.1), which the reader does not follow.
+            let path = std::fs::canonicalize(&m.path).unwrap_or_else(|_| m.path.clone().into());
+            match lines::load(&path, &mut locs, &keep) {
                 Ok(t) if !t.is_empty() => {
                     m.lines = Some(tables.len());
                     tables.push(t);
@@ -230,7 +230,7 @@ impl Profiler {
                 eprintln!("holdup causal: line {spec} is not in the program's line tables; no experiments will run");
             }
         }
-        let Ok(mut p) = rt.processor.lock() else {
+        let Ok(mut p) = self.samples.processor.lock() else {
             return;
         };
         if rt.domain.is_some() {
@@ -253,25 +253,27 @@ impl Profiler {
 
     /// The next experiment's target, here (None with `--system`: every
     /// process finds it in its own tables) and by name.
-    fn next_target(&mut self) -> Option<(Option<SpeedupTarget>, String)> {
+    fn next_target(&mut self) -> Option<(Option<SpeedupTarget>, Target)> {
         let rt = self.rt;
         if let Some(d) = rt.domain {
-            let name = match (&rt.cfg.line, rt.cfg.subclass, &rt.cfg.process) {
-                (Some(spec), _, _) => spec.clone(),
-                (None, Some(s), _) => s.name().to_string(),
-                (None, None, Some(process)) => format!("{PROCESS_PREFIX}{process}"),
-                (None, None, None) => d.take_pick()?,
+            let target = match (&rt.cfg.line, rt.cfg.subclass, &rt.cfg.process) {
+                (Some(spec), _, _) => Target::parse(spec).ok()?,
+                (None, Some(s), _) => Target::Subclass(s),
+                (None, None, Some(process)) => Target::Process(process.clone()),
+                // Written by some process of the program: a name that is
+                // no target is passed over.
+                (None, None, None) => Target::parse(&d.take_pick()?).ok()?,
             };
-            return Some((None, name));
+            return Some((None, target));
         }
         let target = if rt.cfg.line.is_some() {
             self.fixed_line.map(SpeedupTarget::Line)
         } else if let Some(s) = rt.cfg.subclass {
             Some(SpeedupTarget::Subclass(s))
         } else {
-            rt.processor.lock().ok()?.pick.take()
+            self.samples.processor.lock().ok()?.pick.take()
         }?;
-        let name = rt.processor.lock().ok()?.target_name(target);
+        let name = self.samples.processor.lock().ok()?.target(target);
         Some((Some(target), name))
     }
 
@@ -279,16 +281,16 @@ impl Profiler {
     fn offer_pick(&mut self) {
         let rt = self.rt;
         let Some(d) = rt.domain else { return };
-        let Ok(mut p) = rt.processor.lock() else {
+        let Ok(mut p) = self.samples.processor.lock() else {
             return;
         };
         if let Some(t) = p.pick.take() {
             let w = std::mem::take(&mut p.pick_total);
-            d.offer(&p.target_name(t), w, self.rng.next_u64());
+            d.offer(&p.target(t).to_string(), w, self.rng.next_u64());
         }
     }
 
-    fn start(&mut self, target: Option<SpeedupTarget>, name: String) -> Saved {
+    fn start(&mut self, here: Option<SpeedupTarget>, target: Target) -> Saved {
         let rt = self.rt;
         let speedup_pct = match rt.cfg.speedup {
             Some(s) => s as u64,
@@ -308,8 +310,8 @@ impl Profiler {
             }
         }
         let start_ns = now_ns();
-        if let Ok(mut p) = rt.processor.lock() {
-            p.exp = target.map(|target| Experiment {
+        if let Ok(mut p) = self.samples.processor.lock() {
+            p.exp = here.map(|target| Experiment {
                 target,
                 start_ns,
                 delay_ns,
@@ -321,7 +323,7 @@ impl Profiler {
         rt.delays.set_delay(delay_ns);
         if let Some(d) = rt.domain {
             // Every process (this one too) takes it up from the domain.
-            d.begin(&name, start_ns);
+            d.begin(&target.to_string(), start_ns);
         }
         rt.delays.set_active(true);
         let windows = snaps.iter().map(|s| Window::new(s.a)).collect();
@@ -329,7 +331,7 @@ impl Profiler {
             snaps,
             start_ns,
             global,
-            name,
+            target,
             speedup_pct,
             windows,
         }
@@ -337,11 +339,11 @@ impl Profiler {
 
     fn end_experiment(&mut self, mut s: Saved) {
         let rt = self.rt;
-        rt.process_pending();
+        self.samples.process_pending(rt);
         let end_ns = now_ns();
         let global = rt.global();
         s.observe(end_ns, global);
-        let selected = match rt.processor.lock() {
+        let selected = match self.samples.processor.lock() {
             Ok(mut p) => {
                 let here = p.exp.take().map_or(0, |e| e.selected);
                 rt.domain
@@ -350,60 +352,26 @@ impl Profiler {
             Err(_) => return,
         };
         rt.delays.set_active(false);
-        let name = std::mem::take(&mut s.name);
-        let elapsed = end_ns - s.start_ns;
-        let delay = global.saturating_sub(s.global);
-        let duration = elapsed.saturating_sub(delay);
-        let kind = if name.starts_with("subclass:") {
-            "subclass"
-        } else {
-            "line"
-        };
-        let mut text = Line::new(kind::EXPERIMENT)
-            .field(key::SELECTED, &name)
-            .field(
-                key::SPEEDUP,
-                format_args!("{:.2}", s.speedup_pct as f64 / 100.0),
-            )
-            .field(key::DURATION, duration)
-            .field(key::SELECTED_SAMPLES, selected)
-            .field(key::ELAPSED, elapsed)
-            .field(key::DELAY, delay)
-            .field(key::KIND, kind)
-            .end();
-        let mut min_delta = usize::MAX;
-        if let Ok(points) = progress::POINTS.lock() {
-            for (i, pt) in points.iter().enumerate() {
-                let before = s.snaps.get(i).copied().unwrap_or_default();
-                let now = pt.snapshot();
-                match pt {
-                    Point::Throughput { name, .. } => {
-                        let delta = now.a.saturating_sub(before.a);
-                        min_delta = min_delta.min(delta);
-                        let mut line = Line::new(kind::THROUGHPUT_POINT)
-                            .field(key::NAME, name)
-                            .field(key::DELTA, delta);
-                        if let Some((delta, span)) = s.windows.get(i).and_then(Window::span) {
-                            line = line
-                                .field(key::WINDOW_DELTA, delta)
-                                .field(key::WINDOW_DURATION, span);
-                        }
-                        text.push_str(&line.end());
-                    }
-                    Point::Latency { name, .. } => {
-                        let arrivals = now.a.saturating_sub(before.a);
-                        let departures = now.b.saturating_sub(before.b);
-                        min_delta = min_delta.min(arrivals).min(departures);
-                        let line = Line::new(kind::LATENCY_POINT)
-                            .field(key::NAME, name)
-                            .field(key::ARRIVALS, arrivals)
-                            .field(key::DEPARTURES, departures)
-                            .field(key::DIFFERENCE, now.a.saturating_sub(now.b));
-                        text.push_str(&line.end());
-                    }
-                }
+        let points = progress::POINTS.lock().unwrap_or_else(|e| e.into_inner());
+        let counts = points.iter().enumerate().map(|(i, pt)| {
+            let (before, after) = (s.snaps.get(i).copied().unwrap_or_default(), pt.snapshot());
+            PointCounts {
+                name: pt.name(),
+                latency: matches!(pt, Point::Latency { .. }),
+                before: (before.a, before.b),
+                after: (after.a, after.b),
+                window: s.windows.get(i),
             }
+        });
+        let (text, min_delta) = profile::Experiment {
+            target: &s.target,
+            speedup_pct: s.speedup_pct,
+            elapsed_ns: end_ns - s.start_ns,
+            delay_ns: global.saturating_sub(s.global),
+            selected_samples: selected,
         }
+        .records(counts);
+        drop(points);
         self.write(&text);
         self.experiments += 1;
         self.verbose(text.lines().next().unwrap_or(""));
@@ -442,29 +410,22 @@ impl Profiler {
     /// Cumulative sample counts, written now and then so that a profile cut
     /// short still has them; readers keep the last count of each location.
     fn log_samples(&mut self) {
-        let mut text = Line::new(kind::RUNTIME)
-            .field(key::TIME, now_ns() - self.start_ns)
-            .end();
-        let pid = self.rt.pid;
-        let samples = |location: &str, count: u64| {
-            Line::new(kind::SAMPLES)
-                .field(key::LOCATION, location)
-                .field(key::COUNT, count)
-                .field(key::PID, pid)
-                .end()
-        };
-        if let Ok(p) = self.rt.processor.lock() {
+        let mut text = profile::runtime(now_ns() - self.start_ns);
+        let pid = Some(self.rt.pid);
+        if let Ok(p) = self.samples.processor.lock() {
             let mut locs: Vec<(&u32, &u64)> = p.counts.iter().filter(|(_, &c)| c > 0).collect();
             locs.sort();
             for (&loc, &count) in locs {
-                text.push_str(&samples(&p.target_name(SpeedupTarget::Line(loc)), count));
+                let name = p.target(SpeedupTarget::Line(loc)).to_string();
+                text.push_str(&profile::samples(&name, count, pid));
             }
-            for (name, count) in [
-                ("subclass:io", p.io_points),
-                ("subclass:sched", p.sched_points),
+            for (sc, count) in [
+                (Subclass::Io, p.io_points),
+                (Subclass::Sched, p.sched_points),
             ] {
                 if count > 0 {
-                    text.push_str(&samples(name, count));
+                    let name = Target::Subclass(sc).to_string();
+                    text.push_str(&profile::samples(&name, count, pid));
                 }
             }
         }

@@ -2,29 +2,17 @@
 //!
 //! `coz.h` (and our `holdup.h`) look up `_coz_get_counter(type, name)` with
 //! `dlsym` on the first visit of a progress point and then increment
-//! `counter->count` atomically, inline. The counter layout is COZ's:
-//! `struct { size_t count; size_t backoff; }`; backoff is unused.
+//! `counter->count` (see [`crate::counter`]).
 //!
 //! Programs that cannot be rebuilt get progress points from uprobes:
 //! `holdup causal run --progress` / `--latency` open a counting perf event
 //! per probe and hand its fd over; reading it gives the visits so far.
 
-use crate::domain::NoPoint;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use crate::counter::{Counter, BEGIN, END, THROUGHPUT};
+use crate::domain::{Domain, NoPoint};
+use holdup_coz::probe_list::ProbePoint;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
-
-pub const THROUGHPUT: i32 = 1;
-pub const BEGIN: i32 = 2;
-pub const END: i32 = 3;
-
-#[repr(C)]
-#[derive(Default)]
-pub struct Counter {
-    pub count: AtomicUsize,
-    pub backoff: AtomicUsize,
-}
-
-const _: () = assert!(std::mem::size_of::<Counter>() == 2 * std::mem::size_of::<usize>());
 
 /// Where a point's visits are counted.
 pub enum Count {
@@ -87,8 +75,17 @@ impl Point {
 
 pub static POINTS: Mutex<Vec<Point>> = Mutex::new(Vec::new());
 
-/// The counter for progress point `name` of kind `kind`, created on first use.
-pub fn counter(kind: i32, name: &str) -> Option<&'static Counter> {
+/// `--system`: the domain's table of progress points, and whether it
+/// stayed locked (counters are then this process's own).
+#[derive(Clone, Copy)]
+pub struct Shared<'a> {
+    pub domain: &'static Domain,
+    pub stuck: &'a AtomicBool,
+}
+
+/// The counter for progress point `name` of kind `kind`, created on first
+/// use; in the domain's table when `shared`.
+pub fn counter(kind: i32, name: &str, shared: Option<Shared<'_>>) -> Option<&'static Counter> {
     if !matches!(kind, THROUGHPUT | BEGIN | END) {
         return None;
     }
@@ -96,12 +93,12 @@ pub fn counter(kind: i32, name: &str) -> Option<&'static Counter> {
     // all processes add up (and a forked child keeps counting there). If
     // the domain's table cannot have it, this process counts alone rather
     // than not at all (coz.h would ask again at every visit).
-    if let Some(rt) = crate::runtime::get() {
-        if let (Some(d), false) = (rt.domain, rt.points_stuck.load(Ordering::Acquire)) {
+    if let Some(Shared { domain: d, stuck }) = shared {
+        if !stuck.load(Ordering::Acquire) {
             let shared_kind = if kind == END { BEGIN } else { kind };
             match d.point(shared_kind, name) {
                 Ok(p) => return Some(if kind == END { &p.b } else { &p.a }),
-                Err(NoPoint::Stuck) => rt.points_stuck.store(true, Ordering::Release),
+                Err(NoPoint::Stuck) => stuck.store(true, Ordering::Release),
                 Err(NoPoint::Full) => {}
             }
         }
@@ -153,41 +150,27 @@ pub fn counter(kind: i32, name: &str) -> Option<&'static Counter> {
     }
 }
 
-/// Add the uprobe points that `holdup causal run` opened, from its list:
-/// one per line, `T<TAB>name<TAB>fds` (throughput) or
-/// `L<TAB>name<TAB>fds<TAB>fds` (latency: begin, end), where `fds` are the
-/// per-CPU counters, comma-separated.
-pub fn add_probes(list: &str) {
+/// Add the uprobe points that `holdup causal run` opened.
+pub fn add_probes(list: &[ProbePoint]) {
     let mut points = POINTS.lock().unwrap_or_else(|e| e.into_inner());
-    for entry in list.lines() {
-        let f: Vec<&str> = entry.split('\t').collect();
-        let fd = |i: usize| {
-            let fds: Vec<i32> = f
-                .get(i)?
-                .split(',')
-                .filter_map(|v| v.parse().ok())
-                .collect();
-            (!fds.is_empty()).then_some(fds)
-        };
-        let name = f.get(1).unwrap_or(&"").to_string();
-        match (f.first(), fd(2), fd(3)) {
-            (Some(&"T"), Some(a), _) => points.push(Point::Throughput {
+    for p in list {
+        points.push(match p.clone() {
+            ProbePoint::Throughput { name, fds } => Point::Throughput {
                 name,
-                count: Count::Probe(a),
-            }),
-            (Some(&"L"), Some(a), Some(b)) => points.push(Point::Latency {
+                count: Count::Probe(fds),
+            },
+            ProbePoint::Latency { name, begin, end } => Point::Latency {
                 name,
-                begin: Count::Probe(a),
-                end: Count::Probe(b),
-            }),
-            _ => {}
-        }
+                begin: Count::Probe(begin),
+                end: Count::Probe(end),
+            },
+        });
     }
 }
 
 /// `--system`, in the leading process: see the progress points that any
 /// process created in the domain.
-pub fn follow_domain(d: &'static crate::domain::Domain) {
+pub fn follow_domain(d: &'static Domain) {
     let mut points = POINTS.lock().unwrap_or_else(|e| e.into_inner());
     for (kind, name, p) in d.points() {
         let known = points
@@ -209,14 +192,6 @@ pub fn follow_domain(d: &'static crate::domain::Domain) {
             }
         });
     }
-}
-
-/// The perf event fds of the uprobe points in a list for [`add_probes`].
-pub fn probe_fds(list: &str) -> Vec<i32> {
-    list.lines()
-        .flat_map(|e| e.split('\t').skip(2).flat_map(|v| v.split(',')))
-        .filter_map(|v| v.parse().ok())
-        .collect()
 }
 
 pub fn count() -> usize {

@@ -52,6 +52,38 @@ pub fn send_frame(fd: BorrowedFd<'_>, bytes: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
+/// The runtime: profile records `text` (whole lines) in frames of at most
+/// [`MAX_FRAME`] bytes, cut at line ends (only a long list of sample counts
+/// comes near); a longer line is left out.
+pub fn record_frames(mut text: &str) -> Vec<&str> {
+    let mut parts = Vec::new();
+    while text.len() > MAX_FRAME {
+        match text.as_bytes()[..MAX_FRAME]
+            .iter()
+            .rposition(|&b| b == b'\n')
+        {
+            Some(end) => {
+                parts.push(&text[..=end]);
+                text = &text[end + 1..];
+            }
+            None => match text.find('\n') {
+                Some(end) => text = &text[end + 1..],
+                None => text = "",
+            },
+        }
+    }
+    if !text.is_empty() {
+        parts.push(text);
+    }
+    parts
+}
+
+/// `holdup causal run`: whether a frame that came up a socket is profile
+/// records (whole lines), which it appends as they are.
+pub fn is_records(frame: &[u8]) -> bool {
+    frame.ends_with(b"\n")
+}
+
 /// What the other side's socket is after a [`Inbox::receive`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum State {
@@ -190,5 +222,23 @@ mod tests {
         assert_eq!(got, vec![b"fine".to_vec()]);
         assert_eq!(state, State::Oversized);
         assert!(inbox.buf.len() <= START_BYTES);
+    }
+
+    #[test]
+    fn a_large_group_is_cut_at_line_ends_and_an_overlong_line_left_out() {
+        assert_eq!(record_frames("a\nb\n"), ["a\nb\n"]);
+        assert!(record_frames("").is_empty());
+        let line = format!("samples\tlocation={}\tcount=1\n", "x".repeat(100));
+        let group = line.repeat(3 * MAX_FRAME / line.len());
+        let parts = record_frames(&group);
+        assert!(parts.len() >= 3);
+        assert!(parts
+            .iter()
+            .all(|p| p.len() <= MAX_FRAME && p.ends_with('\n')));
+        assert_eq!(parts.concat(), group);
+        let long = format!("a\n{}\nb\n", "y".repeat(MAX_FRAME + 1));
+        assert_eq!(record_frames(&long).concat(), "a\nb\n");
+        assert!(parts.iter().all(|p| is_records(p.as_bytes())));
+        assert!(!is_records(b"a\nb") && !is_records(b""));
     }
 }

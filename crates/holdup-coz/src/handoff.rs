@@ -16,9 +16,44 @@
 //! The fd numbers travel in the environment, so a program that execs keeps
 //! them (they are not close-on-exec in the program).
 
-use crate::DOMAIN_BYTES;
+use crate::{env, DOMAIN_BYTES};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
+/// What every process of a `--system` program inherits, named by the
+/// environment (the `env` module's `DOMAIN_FD`, `CHANNEL_FD`, `EPOCH_NS`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Inherited {
+    /// The shared domain's memfd.
+    pub domain_fd: RawFd,
+    /// The channel on which each process announces itself.
+    pub channel_fd: RawFd,
+    /// When the domain was made (CLOCK_MONOTONIC ns). The global delay
+    /// grows no faster than time passes, so a larger one is damage.
+    pub epoch_ns: u64,
+}
+
+impl Inherited {
+    /// `holdup causal run`: the variables that name them.
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            (env::DOMAIN_FD, self.domain_fd.to_string()),
+            (env::CHANNEL_FD, self.channel_fd.to_string()),
+            (env::EPOCH_NS, self.epoch_ns.to_string()),
+        ]
+    }
+
+    /// The runtime: from the variables `var` reads; None unless all are
+    /// numbers.
+    pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Option<Inherited> {
+        let number = |name: &str| var(name)?.parse().ok();
+        Some(Inherited {
+            domain_fd: number(env::DOMAIN_FD)?,
+            channel_fd: number(env::CHANNEL_FD)?,
+            epoch_ns: var(env::EPOCH_NS)?.parse().ok()?,
+        })
+    }
+}
 
 /// The domain's size can neither shrink nor grow, and no seal can be added
 /// (one forbidding writes would lock the others out).
@@ -276,6 +311,22 @@ pub fn peer_pid(socket: BorrowedFd<'_>) -> Option<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_inherited_fds_read_back_from_the_environment() {
+        let handed = Inherited {
+            domain_fd: 10,
+            channel_fd: 11,
+            epoch_ns: 123_456_789,
+        };
+        let vars: std::collections::HashMap<&str, String> = handed.env().into_iter().collect();
+        let get = |name: &str| vars.get(name).cloned();
+        assert_eq!(Inherited::from_env(get), Some(handed));
+        // One missing, or not a number: not a --system process.
+        let partial = |name: &str| (name != env::EPOCH_NS).then(|| "3".to_string());
+        assert_eq!(Inherited::from_env(partial), None);
+        assert_eq!(Inherited::from_env(|_| Some("x".into())), None);
+    }
 
     #[test]
     fn the_domain_cannot_be_resized_and_is_checked_before_use() {

@@ -54,6 +54,12 @@ impl Locations {
         &self.names[loc as usize]
     }
 
+    /// The path and the line of a location.
+    pub fn file_line(&self, loc: u32) -> (&str, u32) {
+        let (file, line) = self.keys[loc as usize];
+        (&self.files[file as usize], line)
+    }
+
     pub fn len(&self) -> usize {
         self.names.len()
     }
@@ -132,13 +138,25 @@ pub enum Error {
 pub type FileFilter<'a> = &'a dyn Fn(&str) -> bool;
 
 /// Read the line table of the ELF file at `path`, or of its separate debug
-/// file under /usr/lib/debug when the file itself carries none.
+/// file under /usr/lib/debug when the file itself carries none. The file
+/// may be a traced process's, read as root: it is opened as
+/// [`holdup_traced::read`] does (a FIFO, a link or anything but a regular
+/// file is refused at once, one its owner can change is copied).
 pub fn load(path: &Path, locs: &mut Locations, keep: FileFilter<'_>) -> Result<LineTable, Error> {
-    let data = std::fs::read(path)?;
-    let file = object::File::parse(&*data).map_err(|e| Error::Elf(e.to_string()))?;
+    let data = holdup_traced::read(path)?;
+    from_elf(&data, locs, keep)
+}
+
+/// [`load`] of an ELF file already read.
+pub fn from_elf(
+    data: &[u8],
+    locs: &mut Locations,
+    keep: FileFilter<'_>,
+) -> Result<LineTable, Error> {
+    let file = object::File::parse(data).map_err(|e| Error::Elf(e.to_string()))?;
     if file.section_by_name(".debug_line").is_none() {
         if let Some(debug) = separate_debug_file(&file) {
-            let data = std::fs::read(&debug)?;
+            let data = holdup_traced::read(&debug)?;
             let file = object::File::parse(&*data).map_err(|e| Error::Elf(e.to_string()))?;
             return from_object(&file, locs, keep);
         }
@@ -158,7 +176,8 @@ fn separate_debug_file(file: &object::File<'_>) -> Option<PathBuf> {
         &hex[..2],
         &hex[2..]
     ));
-    p.exists().then_some(p)
+    // Root's tree: distributions link the build id to the debug file.
+    p.canonicalize().ok()
 }
 
 fn from_object(
@@ -311,6 +330,28 @@ pub fn is_progress_header(path: &str) -> bool {
 mod tests {
     use super::*;
 
+    /// A FIFO where a binary was (its owner replaced it) would block an
+    /// open for reading until someone writes to it.
+    #[test]
+    fn a_fifo_at_a_binarys_path_is_refused_at_once() {
+        let (dir, fifo) = crate::test_fifo::fifo("lines-fifo");
+        let e = crate::test_fifo::error_at_once(move || {
+            load(&fifo, &mut Locations::default(), &|_| true).map_err(|e| e.to_string())
+        });
+        assert!(e.contains("a FIFO"), "{e}");
+        // And a link planted there is not followed.
+        let link = dir.join("link");
+        std::os::unix::fs::symlink(std::env::current_exe().unwrap(), &link).unwrap();
+        let e = load(&link, &mut Locations::default(), &|_| true).unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        // The test binary itself has lines.
+        let exe = std::env::current_exe().unwrap();
+        assert!(!load(&exe, &mut Locations::default(), &|_| true)
+            .unwrap()
+            .is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn normalize_paths() {
         assert_eq!(normalize("/a/./b/../c.c"), "/a/c.c");
@@ -350,5 +391,6 @@ mod tests {
         assert_eq!(l.find("ork.c:42"), None);
         assert_eq!(l.find("/src/app/work.c:42"), Some(id));
         assert_eq!(l.name(id), "/src/app/work.c:42");
+        assert_eq!(l.file_line(id), ("/src/app/work.c", 42));
     }
 }

@@ -92,12 +92,25 @@ fn x86_emulated(code: &[u8]) -> bool {
 }
 
 fn is_elf(path: &Path) -> bool {
-    use std::io::Read;
+    use std::os::unix::fs::FileExt;
     let mut magic = [0u8; 4];
-    std::fs::File::open(path)
-        .and_then(|mut f| f.read_exact(&mut magic))
+    path.canonicalize()
+        .and_then(|real| holdup_traced::open(&real))
+        .and_then(|(f, _)| f.read_exact_at(&mut magic, 0))
         .is_ok()
         && magic == *b"\x7fELF"
+}
+
+/// The bytes of a binary named by a user or by a process (`BINARY:` of a
+/// spec, a command found on PATH, a process's executable): its links
+/// resolved, as the kernel resolves a uprobe's path, then read as a traced
+/// process's file (never blocking on a FIFO, a file its owner can change
+/// copied, not mapped).
+fn read_binary(binary: &Path) -> Result<holdup_traced::Contents, String> {
+    binary
+        .canonicalize()
+        .and_then(|real| holdup_traced::read(&real))
+        .map_err(|e| format!("{}: {e}", binary.display()))
 }
 
 /// `f` of the parsed ELF file `binary`.
@@ -105,7 +118,7 @@ fn with_elf<T>(
     binary: &Path,
     f: impl FnOnce(&object::File<'_>, &[u8]) -> Result<T, String>,
 ) -> Result<T, String> {
-    let data = std::fs::read(binary).map_err(|e| format!("{}: {e}", binary.display()))?;
+    let data = read_binary(binary)?;
     let file = object::File::parse(&*data).map_err(|e| format!("{}: {e}", binary.display()))?;
     f(&file, &data)
 }
@@ -121,7 +134,7 @@ fn text_symbols<'a>(file: &'a object::File<'_>) -> impl Iterator<Item = object::
 /// with code among the `below` lines after it.
 fn line_address(binary: &Path, spec: &str, below: u32) -> Result<u64, String> {
     let mut locs = Locations::default();
-    let table = lines::load(binary, &mut locs, &|_| true)
+    let table = lines::from_elf(&read_binary(binary)?, &mut locs, &|_| true)
         .map_err(|e| format!("{}: {e}", binary.display()))?;
     let no_code = || {
         format!(
@@ -182,22 +195,21 @@ impl Segment {
     }
 }
 
-/// The loaded segments of `binary`: what turns the file offsets of a
+/// The loaded segments of an ELF file: what turns the file offsets of a
 /// process's mappings into the addresses of its line table.
-pub fn segments(binary: &Path) -> Result<Vec<Segment>, String> {
-    with_elf(binary, |file, _| {
-        Ok(file
-            .segments()
-            .map(|seg| {
-                let (offset, len) = seg.file_range();
-                Segment {
-                    offset,
-                    len,
-                    svma: seg.address(),
-                }
-            })
-            .collect())
-    })
+pub fn segments(elf: &[u8]) -> Result<Vec<Segment>, String> {
+    let file = object::File::parse(elf).map_err(|e| e.to_string())?;
+    Ok(file
+        .segments()
+        .map(|seg| {
+            let (offset, len) = seg.file_range();
+            Segment {
+                offset,
+                len,
+                svma: seg.address(),
+            }
+        })
+        .collect())
 }
 
 fn file_offset(file: &object::File<'_>, svma: u64) -> Option<u64> {
@@ -225,6 +237,19 @@ mod tests {
         assert!(site.offset > 0);
         let with_binary = format!("{}:main", exe.display());
         assert_eq!(resolve(None, &with_binary).unwrap(), site);
+    }
+
+    #[test]
+    fn a_fifo_named_as_the_binary_is_refused_at_once() {
+        let (dir, fifo) = crate::test_fifo::fifo("probe-fifo");
+        let path = fifo.clone();
+        let e = crate::test_fifo::error_at_once(move || resolve(Some(&path), "main"));
+        assert!(e.contains("a FIFO"), "{e}");
+        // Nor is a FIFO taken for a BINARY: prefix.
+        let spec = format!("{}:main", fifo.display());
+        let e = resolve(None, &spec).unwrap_err();
+        assert!(e.contains("BINARY:"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

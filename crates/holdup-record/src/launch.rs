@@ -4,6 +4,7 @@
 use anyhow::{bail, Context};
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
 
 pub struct Launched {
     pub pid: i32,
@@ -167,4 +168,16 @@ pub fn signal_name(sig: i32) -> String {
     unsafe { std::ffi::CStr::from_ptr(p) }
         .to_string_lossy()
         .into_owned()
+}
+
+/// The executable `argv0` runs (PATH searched as execvp does).
+pub fn resolve_program(argv0: &str) -> Option<PathBuf> {
+    if argv0.contains('/') {
+        return Some(PathBuf::from(argv0));
+    }
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| Path::new(d).join(argv0))
+        .find(|p| p.is_file())
 }

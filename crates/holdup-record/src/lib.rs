@@ -8,9 +8,12 @@
 //!   maps and jitdump files.
 //! - [`symbols`]: at the end, symbols for every frame seen, with
 //!   [`symcache`] keeping them across runs.
+//! - [`causal`]: `holdup causal run`'s experiments, from a plain
+//!   [`causal::Config`] to a written profile.
 //! - [`session`]: the whole recording, from the command line's [`session::Config`]
 //!   to a finished trace and a [`session::Summary`].
 
+pub mod causal;
 pub mod convert;
 pub mod jit;
 pub mod launch;

@@ -47,7 +47,9 @@ mod kallsyms;
 mod maps;
 pub mod perfmap;
 mod symbolize;
-pub mod traced;
+/// Opening traced processes' files (its own crate, which the causal
+/// runtime's line tables use too).
+pub use holdup_traced as traced;
 mod unwind;
 
 pub use elf::read_build_id;

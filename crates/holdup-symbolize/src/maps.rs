@@ -2,6 +2,7 @@
 
 use holdup_trace::fxhash::FxHashMap;
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// One executable mapping of a process.
@@ -22,6 +23,22 @@ impl Mapping {
 
     fn contains(&self, addr: u64) -> bool {
         self.start <= addr && addr < self.end
+    }
+
+    /// Where the mapped file of process `pid` may be found: the mapped
+    /// inode itself while the process lives (/proc/PID/map_files: still
+    /// the right file after it was deleted or replaced on disk, and nothing
+    /// its owner put at the path since), its path as the process sees it
+    /// (through /proc/PID/root, for containers), and the path here.
+    pub fn candidates(&self, pid: u32) -> Vec<PathBuf> {
+        vec![
+            PathBuf::from(format!(
+                "/proc/{pid}/map_files/{:x}-{:x}",
+                self.start, self.end
+            )),
+            PathBuf::from(format!("/proc/{pid}/root{}", self.path)),
+            PathBuf::from(&self.path),
+        ]
     }
 }
 

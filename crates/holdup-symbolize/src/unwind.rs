@@ -446,7 +446,8 @@ impl Unwinder {
             return cached.clone();
         }
         let mut refusal = None;
-        let loaded = candidates(pid, m)
+        let loaded = m
+            .candidates(pid)
             .into_iter()
             .filter_map(|p| match ElfUnwindInfo::load(&p) {
                 Ok(info) => info,
@@ -487,19 +488,6 @@ impl Unwinder {
         self.layouts.retain(|_, id| live.contains(id));
         self.memos.retain(|k, _| live.contains(&k.0));
     }
-}
-
-/// Where a mapped file may be found: the mapped inode itself while the
-/// process lives (/proc/PID/map_files: still the right file after it was
-/// deleted or replaced on disk, and nothing its owner put at the path since),
-/// its path as the process sees it (through /proc/PID/root, for
-/// containers), and the path here.
-fn candidates(pid: u32, m: &Mapping) -> Vec<PathBuf> {
-    vec![
-        PathBuf::from(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end)),
-        PathBuf::from(format!("/proc/{pid}/root{}", m.path)),
-        PathBuf::from(&m.path),
-    ]
 }
 
 #[cfg(test)]

@@ -30,24 +30,7 @@ fn refused(why: String) -> io::Error {
     io::Error::new(io::ErrorKind::PermissionDenied, why)
 }
 
-/// What a file that is not a regular file is, for a message.
-pub fn file_kind(t: std::fs::FileType) -> &'static str {
-    if t.is_dir() {
-        "a directory"
-    } else if t.is_fifo() {
-        "a FIFO"
-    } else if t.is_socket() {
-        "a socket"
-    } else if t.is_char_device() {
-        "a character device"
-    } else if t.is_block_device() {
-        "a block device"
-    } else if t.is_symlink() {
-        "a symbolic link"
-    } else {
-        "not a regular file"
-    }
-}
+pub use holdup_traced::file_kind;
 
 /// The open's error, said plainly where the path holds something planted.
 fn open_error(path: &Path, e: io::Error) -> io::Error {

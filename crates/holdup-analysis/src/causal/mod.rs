@@ -22,6 +22,9 @@
 //! may come from anywhere, and no line makes the reader hold more than that.
 
 use holdup_coz::profile::{key, kind, parse_line};
+/// What kind of thing a target is (`kind` in `holdup.causal/1`).
+pub use holdup_coz::target::Kind as TargetKind;
+use holdup_coz::target::Target;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::io::BufRead;
@@ -66,6 +69,8 @@ impl Measure {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Experiment {
     pub selected: String,
+    /// As the record says, or as the name tells in profiles that do not.
+    pub kind: TargetKind,
     pub speedup: f64,
     /// Elapsed time minus inserted delay, ns.
     pub duration: u64,
@@ -194,6 +199,7 @@ impl CozProfile {
                         continue;
                     };
                     current = Some(Experiment {
+                        kind: TargetKind::of_record(f.get(key::KIND).map(String::as_str), sel),
                         selected: sel.clone(),
                         speedup: (speedup * 100.0).round() / 100.0,
                         duration,
@@ -260,17 +266,6 @@ impl CozProfile {
         }
         names
     }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TargetKind {
-    Line,
-    Subclass,
-    /// A whole process of a `--system`, `-a` or `-p` profile (`process:NAME`).
-    Process,
-    /// A kernel function of an `-a` or `-p` profile (`kernel:FUNC`).
-    Kernel,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -423,6 +418,7 @@ pub fn analyze(profile: &CozProfile) -> CausalProfile {
     let mut latency = false;
     // target → speedup (in %) → accumulated measurements
     let mut by_target: BTreeMap<&str, BTreeMap<u32, Acc>> = BTreeMap::new();
+    let mut kinds: HashMap<&str, TargetKind> = HashMap::new();
     // target → (speedup in %, the experiment's own measurement)
     let mut singles: BTreeMap<&str, Vec<(u32, Acc)>> = BTreeMap::new();
     for e in &profile.experiments {
@@ -431,6 +427,7 @@ pub fn analyze(profile: &CozProfile) -> CausalProfile {
         };
         latency = matches!(m, Measure::Latency { .. });
         let pct = (e.speedup * 100.0).round() as u32;
+        kinds.insert(e.selected.as_str(), e.kind);
         if pct == 0 {
             baseline.add(e, m);
         }
@@ -498,15 +495,7 @@ pub fn analyze(profile: &CozProfile) -> CausalProfile {
                 Some(y - fitted)
             })
             .collect();
-        let kind = if target.starts_with("subclass:") {
-            TargetKind::Subclass
-        } else if target.starts_with("process:") {
-            TargetKind::Process
-        } else if target.starts_with("kernel:") {
-            TargetKind::Kernel
-        } else {
-            TargetKind::Line
-        };
+        let kind = kinds.get(target).copied().unwrap_or(TargetKind::Line);
         let nonzero = curve
             .iter()
             .filter(|p| p.speedup > 0.0 && p.experiments > 0)
@@ -609,39 +598,20 @@ fn local_linear(pts: &[(f64, f64, f64)], x0: f64) -> f64 {
 }
 
 /// `path:line` shortened to `file:line` unless another target has the same
-/// file name.
+/// file name; `BINARY:path:line` keeps its binary. Other targets are their
+/// names.
 fn short_name(name: &str, all: &[&str]) -> String {
-    if name.starts_with("subclass:") || name.starts_with("process:") || name.starts_with("kernel:")
-    {
+    let Ok(Target::Line { binary, file, line }) = Target::parse(name) else {
         return name.to_string();
-    }
-    // `BINARY:path:line` (a --system profile): the binary stays.
-    if let Some((bin, rest)) = name.split_once(':') {
-        if !bin.contains('/') && rest.contains(':') {
-            let others: Vec<&str> = all
-                .iter()
-                .map(|o| o.split_once(':').map_or(*o, |(_, r)| r))
-                .collect();
-            return format!("{bin}:{}", short_name(rest, &others));
-        }
-    }
-    let base = |n: &str| n.rsplit('/').next().unwrap_or(n).to_string();
-    let mine = base(name);
-    let file = |n: &str| {
-        n.rsplit_once(':')
-            .map(|(f, _)| f.to_string())
-            .unwrap_or_default()
     };
-    let clash = all.iter().any(|o| {
-        *o != name
-            && base(o).rsplit_once(':').map(|x| x.0) == mine.rsplit_once(':').map(|x| x.0)
-            && file(o) != file(name)
+    let base = |f: &str| f.rsplit('/').next().unwrap_or(f).to_string();
+    // Files of other line targets with the same file name.
+    let clash = all.iter().any(|o| match Target::parse(o) {
+        Ok(Target::Line { file: other, .. }) => other != file && base(&other) == base(&file),
+        _ => false,
     });
-    if clash {
-        name.to_string()
-    } else {
-        mine
-    }
+    let file = if clash { file } else { base(&file) };
+    Target::Line { binary, file, line }.to_string()
 }
 
 #[cfg(test)]
@@ -738,6 +708,31 @@ experiment\tselected=/src/b.c:20\tspee";
         let b = &c.targets[1];
         assert_eq!(b.target, "b.c:20");
         assert!(b.max_program_speedup.abs() < 1e-9);
+    }
+
+    /// This version writes each target's kind; earlier ones wrote `line`
+    /// for processes and kernel functions, COZ writes none.
+    #[test]
+    fn kinds_come_from_the_record_or_else_the_name() {
+        let text = "startup\ttime=1\n\
+experiment\tselected=kernel:vfs_read\tspeedup=0.00\tduration=10\tkind=kernel\n\
+throughput-point\tname=p\tdelta=1\n\
+experiment\tselected=process:reader\tspeedup=0.00\tduration=10\tkind=line\n\
+throughput-point\tname=p\tdelta=1\n\
+experiment\tselected=subclass:io\tspeedup=0.00\tduration=10\n\
+throughput-point\tname=p\tdelta=1\n\
+experiment\tselected=srv:/src/a.c:3\tspeedup=0.00\tduration=10\tkind=line\n\
+throughput-point\tname=p\tdelta=1\n";
+        let p = CozProfile::parse(text.as_bytes()).unwrap();
+        let kinds: Vec<TargetKind> = p.experiments.iter().map(|e| e.kind).collect();
+        use TargetKind::*;
+        assert_eq!(kinds, [Kernel, Process, Subclass, Line]);
+        let c = analyze(&p);
+        let of = |name: &str| c.targets.iter().find(|t| t.target == name).unwrap().kind;
+        assert_eq!(
+            [of("kernel:vfs_read"), of("process:reader"), of("srv:a.c:3")],
+            [Kernel, Process, Line]
+        );
     }
 
     #[test]

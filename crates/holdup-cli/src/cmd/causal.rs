@@ -1,24 +1,17 @@
 //! `holdup causal`: causal profiling (COZ's virtual speedups, with BCOZ's
-//! blocked samples).
+//! blocked samples and SCOZ's core-level delays).
 //!
-//! `run` loads the recorder for the command, hands its ring buffer to the
-//! runtime library it preloads into the command (`libholdup_causal.so`), and
-//! waits; the runtime runs the experiments and writes the profile.
+//! `run` turns the flags into a [`causal::Config`] for the engine in
+//! `holdup_record::causal`, and says what the profile it wrote holds.
 //! `report` ranks the profile's targets.
-
-mod attach;
-mod handlers;
-mod peers;
-mod system;
-mod targets;
 
 use anyhow::{bail, Context};
 use holdup_analysis::causal::{analyze, CozProfile};
-use holdup_bpf::{Recorder, RecorderOptions, Target};
+use holdup_coz::target::{Subclass, Target};
+use holdup_record::causal::{self, Mode};
 use holdup_record::launch::{self, ExitStatus};
 use std::fs::File;
 use std::io::{BufReader, Seek as _};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -40,6 +33,15 @@ pub enum Command {
 pub enum SubclassArg {
     Io,
     Sched,
+}
+
+impl From<SubclassArg> for Subclass {
+    fn from(s: SubclassArg) -> Self {
+        match s {
+            SubclassArg::Io => Self::Io,
+            SubclassArg::Sched => Self::Sched,
+        }
+    }
 }
 
 #[derive(clap::Args, Debug)]
@@ -138,96 +140,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// Where the runtime library is: `HOLDUP_CAUSAL_LIB`, else next to this
-/// executable (cargo puts it there, or in `deps/` for test builds); checked
-/// to be safe to preload.
-fn runtime_library() -> anyhow::Result<String> {
-    if let Some(p) = std::env::var_os("HOLDUP_CAUSAL_LIB") {
-        let p = PathBuf::from(p);
-        if !p.exists() {
-            bail!(
-                "HOLDUP_CAUSAL_LIB names {}, which does not exist",
-                p.display()
-            );
-        }
-        return preloadable(&p);
-    }
-    let exe = std::env::current_exe().context("cannot locate the holdup executable")?;
-    let dir = exe.parent().unwrap_or(Path::new("."));
-    for cand in [
-        dir.join("libholdup_causal.so"),
-        dir.join("deps/libholdup_causal.so"),
-        dir.join("../lib/holdup/libholdup_causal.so"),
-    ] {
-        if cand.exists() {
-            return preloadable(&cand);
-        }
-    }
-    bail!(
-        "cannot find libholdup_causal.so next to {}: build it with `cargo build -p holdup-causal` or set HOLDUP_CAUSAL_LIB",
-        exe.display()
-    )
-}
-
-/// The runtime library as `LD_PRELOAD` will name it: its absolute path
-/// without symbolic links (what is loaded is what was checked), free of the
-/// spaces and colons that `LD_PRELOAD` splits on, of a regular file that
-/// only root or the user running holdup can change (it is loaded into the
-/// program, which may run as root).
-fn preloadable(lib: &Path) -> anyhow::Result<String> {
-    use std::os::unix::fs::MetadataExt;
-    let path = lib
-        .canonicalize()
-        .with_context(|| format!("cannot resolve {}", lib.display()))?;
-    let Some(text) = path.to_str() else {
-        bail!("the runtime library's path {} is not UTF-8", path.display());
-    };
-    if text.contains([' ', ':']) {
-        bail!(
-            "the runtime library's path {text} has a space or a colon, which LD_PRELOAD cannot carry: put libholdup_causal.so elsewhere and name it with HOLDUP_CAUSAL_LIB"
-        );
-    }
-    let meta = std::fs::metadata(&path).with_context(|| format!("cannot read {text}"))?;
-    if !meta.is_file() {
-        bail!("the runtime library {text} is not a regular file");
-    }
-    let me = unsafe { libc::geteuid() };
-    if meta.uid() != 0 && meta.uid() != me {
-        bail!(
-            "the runtime library {text} belongs to uid {}: holdup preloads only a library of root's{} (install it, or set HOLDUP_CAUSAL_LIB)",
-            meta.uid(),
-            if me == 0 { String::new() } else { format!(" or uid {me}'s") }
-        );
-    }
-    if meta.mode() & 0o022 != 0 {
-        bail!(
-            "the runtime library {text} can be changed by other users (mode {:o}): `chmod go-w` it, or install it where only its owner can write",
-            meta.mode() & 0o7777
-        );
-    }
-    Ok(text.to_string())
-}
-
-/// Open the profile for writing (see [`holdup_trace::open_private`]):
-/// owner-only, never through a link, emptied unless `append`. Open for
-/// reading too: the profile is read back from this file, not from its
-/// path again.
-pub(super) fn create_output(path: &Path, append: bool) -> anyhow::Result<File> {
-    holdup_trace::open_private(path, append)
-        .with_context(|| format!("cannot write {}", path.display()))
-}
-
-struct RunConfig {
-    /// The uprobe counters of --progress and --latency, kept open.
-    _probes: Vec<OwnedFd>,
-    /// Its path, for messages.
-    output: PathBuf,
-    command: Vec<String>,
-    runs: u32,
-    period_ns: u64,
-    env: Vec<(&'static str, String)>,
-}
-
 fn absolute(path: &Path) -> anyhow::Result<PathBuf> {
     Ok(if path.is_absolute() {
         path.to_path_buf()
@@ -238,266 +150,56 @@ fn absolute(path: &Path) -> anyhow::Result<PathBuf> {
     })
 }
 
-fn config(a: &RunArgs, lib: &str) -> anyhow::Result<RunConfig> {
-    use holdup_coz::env as e;
-    let output = absolute(&a.output)?;
-    let period_ns = 1_000_000_000 / a.freq;
-    let preload = match std::env::var("LD_PRELOAD") {
-        Ok(p) if !p.is_empty() => format!("{lib}:{p}"),
-        _ => lib.to_string(),
+/// The engine's settings from the flags.
+fn config(a: &RunArgs) -> anyhow::Result<causal::Config> {
+    let mode = if a.all_cpus || a.pid.is_some() {
+        Mode::Attach {
+            pids: match &a.pid {
+                Some(list) => causal::parse_pids(list)?,
+                None => Vec::new(),
+            },
+            duration: a.duration.map(std::time::Duration::from_secs),
+        }
+    } else if a.system {
+        Mode::System
+    } else {
+        Mode::Thread {
+            end_to_end: a.end_to_end,
+            runs: a.runs,
+        }
     };
-    let mut env = vec![
-        ("LD_PRELOAD", preload),
-        (e::PARENT, std::process::id().to_string()),
-        (e::PERIOD_NS, period_ns.to_string()),
-        (e::EXPERIMENT_MS, a.experiment_ms.to_string()),
-    ];
-    if let Some(s) = &a.scope {
-        env.push((e::SCOPE, s.clone()));
-    }
-    if let Some(l) = &a.line {
-        if l.rsplit_once(':')
-            .and_then(|(_, n)| n.parse::<u32>().ok())
-            .is_none()
-        {
-            bail!("--line takes FILE:LINE, like work.c:42");
-        }
-        env.push((e::LINE, l.clone()));
-    }
-    if let Some(s) = a.speedup {
-        env.push((e::SPEEDUP, s.to_string()));
-    }
-    match a.subclass {
-        Some(SubclassArg::Io) => env.push((e::SUBCLASS, "io".into())),
-        Some(SubclassArg::Sched) => env.push((e::SUBCLASS, "sched".into())),
-        None => {}
-    }
-    if let Some(p) = &a.process {
-        if p.is_empty() || p.len() > 15 || p.contains('/') {
-            bail!(
-                "--process takes a process name (its comm: at most 15 characters), like postgres"
-            );
-        }
-        env.push((e::PROCESS, p.clone()));
-    }
-    if a.end_to_end {
-        env.push((e::END_TO_END, "1".into()));
-    }
-    if a.verbose {
-        env.push((e::VERBOSE, "1".into()));
-    }
-    let (probes, list) = probe_points(a)?;
-    if !list.is_empty() {
-        env.push((e::PROBES, list));
-    }
-    Ok(RunConfig {
-        _probes: probes,
-        output,
+    Ok(causal::Config {
+        output: absolute(&a.output)?,
+        append: a.append,
         command: a.command.clone(),
-        runs: if a.end_to_end { a.runs } else { 1 },
-        period_ns,
-        env,
+        mode,
+        scope: a.scope.clone(),
+        line: a.line.clone(),
+        subclass: a.subclass.map(Subclass::from),
+        process: a.process.clone(),
+        speedup: a.speedup,
+        period_ns: 1_000_000_000 / a.freq,
+        experiment_ms: a.experiment_ms,
+        verbose: a.verbose,
+        progress: a.progress.clone(),
+        latency: a.latency.clone(),
     })
-}
-
-/// Open counting uprobes for every --progress and --latency place, and
-/// the list that tells the runtime which fds count what (the command
-/// inherits them).
-fn probe_points(a: &RunArgs) -> anyhow::Result<(Vec<OwnedFd>, String)> {
-    let mut fds = Vec::new();
-    let mut list = String::new();
-    if a.progress.is_empty() && a.latency.is_empty() {
-        return Ok((fds, list));
-    }
-    let program = a
-        .command
-        .first()
-        .and_then(|c| super::latency::resolve_program(c));
-    let mut open = |spec: &str, option: &str| -> anyhow::Result<String> {
-        let counters = open_counter(program.as_deref(), spec, option)?;
-        let raw: Vec<String> = counters
-            .iter()
-            .map(|fd| fd.as_raw_fd().to_string())
-            .collect();
-        fds.extend(counters);
-        Ok(raw.join(","))
-    };
-    for spec in &a.progress {
-        let fd = open(spec, "--progress")?;
-        list.push_str(&format!("T\t{spec}\t{fd}\n"));
-    }
-    for pair in &a.latency {
-        let Some((begin, end)) = pair.split_once(',') else {
-            bail!("--latency takes BEGIN,END, like 'start_request,finish_request'");
-        };
-        let (b, e) = (open(begin, "--latency")?, open(end, "--latency")?);
-        list.push_str(&format!("L\t{pair}\t{b}\t{e}\n"));
-    }
-    Ok((fds, list))
-}
-
-/// The uprobe counters (one per CPU) of a --progress or --latency place,
-/// `SYMBOL` or `FILE:LINE` of `program` unless the spec names its binary.
-fn open_counter(program: Option<&Path>, spec: &str, option: &str) -> anyhow::Result<Vec<OwnedFd>> {
-    let site = holdup_coz::probe::resolve(program, spec)
-        .map_err(|e| anyhow::anyhow!("{option} {spec}: {e}"))?;
-    if site.single_stepped {
-        // Its time counts in the program's, which waters down predictions
-        // when visits are microseconds apart.
-        eprintln!(
-            "holdup causal: note: {option} {spec}: the kernel single-steps the probed instruction (it emulates only pushes, nops, calls and jumps), ~20 µs a visit on some virtual machines; a function that starts with a push, or a line at a call, counts visits cheaply"
-        );
-    }
-    holdup_bpf::perf::uprobe_counters(&site.binary, site.offset)
-        .with_context(|| format!("{option} {spec}: cannot attach a uprobe"))
-}
-
-/// A copy of `fd` that a child inherits through exec, numbered from 10
-/// (clear of the numbers shells and programs use themselves).
-fn inheritable(fd: BorrowedFd<'_>) -> anyhow::Result<OwnedFd> {
-    let n = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD, 10) };
-    if n < 0 {
-        return Err(std::io::Error::last_os_error()).context("cannot pass an fd to the command");
-    }
-    Ok(unsafe { OwnedFd::from_raw_fd(n) })
-}
-
-/// Ring buffer handed to the runtime: it drains every few ms, so a few MiB
-/// absorb seconds of samples.
-const RING_BYTES: u32 = 8 << 20;
-
-/// The recorder as every causal mode wants it: samples with enough of the
-/// user stack to unwind, no wait segments or block I/O.
-/// `core_delays`: the delays are our handler threads preempting the
-/// programs (-a/-p), whose time is then not the programs'.
-fn start_recorder(
-    target: Target,
-    period_ns: u64,
-    follow_children: bool,
-    core_delays: bool,
-) -> anyhow::Result<Recorder> {
-    Recorder::start(RecorderOptions {
-        target,
-        period_ns,
-        follow_children,
-        segments: false,
-        block_io: false,
-        stack_copy_bytes: 2048,
-        ring_bytes: RING_BYTES,
-        syscalls: None,
-        own_preemption_is_delay: core_delays,
-    })
-    .context("starting the recorder")
 }
 
 fn causal_run(a: RunArgs) -> anyhow::Result<ExitCode> {
-    if a.all_cpus || a.pid.is_some() {
-        let output = absolute(&a.output)?;
-        return attach::attach_run(&a, output);
-    }
-    let lib = runtime_library()?;
-    let cfg = config(&a, &lib)?;
-    let output = create_output(&cfg.output, a.append)?;
-
-    let rec = start_recorder(Target::Pids(Vec::new()), cfg.period_ns, a.system, false)?;
-    if a.system {
-        return system_run(&cfg, &rec, output);
-    }
-    // The runtime reads the ring and writes the profile from inside the
-    // command: give it fds that survive exec (libbpf's and ours are
-    // close-on-exec).
-    let ring = inheritable(rec.ring_fd())?;
-    let profile = inheritable(output.as_fd())?;
-    std::env::set_var(holdup_coz::env::RING_FD, ring.as_raw_fd().to_string());
-    std::env::set_var(holdup_coz::env::RING_BYTES, RING_BYTES.to_string());
-    std::env::set_var(holdup_coz::env::OUTPUT_FD, profile.as_raw_fd().to_string());
-    for (k, v) in &cfg.env {
-        std::env::set_var(k, v);
-    }
-    // Ctrl-C reaches the command (same process group); we wait for it.
-    unsafe {
-        libc::signal(libc::SIGINT, libc::SIG_IGN);
-        libc::signal(libc::SIGQUIT, libc::SIG_IGN);
-    }
-
-    let mut last = ExitStatus::Code(0);
-    for _ in 0..cfg.runs {
-        let mut child = launch::spawn_held(&cfg.command)?;
-        rec.track(child.pid as u32)?;
-        child.release()?;
-        last = child.wait(true).unwrap_or(ExitStatus::Code(0));
-        if last != ExitStatus::Code(0) {
-            break;
-        }
-    }
-    drop((ring, profile));
-    drop(rec);
-    report_outcome(&cfg, &output, last)
-}
-
-/// `--system`: the runtimes get their samples from here and send their
-/// profile records back; the command ends the run (processes it left
-/// behind are not waited for).
-fn system_run(cfg: &RunConfig, rec: &Recorder, output: File) -> anyhow::Result<ExitCode> {
-    let (mut fwd, handed) = system::Forwarder::new(rec.ring_fd(), RING_BYTES as u64, output)?;
-    for (k, v) in cfg.env.iter().chain(&handed.env) {
-        std::env::set_var(k, v);
-    }
-    unsafe {
-        libc::signal(libc::SIGINT, libc::SIG_IGN);
-        libc::signal(libc::SIGQUIT, libc::SIG_IGN);
-    }
-    let mut child = launch::spawn_held(&cfg.command)?;
-    // Only the program holds them now.
-    drop(handed);
-    rec.track(child.pid as u32)?;
-    child.release()?;
-    let status = loop {
-        fwd.pump(1);
-        if let Some(s) = child.wait(false) {
-            break s;
-        }
+    let cfg = config(&a)?;
+    let outcome = causal::run(&cfg)?;
+    // -a/-p name no process to check: the samples went to every one.
+    let process = match cfg.mode {
+        Mode::Attach { .. } => None,
+        _ => cfg.process.as_deref(),
     };
-    let (output, s) = fwd.finish();
-    // Samples queued for a process that ended reached nobody either.
-    let lost = s.dropped + s.withheld;
-    if lost > 0 {
-        eprintln!(
-            "holdup causal: {lost} of {} samples reached no process (it had not started its runtime, had ended, or fell behind)",
-            s.dropped + s.forwarded
-        );
-    }
-    if s.refused > 0 {
-        eprintln!(
-            "holdup causal: {} announcements on the channel were refused (not a process's own socket)",
-            s.refused
-        );
-    }
-    if s.bad_frames > 0 {
-        eprintln!(
-            "holdup causal: {} groups of profile records from the processes were not whole lines and were left out",
-            s.bad_frames
-        );
-    }
-    if let Some(e) = s.write_error {
-        return Err(e).with_context(|| format!("cannot write {}", cfg.output.display()));
-    }
-    report_outcome(cfg, &output, status)
+    report_written(&cfg.output, &outcome.output, outcome.status, process)
 }
 
-/// What the run left: one line on the profile written, or why there is none.
-fn report_outcome(cfg: &RunConfig, output: &File, status: ExitStatus) -> anyhow::Result<ExitCode> {
-    let process = cfg.env.iter().find(|(k, _)| *k == holdup_coz::env::PROCESS);
-    report_written(
-        &cfg.output,
-        output,
-        status,
-        process.map(|(_, p)| p.as_str()),
-    )
-}
-
-/// The same for any run, from the output as written (`path` names it):
-/// `process` is the --process name, if any.
+/// What the run left (the output as written; `path` names it): one line
+/// on the profile written, or why there is none. `process` is the
+/// --process name, if any.
 fn report_written(
     path: &Path,
     output: &File,
@@ -541,7 +243,7 @@ fn report_written(
     }
     // A misspelt --process would otherwise read as "no speedup to gain".
     if let Some(p) = process {
-        let target = format!("process:{p}");
+        let target = Target::Process(p.to_string()).to_string();
         let on_it = profile.experiments.iter().filter(|e| e.selected == target);
         if on_it.clone().all(|e| e.selected_samples == 0) {
             bail!(
@@ -585,116 +287,4 @@ fn report(a: ReportArgs) -> anyhow::Result<ExitCode> {
         holdup_render::causal::write_text(&causal, out)?;
     }
     Ok(ExitCode::SUCCESS)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::os::unix::fs::{MetadataExt, PermissionsExt};
-
-    fn scratch(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("holdup-causal-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    }
-
-    fn chmod(path: &Path, mode: u32) {
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
-    }
-
-    #[test]
-    fn only_a_library_that_others_cannot_change_is_preloaded_and_by_its_real_path() {
-        let dir = scratch("preload");
-        let lib = dir.join("libholdup_causal.so");
-        std::fs::write(&lib, b"\x7fELF").unwrap();
-        chmod(&lib, 0o644);
-        let real = lib.canonicalize().unwrap();
-        assert_eq!(preloadable(&lib).unwrap(), real.to_str().unwrap());
-        // Through a link or a roundabout path: the real one.
-        let link = dir.join("link.so");
-        std::os::unix::fs::symlink(&lib, &link).unwrap();
-        assert_eq!(preloadable(&link).unwrap(), real.to_str().unwrap());
-        std::fs::create_dir_all(dir.join("sub")).unwrap();
-        let roundabout = dir.join("sub/../libholdup_causal.so");
-        assert_eq!(preloadable(&roundabout).unwrap(), real.to_str().unwrap());
-        // Writable by the group or by anyone.
-        for mode in [0o664, 0o646, 0o666] {
-            chmod(&lib, mode);
-            let e = preloadable(&lib).unwrap_err().to_string();
-            assert!(e.contains("can be changed by other users"), "{mode:o}: {e}");
-        }
-        chmod(&lib, 0o644);
-        // A path LD_PRELOAD would split.
-        for name in ["with space", "with:colon"] {
-            let sub = dir.join(name);
-            std::fs::create_dir_all(&sub).unwrap();
-            let odd = sub.join("libholdup_causal.so");
-            std::fs::copy(&lib, &odd).unwrap();
-            let e = preloadable(&odd).unwrap_err().to_string();
-            assert!(e.contains("a space or a colon"), "{e}");
-        }
-        // Another user's library, when root runs holdup.
-        if unsafe { libc::geteuid() } == 0 {
-            std::os::unix::fs::chown(&lib, Some(65534), None).unwrap();
-            let e = preloadable(&lib).unwrap_err().to_string();
-            assert!(e.contains("belongs to uid 65534"), "{e}");
-        }
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn the_profile_is_private_and_never_written_through_a_link() {
-        let dir = scratch("output");
-        let out = dir.join("profile.coz");
-        let f = create_output(&out, false).unwrap();
-        assert_eq!(f.metadata().unwrap().mode() & 0o777, 0o600);
-        drop(f);
-        // An existing file of ours: emptied and made private, or kept with
-        // --append.
-        std::fs::write(&out, b"old\n").unwrap();
-        chmod(&out, 0o644);
-        let f = create_output(&out, true).unwrap();
-        assert_eq!(f.metadata().unwrap().len(), 4);
-        assert_eq!(f.metadata().unwrap().mode() & 0o777, 0o600);
-        drop(f);
-        assert_eq!(
-            create_output(&out, false)
-                .unwrap()
-                .metadata()
-                .unwrap()
-                .len(),
-            0
-        );
-        // A link put where the profile goes: refused, its target untouched.
-        let target = dir.join("precious");
-        std::fs::write(&target, b"keep").unwrap();
-        let link = dir.join("link.coz");
-        std::os::unix::fs::symlink(&target, &link).unwrap();
-        for append in [false, true] {
-            let e = format!("{:#}", create_output(&link, append).unwrap_err());
-            assert!(e.contains("is a symbolic link"), "{e}");
-        }
-        assert_eq!(std::fs::read(&target).unwrap(), b"keep");
-        // Not a regular file.
-        let e = format!("{:#}", create_output(&dir, false).unwrap_err());
-        assert!(
-            e.contains("not a regular file") || e.contains("cannot write"),
-            "{e}"
-        );
-        // Another user's file, when root runs holdup: never written into;
-        // appending to it is refused, a new profile replaces it.
-        if unsafe { libc::geteuid() } == 0 {
-            std::os::unix::fs::chown(&target, Some(65534), None).unwrap();
-            let e = format!("{:#}", create_output(&target, true).unwrap_err());
-            assert!(e.contains("belongs to uid 65534"), "{e}");
-            assert_eq!(std::fs::read(&target).unwrap(), b"keep");
-            let kept = dir.join("kept");
-            std::fs::hard_link(&target, &kept).unwrap();
-            let f = create_output(&target, false).unwrap();
-            assert_eq!(f.metadata().unwrap().uid(), 0);
-            assert_eq!(std::fs::read(&kept).unwrap(), b"keep");
-        }
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
 }

@@ -291,18 +291,6 @@ fn explain(e: ExplainArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The executable `argv0` runs (PATH searched as execvp does).
-pub(crate) fn resolve_program(argv0: &str) -> Option<PathBuf> {
-    if argv0.contains('/') {
-        return Some(PathBuf::from(argv0));
-    }
-    std::env::var_os("PATH")?
-        .to_str()?
-        .split(':')
-        .map(|d| Path::new(d).join(argv0))
-        .find(|p| p.is_file())
-}
-
 /// Say which timed functions the kernel single-steps the first
 /// instruction of: that step comes after the entry probe's time stamp, so
 /// it counts in each of their calls (about 19 µs on a test VM, more in a
@@ -336,7 +324,7 @@ fn note_single_stepped(funcs: &[UserFunc]) {
 fn user_funcs(a: &RecordArgs) -> anyhow::Result<Vec<UserFunc>> {
     let default_binary = || -> anyhow::Result<PathBuf> {
         if let Some(argv0) = a.command.first() {
-            return resolve_program(argv0)
+            return holdup_record::launch::resolve_program(argv0)
                 .with_context(|| format!("cannot find program '{argv0}'"));
         }
         if let Some(pid) = a.target.pid.first() {

@@ -51,18 +51,18 @@ impl Forwarder {
         ring_bytes: u64,
         output: File,
     ) -> anyhow::Result<(Forwarder, Handed)> {
-        use holdup_coz::env as e;
         let domain = handoff::create_domain().context("cannot create the shared domain")?;
         let (channel, program_end) = handoff::channel().context("cannot create the channel")?;
         let fds = vec![
             super::inheritable(domain.as_fd())?,
             super::inheritable(program_end.as_fd())?,
         ];
-        let env = vec![
-            (e::DOMAIN_FD, fds[0].as_raw_fd().to_string()),
-            (e::CHANNEL_FD, fds[1].as_raw_fd().to_string()),
-            (e::EPOCH_NS, holdup_bpf::monotonic_ns().to_string()),
-        ];
+        let env = handoff::Inherited {
+            domain_fd: fds[0].as_raw_fd(),
+            channel_fd: fds[1].as_raw_fd(),
+            epoch_ns: holdup_bpf::monotonic_ns(),
+        }
+        .env();
         let ring = RingReader::new(ring_fd, ring_bytes).context("cannot map the ring buffer")?;
         let fwd = Forwarder {
             channel,
@@ -166,7 +166,7 @@ impl Profile {
         if frame.is_empty() {
             return;
         }
-        if !frame.ends_with(b"\n") {
+        if !holdup_coz::frames::is_records(frame) {
             self.bad_frames += 1;
             return;
         }

@@ -10,30 +10,32 @@ use holdup_bpf::records::{RawSample, SF_KSTACK_LEAF_IS_IP, SF_USER_REGS};
 use holdup_coz::lines::{self, LineTable, Locations};
 use holdup_coz::probe::Segment;
 use holdup_coz::scope::scope_match;
+use holdup_coz::target::Target;
 use holdup_symbolize::{AddressSpaces, KernelSymbols, Unwinder};
 use std::collections::HashMap;
-use std::path::Path;
-
-pub const KERNEL_PREFIX: &str = "kernel:";
-pub const PROCESS_PREFIX: &str = "process:";
+use std::path::PathBuf;
 
 /// A process's maps are read again for an unknown address at most this often.
 const MAPS_REFRESH_NS: u64 = 100_000_000;
 
+/// The targets seen, each with its name, by id.
 #[derive(Default)]
 pub struct Names {
+    targets: Vec<Target>,
     names: Vec<String>,
     ids: HashMap<String, u32>,
 }
 
 impl Names {
-    pub fn id(&mut self, name: &str) -> u32 {
-        if let Some(&id) = self.ids.get(name) {
+    pub fn id(&mut self, target: Target) -> u32 {
+        let name = target.to_string();
+        if let Some(&id) = self.ids.get(&name) {
             return id;
         }
         let id = self.names.len() as u32;
-        self.names.push(name.to_string());
-        self.ids.insert(name.to_string(), id);
+        self.targets.push(target);
+        self.names.push(name.clone());
+        self.ids.insert(name, id);
         id
     }
 
@@ -57,6 +59,10 @@ impl Names {
 
     pub fn name(&self, id: u32) -> &str {
         &self.names[id as usize]
+    }
+
+    pub fn target(&self, id: u32) -> &Target {
+        &self.targets[id as usize]
     }
 }
 
@@ -238,7 +244,7 @@ impl Resolver {
             .unwrap_or_default();
         let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"))
             .ok()
-            .map(|c| self.names.id(&format!("{PROCESS_PREFIX}{}", c.trim_end())));
+            .map(|c| self.names.id(Target::Process(c.trim_end().to_string())));
         let _ = self.spaces.load_proc_maps(pid);
         Process {
             exe,
@@ -269,10 +275,7 @@ impl Resolver {
             None => KernelFrame::Entry,
             Some((f, _)) if is_tracer(f) => KernelFrame::Tracer,
             Some((f, _)) if is_entry_code(f) => KernelFrame::Entry,
-            Some((f, _)) => {
-                let name = format!("{KERNEL_PREFIX}{f}");
-                KernelFrame::Function(self.names.id(&name))
-            }
+            Some((f, _)) => KernelFrame::Function(self.names.id(Target::Kernel(f.to_string()))),
         };
         self.kernel_frames.insert(addr, frame);
         frame
@@ -290,7 +293,7 @@ impl Resolver {
                 self.scope.as_deref(),
                 &mut self.locs,
                 &mut self.without_lines,
-                pid,
+                m.candidates(pid),
                 &m.path,
                 m.path == exe,
             );
@@ -302,22 +305,22 @@ impl Resolver {
         let names = &mut self.names;
         let locs = &self.locs;
         let binary = &obj.binary;
-        Some(
-            *obj.ids
-                .entry(loc)
-                .or_insert_with(|| names.id(&format!("{binary}:{}", locs.name(loc)))),
-        )
+        Some(*obj.ids.entry(loc).or_insert_with(|| {
+            let (file, line) = locs.file_line(loc);
+            names.id(Target::line(Some(binary), file, line))
+        }))
     }
 }
 
-/// The line table of a mapped file, when it is in scope: the main
+/// The line table of a mapped file (at `path` in its process, read from
+/// the first of `candidates` that opens), when it is in scope: the main
 /// executable of a process by default, else what `--scope` names. A main
 /// executable without one is listed in `without_lines`.
 fn load_object(
     scope: Option<&str>,
     locs: &mut Locations,
     without_lines: &mut Vec<String>,
-    pid: u32,
+    candidates: Vec<PathBuf>,
     path: &str,
     is_main: bool,
 ) -> Option<Object> {
@@ -329,15 +332,11 @@ fn load_object(
         None => true,
         Some(g) => object_matches || scope_match(g, file),
     };
-    // Through the process's root: it may run in another mount namespace.
-    let in_root = format!("/proc/{pid}/root{path}");
-    let file = if Path::new(&in_root).exists() {
-        in_root
-    } else {
-        path.to_string()
-    };
-    let table = match lines::load(Path::new(&file), locs, &keep) {
-        Ok(t) if !t.is_empty() => t,
+    // A traced process's file, read as root: never blocking, never
+    // through a link its owner planted (see holdup_traced).
+    let data = candidates.iter().find_map(|c| holdup_traced::read(c).ok());
+    let table = match data.as_deref().map(|d| lines::from_elf(d, locs, &keep)) {
+        Some(Ok(t)) if !t.is_empty() => t,
         _ => {
             if is_main {
                 without_lines.push(path.to_string());
@@ -345,11 +344,110 @@ fn load_object(
             return None;
         }
     };
-    let segments = holdup_coz::probe::segments(Path::new(&file)).ok()?;
+    let segments = holdup_coz::probe::segments(data.as_deref()?).ok()?;
     Some(Object {
         table,
         segments,
         binary: path.rsplit('/').next().unwrap_or(path).to_string(),
         ids: HashMap::new(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use holdup_bpf::records::{self as raw, RawRecord};
+
+    #[test]
+    fn a_target_is_found_by_its_name_or_the_end_of_it() {
+        let mut names = Names::default();
+        let line = names.id(Target::line(Some("server"), "/src/app/work.c", 42));
+        let kernel = names.id(Target::Kernel("ext4_sync_file".into()));
+        let process = names.id(Target::Process("postgres".into()));
+        assert_eq!(names.id(Target::Kernel("ext4_sync_file".into())), kernel);
+        for (spec, id) in [
+            ("server:/src/app/work.c:42", Some(line)),
+            ("work.c:42", Some(line)),
+            ("app/work.c:42", Some(line)),
+            ("ork.c:42", None),
+            ("work.c:4", None),
+            ("kernel:ext4_sync_file", Some(kernel)),
+            ("process:postgres", Some(process)),
+        ] {
+            assert_eq!(names.find(spec), id, "{spec}");
+        }
+        assert_eq!(names.name(line), "server:/src/app/work.c:42");
+        assert_eq!(names.target(process), &Target::Process("postgres".into()));
+    }
+
+    #[test]
+    fn entry_code_and_our_own_instrumentation_are_no_targets() {
+        for f in ["entry_SYSCALL_64", "do_syscall_64", "asm_exc_page_fault"] {
+            assert!(is_entry_code(f) && !is_tracer(f), "{f}");
+        }
+        for f in [
+            "handle_swbp",
+            "uprobe_notify_resume",
+            "bpf_prog_1234_sample",
+        ] {
+            assert!(is_tracer(f), "{f}");
+        }
+        assert!(!is_entry_code("link_path_walk") && !is_tracer("link_path_walk"));
+    }
+
+    #[inline(never)]
+    fn somewhere(x: u64) -> u64 {
+        x * 3 + 1
+    }
+
+    /// A sample of this process at a known function: its line (in this
+    /// file, named with this binary) and this process by its comm.
+    #[test]
+    fn an_on_cpu_sample_resolves_to_its_line_and_its_process() {
+        let ip = std::hint::black_box(somewhere as fn(u64) -> u64) as *const () as u64;
+        let pid = std::process::id();
+        let size = std::mem::size_of::<raw::SampleRec>();
+        let rec = raw::SampleRec {
+            hdr: raw::RecHdr {
+                kind: raw::REC_SAMPLE,
+                size: size as u32,
+            },
+            pid,
+            tid: pid,
+            ip,
+            weight: 1,
+            class: raw::CLASS_CPU,
+            flags: raw::SF_USER_REGS,
+            ..Default::default()
+        };
+        let mut bytes = vec![0u8; size];
+        unsafe { std::ptr::write_unaligned(bytes.as_mut_ptr() as *mut raw::SampleRec, rec) };
+        let Ok(RawRecord::Sample(sample)) = raw::parse(&bytes) else {
+            panic!("not a sample");
+        };
+        let mut resolver = Resolver::new(None, false);
+        let mut hit = Hit::default();
+        resolver.resolve(&sample, holdup_bpf::monotonic_ns(), &mut hit);
+        assert!(hit.kernel.is_empty());
+        let comm = std::fs::read_to_string("/proc/self/comm").unwrap();
+        let process = hit.process.map(|id| resolver.names.target(id).clone());
+        assert_eq!(process, Some(Target::Process(comm.trim_end().to_string())));
+        let exe = std::env::current_exe().unwrap();
+        let binary = exe.file_name().unwrap().to_str().unwrap();
+        let &[first] = hit.lines.as_slice() else {
+            panic!("lines {:?}", hit.lines);
+        };
+        match resolver.names.target(first) {
+            Target::Line {
+                binary: Some(b),
+                file,
+                ..
+            } => assert!(
+                b == binary && file.ends_with("causal/targets.rs"),
+                "{b} {file}"
+            ),
+            other => panic!("{other}"),
+        }
+        assert!(hit.contains(first) && !hit.contains(first + 100));
+    }
 }

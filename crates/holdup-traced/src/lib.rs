@@ -84,10 +84,30 @@ pub fn open(path: &Path) -> io::Result<(File, Metadata)> {
         })?;
     let md = file.metadata()?;
     if !md.is_file() {
-        let what = holdup_trace::output::file_kind(md.file_type());
+        let what = file_kind(md.file_type());
         return Err(refused(format!("{what}, not a regular file")));
     }
     Ok((file, md))
+}
+
+/// What a file that is not a regular file is, for a message.
+pub fn file_kind(t: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_symlink() {
+        "a symbolic link"
+    } else {
+        "not a regular file"
+    }
 }
 
 /// Whether only root can change the file, so that mapping it is safe: no

@@ -1,0 +1,260 @@
+//! The runtime's state: what one process's profiling shares among its
+//! threads, the profiler thread and the wrappers (settings, delays, thread
+//! table, flags), and COZ's delay accounting on it. Plain data: nothing
+//! here calls back into the sampling, the profiler or the lifecycle.
+//!
+//! Virtual speedup (COZ): while line L is the experiment's target and has
+//! speedup s, every sampling point of a thread T inside L stands for P·s of
+//! time that a faster L would not take. Instead of making T faster, all
+//! other threads are delayed by P·s. Bookkeeping uses a global delay G (the
+//! delay every thread must have seen) and a per-thread local delay: a
+//! sample of T in L adds P·s to T's local and raises G to it; a thread whose
+//! local is behind G sleeps the difference. A thread that blocks in a pthread
+//! call and is woken by another thread skips the delays added meanwhile
+//! (its waker paid them before waking it — COZ's catch-up).
+//!
+//! Blocked samples (BCOZ): a blocked sample of weight w whose user stack
+//! contains L counts as w points of L (lock waits excepted: waiting is no
+//! fix). They reach the ring only when the blocked thread is switched back
+//! in, so a thread about to wake another first drains the ring: the wakee
+//! then skips the delay of the I/O it waited for instead of paying it twice.
+//! A subclass target (`subclass:io`, `subclass:sched`) counts the io or
+//! runqueue points of every thread.
+
+use crate::clock::{now_ns, sleep_ns};
+use crate::config::Config;
+use crate::domain::{Delays, Domain};
+use crate::progress;
+use crate::threads::{self, ThreadState, ThreadTable};
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+
+/// CPU time between two delay checks of a running thread.
+const DELAY_TICK_NS: u64 = 2_000_000;
+/// Most of a delay's overshoot that is credited (see add_delays).
+const MAX_OVERSHOOT_NS: u64 = 1_000_000;
+/// What the global delay may hold beyond twice the time since the epoch
+/// before it is taken for damage (see `plausible`).
+const GLOBAL_SLACK_NS: u64 = 1_000_000_000;
+
+pub struct State {
+    pub cfg: Config,
+    pub pid: u32,
+    /// Whether an experiment runs, its delay, the global delay.
+    pub delays: &'static Delays,
+    /// When the global delay was 0 (CLOCK_MONOTONIC ns).
+    pub epoch_ns: u64,
+    /// `--system`: the domain all processes share (where `delays` live),
+    /// and the experiment this process last saw in it.
+    pub domain: Option<&'static Domain>,
+    pub seen_experiment: AtomicU64,
+    /// `--system`: this process's socket to `holdup causal run`, where the
+    /// profile records go.
+    pub channel: Option<RawFd>,
+    /// The domain's table of progress points stayed locked: counters are
+    /// this process's own from then on.
+    pub points_stuck: AtomicBool,
+    /// Payments refused because the global delay was beyond what the
+    /// program could have reached (damage); said at the end.
+    pub refused: AtomicU64,
+    /// Delay paid with sleeps and credited by target hits, for --verbose.
+    pub paid: AtomicU64,
+    pub credited: AtomicU64,
+    pub threads: ThreadTable,
+    pub profiler_tid: AtomicI32,
+    pub profiler_thread: AtomicU64,
+    pub stopping: AtomicBool,
+    pub shut_down: AtomicBool,
+    /// Set in a forked child: nothing of the runtime works there.
+    pub disabled: AtomicBool,
+}
+
+impl State {
+    /// A fresh state for `cfg`, with delays `delays` (the domain's, with
+    /// `--system`).
+    pub fn new(
+        cfg: Config,
+        delays: &'static Delays,
+        domain: Option<&'static Domain>,
+        channel: Option<RawFd>,
+    ) -> State {
+        State {
+            pid: std::process::id(),
+            delays,
+            epoch_ns: cfg.system.map_or_else(now_ns, |s| s.epoch_ns),
+            domain,
+            seen_experiment: AtomicU64::new(0),
+            channel,
+            points_stuck: AtomicBool::new(false),
+            refused: AtomicU64::new(0),
+            paid: AtomicU64::new(0),
+            credited: AtomicU64::new(0),
+            threads: ThreadTable::default(),
+            profiler_tid: AtomicI32::new(0),
+            profiler_thread: AtomicU64::new(0),
+            stopping: AtomicBool::new(false),
+            shut_down: AtomicBool::new(false),
+            disabled: AtomicBool::new(false),
+            cfg,
+        }
+    }
+
+    /// Where `_coz_get_counter` puts its counters with `--system`.
+    pub fn shared_points(&self) -> Option<progress::Shared<'_>> {
+        self.domain.map(|domain| progress::Shared {
+            domain,
+            stuck: &self.points_stuck,
+        })
+    }
+
+    /// A note for --verbose.
+    pub fn log(&self, msg: &str) {
+        if self.cfg.verbose {
+            eprintln!("holdup causal: {msg}");
+        }
+    }
+
+    /// Give the calling thread a delay state, starting from `local`.
+    pub fn register_current_thread(&self, local: u64) {
+        if threads::current().is_some() {
+            return;
+        }
+        if let Some(st) = self.threads.find_or_claim(threads::gettid(), local) {
+            // SAFETY: the table lives in the leaked runtime.
+            let st: &'static ThreadState = unsafe { &*(st as *const ThreadState) };
+            threads::attach(st, DELAY_TICK_NS);
+        }
+    }
+
+    /// COZ's global delay, ns.
+    pub fn global(&self) -> u64 {
+        self.delays.global.load(Ordering::Acquire)
+    }
+
+    /// Whether the program can have reached global delay `g`. Every ns of
+    /// it is time some thread spent in the target (credited) or sleeping to
+    /// pay a delay (with a sleep's overshoot), so it grows about as fast as
+    /// time passes. One far beyond is damage to the shared domain: paying
+    /// it would stall the program.
+    fn plausible(&self, g: u64) -> bool {
+        within_reach(g, now_ns().saturating_sub(self.epoch_ns))
+    }
+
+    /// COZ's add_delays: pay what this thread owes, or publish what it is
+    /// ahead by.
+    pub fn add_delays(&self, st: &ThreadState) {
+        let g = self.global();
+        if !self.delays.active() {
+            st.reset(g);
+            return;
+        }
+        if st.blocked.load(Ordering::Acquire) {
+            return;
+        }
+        let local = st.local.load(Ordering::Acquire);
+        if local > g {
+            self.delays
+                .global
+                .fetch_max(st.published(), Ordering::AcqRel);
+        } else if local < g {
+            if !self.plausible(g) {
+                self.refused.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            let need = g - local;
+            let before = threads::schedstat(st);
+            let t0 = now_ns();
+            sleep_ns(need);
+            let slept = now_ns() - t0;
+            let after = threads::schedstat(st);
+            // The sleep overshoots (timer slack): that is delay inserted too,
+            // and on the critical path it lengthens the experiment, so it is
+            // credited and published like any delay (COZ does the same);
+            // crediting only `need` would make every virtual speedup look
+            // smaller than it is. The wait for a CPU after the sleep is not:
+            // another thread of the program (or of the machine) ran
+            // meanwhile. A stall far beyond the sleep is not ours either.
+            let runq_after = match (before, after) {
+                (Some(a), Some(b)) => b.1.saturating_sub(a.1),
+                _ => 0,
+            };
+            let waited = slept
+                .saturating_sub(runq_after)
+                .clamp(need, need + MAX_OVERSHOOT_NS);
+            // COZ publishes every delay paid, which is right when the sleep
+            // holds the program up. A thread that mostly waits for a CPU
+            // anyway (an oversubscribed pool) loses little by sleeping: its
+            // siblings get the core. That share of the sleep is kept out of
+            // the global delay, or every such payment would ratchet it up
+            // and "more cores" would promise more than more cores give.
+            let free = (waited as f64 * self.runqueue_share(st, before)) as u64;
+            st.free.fetch_add(free, Ordering::AcqRel);
+            self.paid.fetch_add(waited, Ordering::Relaxed);
+            st.paid.fetch_add(waited, Ordering::Relaxed);
+            st.local.fetch_add(waited, Ordering::AcqRel);
+            self.delays
+                .global
+                .fetch_max(st.published(), Ordering::AcqRel);
+        }
+    }
+
+    /// Share of its runnable time this thread spent waiting for a CPU since
+    /// it last paid a delay.
+    fn runqueue_share(&self, st: &ThreadState, now: Option<(u64, u64)>) -> f64 {
+        let Some((run, runq)) = now else { return 0.0 };
+        let last_run = st.last_run.swap(run, Ordering::AcqRel);
+        let last_runq = st.last_runq.swap(runq, Ordering::AcqRel);
+        let (dr, dq) = (run.saturating_sub(last_run), runq.saturating_sub(last_runq));
+        if dr + dq == 0 {
+            return 0.0;
+        }
+        dq as f64 / (dr + dq) as f64
+    }
+
+    pub fn pre_block(&self) {
+        if let Some(st) = threads::current() {
+            st.pre_block.store(self.global(), Ordering::Release);
+            st.blocked.store(true, Ordering::Release);
+        }
+    }
+
+    /// After a blocking call; `woken` when another thread of the program
+    /// ended the wait, so that the delays added meanwhile were paid by it.
+    pub fn post_block(&self, woken: bool) {
+        if let Some(st) = threads::current() {
+            if woken {
+                let g = self.global();
+                let pre = st.pre_block.load(Ordering::Acquire);
+                if g > pre && self.plausible(g) {
+                    st.local.fetch_add(g - pre, Ordering::AcqRel);
+                }
+            }
+            st.blocked.store(false, Ordering::Release);
+        }
+    }
+}
+
+/// Whether a global delay of `g` can be reached in `elapsed` ns, with room
+/// to spare (twice the time, and a second).
+fn within_reach(g: u64, elapsed: u64) -> bool {
+    g <= elapsed.saturating_mul(2).saturating_add(GLOBAL_SLACK_NS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_global_delay_beyond_the_time_elapsed_is_not_paid() {
+        let s = 1_000_000_000;
+        // Reachable: up to the time since the epoch, and room to spare.
+        assert!(within_reach(0, 0));
+        assert!(within_reach(3 * s, 3 * s));
+        assert!(within_reach(7 * s, 3 * s));
+        assert!(!within_reach(7 * s + 1, 3 * s));
+        // Written by a damaged or hostile process: an hour after 3 s, or
+        // all ones.
+        assert!(!within_reach(3600 * s, 3 * s));
+        assert!(!within_reach(u64::MAX, 3 * s));
+    }
+}

@@ -1,0 +1,196 @@
+//! Runs with the runtime preloaded into the command: thread-level (the
+//! runtime reads the recorder's ring and writes the profile from inside
+//! the command) and `--system` (every process's runtime gets its samples
+//! from here and sends its profile records back).
+
+use super::probes::{self, Probe};
+use super::system::Forwarder;
+use super::{create_output, inheritable, preload, start_recorder, Config, Mode, Outcome};
+use super::{Traced, RING_BYTES};
+use crate::launch::{self, ExitStatus};
+use anyhow::{bail, Context};
+use holdup_bpf::Recorder;
+use holdup_coz::env as e;
+use holdup_coz::target::Target;
+use std::fs::File;
+use std::os::fd::{AsFd, AsRawFd};
+
+/// What the command inherits: the settings the runtime reads, and the
+/// uprobe counters they name (kept open until the run ends).
+struct Handed {
+    env: Vec<(&'static str, String)>,
+    _probes: Vec<Probe>,
+}
+
+fn settings(cfg: &Config, lib: &str) -> anyhow::Result<Handed> {
+    let preload = match std::env::var("LD_PRELOAD") {
+        Ok(p) if !p.is_empty() => format!("{lib}:{p}"),
+        _ => lib.to_string(),
+    };
+    let mut env = vec![
+        ("LD_PRELOAD", preload),
+        (e::PARENT, std::process::id().to_string()),
+        (e::PERIOD_NS, cfg.period_ns.to_string()),
+        (e::EXPERIMENT_MS, cfg.experiment_ms.to_string()),
+    ];
+    if let Some(s) = &cfg.scope {
+        env.push((e::SCOPE, s.clone()));
+    }
+    if let Some(l) = &cfg.line {
+        if !matches!(Target::parse(l), Ok(Target::Line { .. })) {
+            bail!("--line takes FILE:LINE, like work.c:42");
+        }
+        env.push((e::LINE, l.clone()));
+    }
+    if let Some(s) = cfg.speedup {
+        env.push((e::SPEEDUP, s.to_string()));
+    }
+    if let Some(s) = cfg.subclass {
+        env.push((e::SUBCLASS, s.as_str().into()));
+    }
+    if let Some(p) = &cfg.process {
+        if p.is_empty() || p.len() > 15 || p.contains('/') {
+            bail!(
+                "--process takes a process name (its comm: at most 15 characters), like postgres"
+            );
+        }
+        env.push((e::PROCESS, p.clone()));
+    }
+    if matches!(
+        cfg.mode,
+        Mode::Thread {
+            end_to_end: true,
+            ..
+        }
+    ) {
+        env.push((e::END_TO_END, "1".into()));
+    }
+    if cfg.verbose {
+        env.push((e::VERBOSE, "1".into()));
+    }
+    let program = cfg.command.first().and_then(|c| launch::resolve_program(c));
+    let probes = probes::open(cfg, program.as_deref())?;
+    if !probes.is_empty() {
+        env.push((e::PROBES, probes::list(&probes)));
+    }
+    Ok(Handed {
+        env,
+        _probes: probes,
+    })
+}
+
+/// Ctrl-C reaches the command (same process group); we wait for it.
+fn leave_signals_to_the_command() {
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+        libc::signal(libc::SIGQUIT, libc::SIG_IGN);
+    }
+}
+
+pub fn run(cfg: &Config) -> anyhow::Result<Outcome> {
+    let lib = preload::runtime_library()?;
+    let handed = settings(cfg, &lib)?;
+    let output = create_output(&cfg.output, cfg.append)?;
+    let system = cfg.mode == Mode::System;
+    let rec = start_recorder(Traced::Pids(Vec::new()), cfg.period_ns, system, false)?;
+    for (k, v) in &handed.env {
+        std::env::set_var(k, v);
+    }
+    if system {
+        return system_run(cfg, &rec, output);
+    }
+    // The runtime reads the ring and writes the profile from inside the
+    // command: give it fds that survive exec (libbpf's and ours are
+    // close-on-exec).
+    let ring = inheritable(rec.ring_fd())?;
+    let profile = inheritable(output.as_fd())?;
+    std::env::set_var(e::RING_FD, ring.as_raw_fd().to_string());
+    std::env::set_var(e::RING_BYTES, RING_BYTES.to_string());
+    std::env::set_var(e::OUTPUT_FD, profile.as_raw_fd().to_string());
+    leave_signals_to_the_command();
+    let runs = match cfg.mode {
+        Mode::Thread {
+            end_to_end: true,
+            runs,
+        } => runs,
+        _ => 1,
+    };
+    let status = thread_runs(&rec, &cfg.command, runs)?;
+    drop((ring, profile));
+    drop(rec);
+    Ok(Outcome { output, status })
+}
+
+/// The recording loop of thread-level runs: the command `runs` times,
+/// until one fails.
+fn thread_runs(rec: &Recorder, command: &[String], runs: u32) -> anyhow::Result<ExitStatus> {
+    let mut last = ExitStatus::Code(0);
+    for _ in 0..runs {
+        let mut child = launch::spawn_held(command)?;
+        rec.track(child.pid as u32)?;
+        child.release()?;
+        last = child.wait(true).unwrap_or(ExitStatus::Code(0));
+        if last != ExitStatus::Code(0) {
+            break;
+        }
+    }
+    Ok(last)
+}
+
+/// `--system`: the runtimes get their samples from here and send their
+/// profile records back; the command ends the run (processes it left
+/// behind are not waited for).
+fn system_run(cfg: &Config, rec: &Recorder, output: File) -> anyhow::Result<Outcome> {
+    let (mut fwd, handed) = Forwarder::new(rec.ring_fd(), RING_BYTES as u64, output)?;
+    for (k, v) in &handed.env {
+        std::env::set_var(k, v);
+    }
+    leave_signals_to_the_command();
+    let status = system_loop(rec, &cfg.command, &mut fwd, handed)?;
+    let (output, s) = fwd.finish();
+    // Samples queued for a process that ended reached nobody either.
+    let lost = s.dropped + s.withheld;
+    if lost > 0 {
+        eprintln!(
+            "holdup causal: {lost} of {} samples reached no process (it had not started its runtime, had ended, or fell behind)",
+            s.dropped + s.forwarded
+        );
+    }
+    if s.refused > 0 {
+        eprintln!(
+            "holdup causal: {} announcements on the channel were refused (not a process's own socket)",
+            s.refused
+        );
+    }
+    if s.bad_frames > 0 {
+        eprintln!(
+            "holdup causal: {} groups of profile records from the processes were not whole lines and were left out",
+            s.bad_frames
+        );
+    }
+    if let Some(e) = s.write_error {
+        return Err(e).with_context(|| format!("cannot write {}", cfg.output.display()));
+    }
+    Ok(Outcome { output, status })
+}
+
+/// The recording loop of `--system`: forward samples and records until
+/// the command ends.
+fn system_loop(
+    rec: &Recorder,
+    command: &[String],
+    fwd: &mut Forwarder,
+    handed: super::system::Handed,
+) -> anyhow::Result<ExitStatus> {
+    let mut child = launch::spawn_held(command)?;
+    // Only the program holds them now.
+    drop(handed);
+    rec.track(child.pid as u32)?;
+    child.release()?;
+    Ok(loop {
+        fwd.pump(1);
+        if let Some(s) = child.wait(false) {
+            break s;
+        }
+    })
+}
