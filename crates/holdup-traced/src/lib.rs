@@ -221,9 +221,17 @@ mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 
+    /// A scratch directory of this test process, emptied first.
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("holdup-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
     #[test]
     fn fifos_links_and_directories_are_refused_without_blocking() {
-        let dir = crate::scratch("traced-refused");
+        let dir = scratch("traced-refused");
         let fifo = dir.join("lib.so");
         let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
@@ -247,7 +255,7 @@ mod tests {
 
     #[test]
     fn only_files_of_roots_are_mapped_or_named_by_path() {
-        let dir = crate::scratch("traced-owners");
+        let dir = scratch("traced-owners");
         let path = dir.join("f");
         std::fs::write(&path, b"0123456789").unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
