@@ -7,6 +7,7 @@ pub mod fxhash;
 pub mod latency;
 pub mod model;
 pub mod record;
+pub mod symfile;
 
 pub use file::{create_private, features, Damage, Error, Header, Reader, Writer};
 pub use model::{Thread, Trace};
