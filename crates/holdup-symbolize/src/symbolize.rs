@@ -26,8 +26,17 @@ type Stamp = (u64, u64, i64, i64, u64);
 /// state (parsed symbol tables and DWARF) between calls.
 pub struct Symbolizer {
     inner: blazesym::symbolize::Symbolizer,
+    demangle: bool,
     build_ids: HashMap<PathBuf, (Stamp, Option<Vec<u8>>)>,
     kernel: Option<KernelSymbols>,
+}
+
+fn blazesym_symbolizer(demangle: bool) -> blazesym::symbolize::Symbolizer {
+    blazesym::symbolize::Symbolizer::builder()
+        .enable_code_info(true)
+        .enable_inlined_fns(true)
+        .enable_demangling(demangle)
+        .build()
 }
 
 impl Default for Symbolizer {
@@ -50,13 +59,9 @@ impl Symbolizer {
 
     /// Choose whether Rust and C++ names are demangled.
     pub fn with_demangling(demangle: bool) -> Self {
-        let inner = blazesym::symbolize::Symbolizer::builder()
-            .enable_code_info(true)
-            .enable_inlined_fns(true)
-            .enable_demangling(demangle)
-            .build();
         Self {
-            inner,
+            inner: blazesym_symbolizer(demangle),
+            demangle,
             build_ids: HashMap::new(),
             kernel: None,
         }
@@ -94,13 +99,27 @@ impl Symbolizer {
             }
         }
         let src = Source::Elf(Elf::new(path));
-        let results = self
-            .inner
-            .symbolize(&src, Input::FileOffset(offsets))
-            .map_err(|source| Error::Symbolize {
+        // blazesym panics on some malformed DWARF (a line table row naming
+        // a file its header lacks): that file's frames stay unsymbolized,
+        // the recording goes on, and the symbolizer starts afresh.
+        let inner = &self.inner;
+        let results = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            inner.symbolize(&src, Input::FileOffset(offsets))
+        }));
+        let results = match results {
+            Ok(r) => r.map_err(|source| Error::Symbolize {
                 path: path.to_path_buf(),
                 source,
-            })?;
+            })?,
+            Err(_) => {
+                self.inner = blazesym_symbolizer(self.demangle);
+                return Err(Error::BadElf {
+                    path: path.to_path_buf(),
+                    reason: "its debugging information is malformed (the symbolizer failed on it)"
+                        .into(),
+                });
+            }
+        };
         Ok(results
             .into_iter()
             .map(|r| match r {
@@ -153,10 +172,12 @@ impl Symbolizer {
             }
         }
         let map = crate::elf::map_file(path).map_err(io)?;
-        let file = object::File::parse(&*map).map_err(|e| Error::BadElf {
+        let bad = |reason| Error::BadElf {
             path: path.to_path_buf(),
-            reason: e.to_string(),
-        })?;
+            reason,
+        };
+        let file = object::File::parse(&*map).map_err(|e| bad(e.to_string()))?;
+        compressed_sizes_are_possible(&file).map_err(bad)?;
         let id = object::Object::build_id(&file)
             .ok()
             .flatten()
@@ -165,6 +186,41 @@ impl Symbolizer {
             .insert(path.to_path_buf(), (stamp, id.clone()));
         Ok(id)
     }
+}
+
+/// Deflate shrinks data by about 1032 to 1 at most.
+const MAX_DEFLATE_RATIO: u64 = 1032;
+/// No debug section of a real program comes near this, uncompressed.
+const MAX_UNCOMPRESSED: u64 = 2 << 30;
+
+/// Whether every compressed section of `file` claims a size that its
+/// compressed bytes can hold. blazesym allocates the claimed size before
+/// decompressing, and a failed allocation aborts the process: a program's
+/// own file (which its user controls) must not be able to stop a recording
+/// that way.
+fn compressed_sizes_are_possible(file: &object::File<'_>) -> Result<(), String> {
+    use object::{Object, ObjectSection};
+    for s in file.sections() {
+        let Ok(c) = s.compressed_file_range() else {
+            continue;
+        };
+        if c.format == object::CompressionFormat::None {
+            continue;
+        }
+        let most = c
+            .compressed_size
+            .saturating_mul(MAX_DEFLATE_RATIO)
+            .min(MAX_UNCOMPRESSED);
+        if c.uncompressed_size > most {
+            return Err(format!(
+                "section {} claims {} bytes uncompressed from {} compressed",
+                s.name().unwrap_or("?"),
+                c.uncompressed_size,
+                c.compressed_size
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn location(info: Option<&CodeInfo<'_>>) -> (Option<String>, Option<u32>) {
