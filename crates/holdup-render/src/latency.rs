@@ -88,7 +88,8 @@ fn time_lapse(out: &mut String, o: &Operation, interval_ns: u64) {
         let row: String = (lo..=hi)
             .map(|s| {
                 let c = h.count.get(s).copied().unwrap_or(0);
-                let level = (c * (SHADES.len() as u64 - 1)).div_ceil(max) as usize;
+                // c ≤ max: the product fits in 128 bits, the level in the shades.
+                let level = (c as u128 * (SHADES.len() as u128 - 1)).div_ceil(max as u128) as usize;
                 SHADES[level] as char
             })
             .collect();

@@ -148,7 +148,7 @@ fn flame_tree(samples: &[StackSample]) -> Node {
 }
 
 fn ms(points: u64, period_ns: u64) -> String {
-    format!("{:.1}", (points * period_ns) as f64 / 1e6)
+    format!("{:.1}", points as f64 * period_ns as f64 / 1e6)
 }
 
 fn thread_table(out: &mut String, t: &ThreadProfile, period_ns: u64) {

@@ -46,7 +46,7 @@ fn secs(ns: u64) -> String {
 
 fn thread_header(out: &mut impl Write, p: &Profile, t: &ThreadProfile) -> io::Result<()> {
     let total = t.samples.total();
-    let covered = total * p.period_ns;
+    let covered = total.saturating_mul(p.period_ns);
     writeln!(out, "#")?;
     let who = match (t.threads, t.pid, t.tid) {
         (1, pid, tid) => format!("pid {pid} tid {tid}"),
