@@ -303,7 +303,16 @@ pub fn latency_files() -> Vec<Vec<u8>> {
         start_unix_ns: 1,
         duration_ns: 2_000_000_000,
         interval_ns: 1_000_000_000,
-        lost_events: 1,
+        lost_events: 3,
+        dropped: [
+            ("calls (histogram table full)".to_string(), 1),
+            (
+                "system-call waits (no kernel stack for their site)".to_string(),
+                2,
+            ),
+        ]
+        .into_iter()
+        .collect(),
         requested: vec!["func:handle".into()],
         histograms: vec![
             hist("func:handle", 0, 0),

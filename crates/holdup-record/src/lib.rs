@@ -6,11 +6,13 @@
 //!   (unwinding user stacks, interning stacks and files, naming threads).
 //! - [`symbols`]: at the end, symbols for every frame seen, with
 //!   [`symcache`] keeping them across runs.
+//! - [`lost`]: what the recording lost, by name in the trace.
 //! - [`session`]: the whole recording, from the command line's [`session::Config`]
 //!   to a finished trace and a [`session::Summary`].
 
 pub mod convert;
 pub mod launch;
+pub mod lost;
 pub mod session;
 pub mod symbols;
 pub mod symcache;

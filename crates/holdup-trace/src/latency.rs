@@ -8,12 +8,13 @@
 //! length and checksum turn a truncated or damaged file into a clear error.
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::Path;
 
 pub const MAGIC: &[u8; 8] = b"HOLDUPLT";
 pub const MAJOR: u16 = 1;
-pub const MINOR: u16 = 5;
+pub const MINOR: u16 = 6;
 const HEADER_BYTES: usize = 8 + 2 + 2 + 8 + 4;
 /// Refuse bodies beyond this (a corrupt length must not allocate gigabytes).
 const MAX_BODY: u64 = 1 << 30;
@@ -32,8 +33,13 @@ pub struct LatencyData {
     pub duration_ns: u64,
     /// Width of one time-lapse interval.
     pub interval_ns: u64,
-    /// Events not counted because a kernel map was full.
+    /// Events not counted (a kernel table was full, a thread's state or a
+    /// wait's stack could not be had): the sum of `dropped`.
     pub lost_events: u64,
+    /// The same by what and why (`calls (histogram table full)`, format
+    /// 1.6; empty before, and when nothing was lost).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub dropped: BTreeMap<String, u64>,
     /// The operations asked for by name (kernel and user functions), so a
     /// report can tell one that never ran from one never asked for.
     pub requested: Vec<String>,
@@ -381,6 +387,10 @@ mod tests {
                 own_largest: 1,
             }],
             decision_ops: 20,
+            lost_events: 2,
+            dropped: [("calls (histogram table full)".to_string(), 2)]
+                .into_iter()
+                .collect(),
             causes: [
                 "iowait",
                 "futex_wait",

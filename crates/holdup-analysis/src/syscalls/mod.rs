@@ -157,6 +157,9 @@ pub struct SyscallReport {
     /// Invocation records in the trace.
     pub kept: u64,
     pub lost_events: u64,
+    /// What the recorder saw but dropped, by name.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub dropped: BTreeMap<String, u64>,
     pub processes: Vec<ProcessStats>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub slowest: Vec<Invocation>,
@@ -358,6 +361,7 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<SyscallReport, Error> {
         sample_every: config.sample_every,
         kept: trace.syscalls.len() as u64,
         lost_events: trace.lost_total(),
+        dropped: crate::profile::owned(trace.dropped()).into_iter().collect(),
         processes,
         slowest,
     })

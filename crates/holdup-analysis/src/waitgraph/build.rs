@@ -795,7 +795,9 @@ pub fn run(src: &mut dyn Source, opts: &Options) -> Result<WaitGraph, Error> {
         e.weight = w;
     }
 
-    b.stats.lost_events = b.lost.values().sum();
+    let (lost, dropped) = holdup_trace::split_lost(b.lost.iter().map(|(w, &n)| (w.as_str(), n)));
+    b.stats.lost_events = lost;
+    b.stats.dropped = crate::profile::owned(dropped);
     Ok(assemble(
         b,
         duration,

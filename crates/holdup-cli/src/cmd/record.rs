@@ -227,14 +227,17 @@ fn print_details(s: &Summary) {
 
 /// The closing status line, warnings, and the exit code to pass through.
 fn print_summary(cfg: &Config, s: &Summary) -> ExitCode {
+    use holdup_bpf::records::{LOST_RING_FULL, REC_SYSCALL};
     let counts = &s.counts;
+    let named = s.lost_named();
+    let (lost, dropped) = holdup_trace::split_lost(named.iter().map(|(w, n)| (w.as_str(), *n)));
     eprintln!(
         "[ holdup record: {} samples, {} blocked samples (weight {}), {} wait events, {} lost events; wrote {} ({:.3} MB) ]",
         counts.cpu_samples,
         counts.blocked_samples,
         counts.blocked_weight,
         counts.segments,
-        s.lost_total(),
+        lost,
         cfg.output.display(),
         s.size as f64 / 1e6
     );
@@ -242,7 +245,13 @@ fn print_summary(cfg: &Config, s: &Summary) -> ExitCode {
         eprintln!(
             "[ holdup record: {} system call invocations kept, {} lost ]",
             counts.syscalls,
-            s.lost.by_kind[holdup_bpf::records::REC_SYSCALL as usize]
+            s.lost.get(LOST_RING_FULL, REC_SYSCALL)
+        );
+    }
+    if !dropped.is_empty() {
+        eprintln!(
+            "holdup: warning: the recorder dropped {}; counts are lower bounds",
+            holdup_trace::dropped_text(&dropped)
         );
     }
     if !s.failed_files.is_empty() {

@@ -590,6 +590,18 @@ fn notes(
             b.stats.lost_events
         ));
     }
+    if !b.stats.dropped.is_empty() {
+        let d: Vec<(&str, u64)> = b
+            .stats
+            .dropped
+            .iter()
+            .map(|(w, n)| (w.as_str(), *n))
+            .collect();
+        notes.push(format!(
+            "the recorder dropped {}: waits and weights are lower bounds",
+            holdup_trace::dropped_text(&d)
+        ));
+    }
     for (i, n) in nodes.iter().enumerate() {
         let into: u64 = edges
             .iter()
