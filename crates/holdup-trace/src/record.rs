@@ -326,12 +326,14 @@ impl Syscall {
 
     /// Time asleep (io, lock, other), runqueue time not included.
     pub fn slept_ns(&self) -> u64 {
-        self.blocked[0] + self.blocked[1] + self.blocked[3]
+        self.blocked[0]
+            .saturating_add(self.blocked[1])
+            .saturating_add(self.blocked[3])
     }
 
     pub fn on_cpu_ns(&self) -> u64 {
-        self.wall_ns()
-            .saturating_sub(self.blocked.iter().sum::<u64>())
+        let blocked = self.blocked.iter().fold(0u64, |a, &b| a.saturating_add(b));
+        self.wall_ns().saturating_sub(blocked)
     }
 }
 
