@@ -83,14 +83,16 @@ impl ElfUnwindInfo {
             let (off, size) = s.file_range()?;
             let start = usize::try_from(off).ok()?;
             let end = start.checked_add(usize::try_from(size).ok()?)?;
+            // A section that ends past the address space is corrupt.
+            let svma_end = s.address().checked_add(s.size())?;
             (end <= len).then_some(Section {
                 file: start..end,
-                svma: s.address()..s.address() + s.size(),
+                svma: s.address()..svma_end,
             })
         };
         let svma = |name: &str| {
-            file.section_by_name(name)
-                .map(|s| s.address()..s.address() + s.size())
+            let s = file.section_by_name(name)?;
+            Some(s.address()..s.address().checked_add(s.size())?)
         };
         let loads = file
             .segments()
