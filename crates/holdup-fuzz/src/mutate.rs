@@ -402,7 +402,7 @@ mod tests {
             let mut rng = Rng::new(3, i);
             let out = mutate_json(&mut rng, json).unwrap();
             let v: Value = serde_json::from_slice(&out).unwrap();
-            changed += (out != json).then_some(1).unwrap_or(0);
+            changed += usize::from(out != json);
             assert!(v.is_object() || v.is_null() || v.is_number() || v.is_array() || v.is_string());
         }
         assert!(changed > 150, "{changed} of 200 changed");

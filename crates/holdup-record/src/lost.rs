@@ -100,7 +100,7 @@ mod tests {
         .map(|(w, n)| (w.to_string(), n))
         .collect();
         assert_eq!(named, want);
-        for (what, _) in &named {
+        for what in named.keys() {
             let l = Lost {
                 what: what.clone(),
                 count: 1,

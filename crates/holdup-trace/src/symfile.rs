@@ -50,7 +50,7 @@ pub fn parse(text: &str) -> Option<FileSymbols> {
         let mut fields = line.split('\t');
         let off = u64::from_str_radix(fields.next()?, 16).ok()?;
         let fields: Vec<&str> = fields.collect();
-        if fields.len() % 3 != 0 {
+        if !fields.len().is_multiple_of(3) {
             return None;
         }
         let frames = fields
