@@ -74,24 +74,22 @@ mod tests {
 
     #[test]
     fn what_is_formatted_parses_back() {
+        let frame = |function: &str, file: Option<&str>, line| SymFrame {
+            function: function.into(),
+            file: file.map(Into::into),
+            line,
+        };
         let mut syms = FileSymbols::new();
         syms.insert(
             0x1234,
-            vec![
-                SymFrame {
-                    function: "inner".into(),
-                    file: Some("a.c".into()),
-                    line: 7,
-                },
-                SymFrame {
-                    function: "outer".into(),
-                    file: None,
-                    line: 0,
-                },
-            ],
+            vec![frame("inner", Some("a.c"), 7), frame("outer", None, 0)],
         );
         syms.insert(0x10, Vec::new());
-        assert_eq!(parse(&format(&syms)), Some(syms));
+        // Names with tabs or newlines are left out, not garbled.
+        syms.insert(0x20, vec![frame("a\tb", None, 1)]);
+        let back = parse(&format(&syms)).unwrap();
+        syms.remove(&0x20);
+        assert_eq!(back, syms);
     }
 
     #[test]
