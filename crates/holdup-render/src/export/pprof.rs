@@ -220,13 +220,13 @@ fn mappings(trace: &Trace, samples: &[StackSample]) -> BTreeMap<DsoId, Mapping> 
                 m.limit = mapped.iter().map(|mm| mm.end).max().unwrap_or(m.start);
                 m.pieces = mapped
                     .iter()
-                    .map(|mm| (mm.file_offset, mm.start, mm.end - mm.start))
+                    .map(|mm| (mm.file_offset, mm.start, mm.end.saturating_sub(mm.start)))
                     .collect();
             }
             _ => {
                 const PAGE: u64 = 4096;
                 m.start = next_base;
-                m.limit = next_base.saturating_add((seen.max / PAGE + 1) * PAGE);
+                m.limit = next_base.saturating_add((seen.max / PAGE + 1).saturating_mul(PAGE));
                 next_base = m.limit;
             }
         }
