@@ -76,6 +76,29 @@ pub fn by_name(name: &str) -> Option<&'static Target> {
     TARGETS.iter().find(|t| t.name == name)
 }
 
+/// Run `target` on `input` for libFuzzer: a panic that holdup lets through
+/// aborts (a crash libFuzzer keeps), one it catches itself (blazesym's on
+/// malformed DWARF, see `Symbolizer::symbolize_file`) does not. libFuzzer's
+/// own hook would abort at every panic, caught or not.
+pub fn for_libfuzzer(target: fn(&[u8]) -> bool, input: &[u8]) {
+    use std::sync::{Mutex, Once};
+    static HOOK: Once = Once::new();
+    // The last panic, kept by the hook (where it has its location) for
+    // the abort to tell.
+    static LAST: Mutex<Option<String>> = Mutex::new(None);
+    HOOK.call_once(|| {
+        std::panic::set_hook(Box::new(|info| {
+            let what = format!("{info}\n{}", std::backtrace::Backtrace::force_capture());
+            *LAST.lock().unwrap_or_else(|e| e.into_inner()) = Some(what);
+        }))
+    });
+    if std::panic::catch_unwind(|| target(input)).is_err() {
+        let last = LAST.lock().unwrap_or_else(|e| e.into_inner()).take();
+        eprintln!("holdup-fuzz: {}", last.unwrap_or_default());
+        std::process::abort();
+    }
+}
+
 /// `holdup report`, `script`, `flame`, `html`, `export`, `syscalls` and
 /// `waitgraph` on a trace. The chunk checksums are made right first, so
 /// that mutations reach the record decoder and the analyses (a damaged
