@@ -444,3 +444,49 @@ fn json_has_the_lock_split_and_the_sites_with_their_holders() {
     assert_eq!(reader["sites"][0]["site"], "main → do_reads → pread64");
     assert!(reader["sites"][0].get("lock_kind").is_none());
 }
+
+/// Lost counts arrive cumulative, with every chunk: the last (largest)
+/// counts. What a full ring buffer lost is counted in the lost events;
+/// what the recorder dropped (its cause named) is shown apart.
+#[test]
+fn lost_events_and_drops_are_told_apart() {
+    let lost = |what: &str, count| {
+        Record::Lost(Lost {
+            what: what.into(),
+            count,
+        })
+    };
+    let t = trace_with(vec![
+        lost("samples", 2),
+        lost("samples (no thread state)", 5),
+        lost("samples", 3),
+        lost("unparsable records", 1),
+        lost("samples (no thread state)", 12),
+        lost("wait segments (no thread state)", 4),
+    ]);
+    let p = profile(&t, &Filter::default());
+    assert_eq!(p.lost_events, 4);
+    assert_eq!(
+        p.dropped,
+        vec![
+            ("samples (no thread state)".to_string(), 12),
+            ("wait segments (no thread state)".to_string(), 4)
+        ]
+    );
+    let j = to_json(&p);
+    assert_eq!(j["lost_events"], 4);
+    assert_eq!(j["dropped"]["samples (no thread state)"], 12);
+    let mut text = Vec::new();
+    holdup_render::report::render(&mut text, &p, &Default::default()).unwrap();
+    let head = String::from_utf8(text).unwrap();
+    let head = head.lines().next().unwrap();
+    assert!(
+        head.ends_with(
+            "4 lost events; dropped: 12 samples (no thread state), 4 wait segments (no thread state)"
+        ),
+        "{head}"
+    );
+    // Without drops, the line and the JSON are as before.
+    let p = profile(&trace(), &Filter::default());
+    assert!(to_json(&p).get("dropped").is_none());
+}

@@ -32,6 +32,18 @@ pub const KIND_UFUNC: u16 = 3;
 pub const KIND_BLOCK: u16 = 4;
 pub const KIND_LOCK: u16 = 5;
 
+/// Why an event was not counted (`enum latency_lost`), and what it is
+/// called in a latency file.
+pub const LOST: [(u32, &str); 4] = [
+    (0, "calls (histogram table full)"),
+    (1, "calls (no room for their start)"),
+    (2, "system-call waits (no kernel stack for their site)"),
+    (
+        3,
+        "system-call waits (more wait sites in one call than kept)",
+    ),
+];
+
 /// User functions that can be timed at once (operations and callees).
 pub const MAX_UFUNCS: usize = 64;
 
@@ -634,16 +646,24 @@ impl LatencyProbe {
         out
     }
 
-    /// Events not counted because a map was full.
-    pub fn lost(&self) -> u64 {
+    /// Events not counted so far, by what and why ([`LOST`]'s names).
+    pub fn lost(&self) -> Vec<(&'static str, u64)> {
         let map = &self.skel.maps.lost;
-        (0u32..2)
-            .filter_map(|k| map.lookup_percpu(&k.to_ne_bytes(), MapFlags::ANY).ok()?)
-            .flatten()
-            .map(|v| {
-                v.get(..8)
-                    .map_or(0, |b| u64::from_ne_bytes(b.try_into().unwrap()))
+        LOST.iter()
+            .map(|&(kind, what)| {
+                let n = map
+                    .lookup_percpu(&kind.to_ne_bytes(), MapFlags::ANY)
+                    .ok()
+                    .flatten()
+                    .into_iter()
+                    .flatten()
+                    .map(|v| {
+                        v.get(..8)
+                            .map_or(0, |b| u64::from_ne_bytes(b.try_into().unwrap()))
+                    })
+                    .sum();
+                (what, n)
             })
-            .sum()
+            .collect()
     }
 }

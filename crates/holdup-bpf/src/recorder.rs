@@ -2,7 +2,7 @@
 
 use crate::bpf_skel::{OpenRecorderSkel, RecorderSkel, RecorderSkelBuilder};
 use crate::perf::{self, AddressEvent, MmapEvents};
-use crate::records::{RawRecord, SyscallKey, SyscallTotals, REC_KINDS};
+use crate::records::{RawRecord, SyscallKey, SyscallTotals, LOST_CAUSES, REC_KINDS};
 use crate::ringbuf::RingReader;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags};
@@ -105,15 +105,21 @@ fn load_err(e: libbpf_rs::Error) -> Error {
     Error::Load(e.to_string())
 }
 
-/// Per-kind count of records dropped because the ring buffer was full.
+/// Records not written so far, per cause (`records::LOST_*`) and record
+/// kind (`records::REC_*`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Lost {
-    pub by_kind: [u64; REC_KINDS],
+    pub counts: [[u64; REC_KINDS]; LOST_CAUSES],
 }
 
 impl Lost {
+    /// Records of `kind` not written for `cause`.
+    pub fn get(&self, cause: u32, kind: u32) -> u64 {
+        self.counts[cause as usize][kind as usize]
+    }
+
     pub fn total(&self) -> u64 {
-        self.by_kind.iter().sum()
+        self.counts.iter().flatten().sum()
     }
 }
 
@@ -356,16 +362,18 @@ impl Recorder {
         self.mmaps.lost
     }
 
-    /// Records dropped in the kernel because the ring buffer was full.
+    /// Records the kernel side did not write so far, and why.
     pub fn lost(&self) -> Lost {
         let mut lost = Lost::default();
-        for (kind, slot) in lost.by_kind.iter_mut().enumerate() {
-            let key = (kind as u32).to_ne_bytes();
-            if let Ok(Some(per_cpu)) = self.skel.maps.lost.lookup_percpu(&key, MapFlags::ANY) {
-                *slot = per_cpu
-                    .iter()
-                    .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap()))
-                    .sum();
+        for (cause, kinds) in lost.counts.iter_mut().enumerate() {
+            for (kind, slot) in kinds.iter_mut().enumerate() {
+                let key = ((cause * REC_KINDS + kind) as u32).to_ne_bytes();
+                if let Ok(Some(per_cpu)) = self.skel.maps.lost.lookup_percpu(&key, MapFlags::ANY) {
+                    *slot = per_cpu
+                        .iter()
+                        .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap()))
+                        .sum();
+                }
             }
         }
         lost

@@ -22,8 +22,16 @@ pub const REC_BIO_DONE: u32 = 8;
 /// The stack of the `REC_SYSCALL` that follows: a sample-shaped record.
 pub const REC_SYSCALL_STACK: u32 = 16;
 pub const REC_SYSCALL: u32 = 17;
-/// Number of per-kind lost-event counters (kinds are below this).
+/// Record kinds are below this.
 pub const REC_KINDS: usize = 32;
+
+/// Why a record was not written (`enum lost_cause`): the ring buffer was
+/// full; the kernel could not allocate the thread's state; a kernel table
+/// (system-call totals) was full.
+pub const LOST_RING_FULL: u32 = 0;
+pub const LOST_NO_STATE: u32 = 1;
+pub const LOST_TABLE_FULL: u32 = 2;
+pub const LOST_CAUSES: usize = 3;
 pub const SYS_HIST: usize = 48;
 
 pub const CLASS_CPU: u8 = 0;
@@ -470,6 +478,56 @@ mod tests {
         assert_eq!(
             fp_continue(&zero, 0, 0x100).unwrap().collect::<Vec<_>>(),
             vec![0xa]
+        );
+    }
+
+    /// The value of enum constant `name` in a header of src/bpf.
+    fn header_value(header: &str, name: &str) -> u64 {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/bpf/").to_string() + header;
+        let text = std::fs::read_to_string(&path).unwrap();
+        let at = text
+            .find(&format!("\t{name} = "))
+            .unwrap_or_else(|| panic!("no {name} in {header}"));
+        let value = text[at..].split('=').nth(1).unwrap();
+        let value = value.split([',', '\n']).next().unwrap().trim();
+        value.parse().unwrap_or_else(|_| panic!("{name} = {value}"))
+    }
+
+    /// The mirror and the header C and Rust share say the same.
+    #[test]
+    fn constants_match_the_shared_header() {
+        for (name, value) in [
+            ("REC_SAMPLE", REC_SAMPLE as u64),
+            ("REC_SEGMENT", REC_SEGMENT as u64),
+            ("REC_FORK", REC_FORK as u64),
+            ("REC_EXIT", REC_EXIT as u64),
+            ("REC_BIO_DONE", REC_BIO_DONE as u64),
+            ("REC_SYSCALL_STACK", REC_SYSCALL_STACK as u64),
+            ("REC_SYSCALL", REC_SYSCALL as u64),
+            ("REC_KIND_SLOTS", REC_KINDS as u64),
+            ("LOST_RING_FULL", LOST_RING_FULL as u64),
+            ("LOST_NO_STATE", LOST_NO_STATE as u64),
+            ("LOST_TABLE_FULL", LOST_TABLE_FULL as u64),
+            ("LOST_CAUSES", LOST_CAUSES as u64),
+            ("MAX_KSTACK", MAX_KSTACK as u64),
+            ("STACK_COPY_MAX", STACK_COPY_MAX as u64),
+        ] {
+            assert_eq!(header_value("intf.h", name), value, "{name}");
+        }
+        #[cfg(feature = "loader")]
+        for (kind, _) in crate::latency::LOST {
+            let names = [
+                "LAT_LOST_HIST_FULL",
+                "LAT_LOST_START_FULL",
+                "LAT_LOST_NO_STACK",
+                "LAT_LOST_SITES_FULL",
+            ];
+            assert_eq!(header_value("latency.h", names[kind as usize]), kind as u64);
+        }
+        #[cfg(feature = "loader")]
+        assert_eq!(
+            header_value("latency.h", "LAT_LOST_KINDS"),
+            crate::latency::LOST.len() as u64
         );
     }
 

@@ -430,6 +430,202 @@ fn lost_events_are_counted_and_reported() {
     assert!(err.contains(&format!("{lost} events were lost")), "{err}");
 }
 
+/// A recorder killed outright (SIGKILL, or a full disk that stops it) has
+/// written what it lost with every chunk, not only at its end: its trace
+/// still says events were lost.
+#[test]
+#[ignore = "needs root and BPF"]
+fn a_recording_killed_outright_still_shows_its_losses() {
+    use std::os::unix::process::CommandExt;
+    let _serial = serial();
+    let dir = scratch("lost_killed");
+    let data = dir.join("k.data");
+    let bin = workload_with("spinners", &["-fomit-frame-pointer"]);
+    // As in lost_events_are_counted_and_reported: the ring overflows between
+    // drains, for the 30 s the spinners would run.
+    let child = holdup()
+        .args([
+            "record",
+            "--ring-mb",
+            "1",
+            "-F",
+            "10000",
+            "--stack-bytes",
+            "4096",
+        ])
+        .args([
+            "-o",
+            data.to_str().unwrap(),
+            "--",
+            bin.to_str().unwrap(),
+            "4",
+            "30",
+        ])
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    // The recorder, then the command it left running.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let mut child = child;
+    child.wait().unwrap();
+    unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+    let out = holdup_out(&["report", "--json", "-i", data.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("did not finish cleanly"), "{err}");
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let lost = r["lost_events"].as_u64().unwrap();
+    assert!(
+        lost > 0,
+        "no losses in the trace of a killed recording: {err}"
+    );
+    assert!(err.contains(&format!("{lost} events were lost")), "{err}");
+}
+
+/// A memory cgroup whose memory holdup's maps are charged to, and one to
+/// run in: with the first's limit set to its usage, the kernel cannot
+/// allocate the recorder's per-thread state any more (it is charged to the
+/// cgroup that created the map), as under memory pressure. Removed on drop.
+struct StarvedMaps {
+    maps: std::path::PathBuf,
+    run: std::path::PathBuf,
+    /// memory.max (v2) or memory.limit_in_bytes (v1), and the usage file.
+    limit: &'static str,
+    usage: &'static str,
+}
+
+impl StarvedMaps {
+    fn new(tag: &str) -> StarvedMaps {
+        // cgroup v2 with the memory controller (under the root, which may
+        // have processes of its own), else the v1 memory hierarchy under
+        // our own cgroup.
+        let v2 = std::path::Path::new("/sys/fs/cgroup");
+        let controllers = std::fs::read_to_string(v2.join("cgroup.subtree_control"));
+        let (base, limit, usage) = if controllers.is_ok_and(|c| c.contains("memory")) {
+            (v2.to_path_buf(), "memory.max", "memory.current")
+        } else {
+            let cgroups = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+            let own = cgroups
+                .lines()
+                .find_map(|l| l.split_once(":memory:").map(|(_, p)| p.to_string()))
+                .expect("this test needs a memory cgroup controller (v2, or v1 mounted)");
+            let v1 = std::path::Path::new("/sys/fs/cgroup/memory");
+            (
+                v1.join(own.trim_start_matches('/')),
+                "memory.limit_in_bytes",
+                "memory.usage_in_bytes",
+            )
+        };
+        let dir = |what: &str| {
+            let d = base.join(format!("holdup-test-{tag}-{what}-{}", std::process::id()));
+            std::fs::create_dir_all(&d).unwrap_or_else(|e| panic!("{}: {e}", d.display()));
+            d
+        };
+        StarvedMaps {
+            maps: dir("maps"),
+            run: dir("run"),
+            limit,
+            usage,
+        }
+    }
+
+    /// Once holdup made its maps: every process moves to the other cgroup.
+    fn move_out(&self) {
+        let procs = std::fs::read_to_string(self.maps.join("cgroup.procs")).unwrap();
+        for pid in procs.split_whitespace() {
+            let _ = std::fs::write(self.run.join("cgroup.procs"), pid);
+        }
+    }
+
+    /// The first cgroup may not grow past what it holds now. Its usage
+    /// shrinks as pages holdup touched before it moved are freed: called
+    /// again and again, the limit follows.
+    fn starve(&self) {
+        if let Ok(used) = std::fs::read_to_string(self.maps.join(self.usage)) {
+            let _ = std::fs::write(self.maps.join(self.limit), used.trim());
+        }
+    }
+}
+
+impl Drop for StarvedMaps {
+    fn drop(&mut self) {
+        let parent = self.run.parent().unwrap().join("cgroup.procs");
+        for dir in [&self.run, &self.maps] {
+            if let Ok(procs) = std::fs::read_to_string(dir.join("cgroup.procs")) {
+                for pid in procs.split_whitespace() {
+                    let _ = std::fs::write(&parent, pid);
+                }
+            }
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
+/// Threads whose state the kernel could not allocate lose samples and
+/// intervals: the recording says so, by what and why, and the report
+/// shows it next to the lost events.
+#[test]
+#[ignore = "needs root and BPF"]
+fn samples_dropped_for_want_of_thread_state_are_counted_and_shown() {
+    let _serial = serial();
+    let dir = scratch("dropped");
+    let data = dir.join("d.data");
+    let cgroups = StarvedMaps::new("dropped");
+    // A thousand short processes, each a task the recorder needs new
+    // state for, once its maps may not grow.
+    let script = format!(
+        "echo $$ > {}/cgroup.procs; exec {} record -o {} -- sh -c 'sleep 2; for i in $(seq 1000); do /bin/true; done'",
+        cgroups.maps.display(),
+        env!("CARGO_BIN_EXE_holdup"),
+        data.display()
+    );
+    let child = Command::new("sh")
+        .args(["-c", &script])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The trace file is made once the recorder is loaded.
+    let began = std::time::Instant::now();
+    while !data.exists() && began.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    cgroups.move_out();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let out = std::thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                cgroups.starve();
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        });
+        let out = child.wait_with_output().unwrap();
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        out
+    });
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("holdup: warning: the recorder dropped"),
+        "{err}"
+    );
+    let r = report(&data);
+    let dropped = r["dropped"].as_object().unwrap_or_else(|| panic!("{r}"));
+    let no_state: u64 = dropped
+        .iter()
+        .filter(|(what, _)| what.ends_with(" (no thread state)"))
+        .map(|(_, n)| n.as_u64().unwrap())
+        .sum();
+    assert!(no_state > 0, "{dropped:?}");
+    let text = run_ok(&["report", "--stdio", "-i", data.to_str().unwrap()]);
+    let head = String::from_utf8_lossy(&text.stdout);
+    let head = head.lines().next().unwrap();
+    assert!(head.contains("lost events; dropped: "), "{head}");
+    assert!(head.contains(" (no thread state)"), "{head}");
+}
+
 /// The tests' own guard: a command that hangs (here a shell and the child
 /// it waits for) is killed with its children within the limit, and the
 /// failure says what each process was doing.

@@ -1,16 +1,28 @@
-//! A stable-Rust, in-process fuzzer for everything that reads a file given
-//! to `holdup`: the trace reader and the report, script, flame and
-//! waitgraph analyses, and the causal profile parser behind `causal report`.
+//! Fuzzing of everything `holdup` parses that it did not write itself in
+//! the same run: traces, latency files, causal profiles, symbol cache
+//! files, `/proc/PID/maps` text and ELF files ([`targets`]), each followed
+//! by what the commands do with it.
 //!
-//! Bugs it looks for, per input: a panic (caught, the input kept), a hang
+//! Two drivers share the targets: a stable-Rust in-process fuzzer with a
+//! format-aware mutator ([`fuzz`], the `holdup-fuzz` binary, and a bounded
+//! run in the test suite), and coverage-guided libFuzzer runs through
+//! `cargo fuzz` (the `fuzz/` directory, `scripts/fuzz`).
+//!
+//! Bugs looked for, per input: a panic (caught, the input kept), a hang
 //! (a watchdog aborts the run and names the input) and an allocation
 //! driven by a length in the file rather than by the data (a counting
-//! allocator refuses more than [`MAX_LIVE`] bytes live or
-//! [`MAX_ONE`] in one allocation, and names the input before it aborts).
+//! allocator refuses more than [`MAX_LIVE`] bytes live or [`MAX_ONE`] in
+//! one allocation, and names the input before it aborts). Builds meant for
+//! fuzzing check integer overflow (the `fuzz` profile; `cargo fuzz` with
+//! `-a`).
 
+mod elfinfo;
+mod memfile;
 pub mod mutate;
 pub mod seeds;
 pub mod targets;
+
+pub use targets::{Target, TARGETS};
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::panic::{self, AssertUnwindSafe};
@@ -30,6 +42,8 @@ pub const MAX_ONE: usize = 64 << 20;
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 static PEAK: AtomicUsize = AtomicUsize::new(0);
 static SEED: AtomicU64 = AtomicU64::new(0);
+/// The running target, as an index into [`TARGETS`].
+static TARGET: AtomicUsize = AtomicUsize::new(0);
 /// Index of the input being run, +1 (0: none).
 static CURRENT: AtomicU64 = AtomicU64::new(0);
 /// When the current input started, in ms since [`epoch`] (0: idle).
@@ -72,7 +86,9 @@ fn say_without_alloc(msg: &str) {
         put(&num[i..]);
     };
     digits(current - 1, &mut put);
-    put(b" of seed ");
+    put(b" of target ");
+    put(TARGETS[TARGET.load(Relaxed)].name.as_bytes());
+    put(b", seed ");
     digits(SEED.load(Relaxed), &mut put);
     put(b" (make it again with --replay)\n");
     unsafe { libc::write(2, buf.as_ptr() as *const libc::c_void, n) };
@@ -115,6 +131,11 @@ unsafe impl GlobalAlloc for Counting {
 
 #[global_allocator]
 static ALLOC: Counting = Counting;
+
+/// The most bytes live at once in this process so far.
+pub fn peak_live_bytes() -> usize {
+    PEAK.load(Relaxed)
+}
 
 fn epoch() -> Instant {
     static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
@@ -159,12 +180,21 @@ fn quiet_panics() {
                 .location()
                 .map(|l| format!("{}:{}", l.file(), l.line()))
                 .unwrap_or_default();
+            // For a given input (not in a run, where it would cost each
+            // crash the loading of debug information), where it panicked.
+            if CURRENT.load(Relaxed) == 0 && std::env::var_os("RUST_BACKTRACE").is_some() {
+                eprintln!(
+                    "holdup-fuzz: panic at {at}: {msg}\n{}",
+                    std::backtrace::Backtrace::force_capture()
+                );
+            }
             *PANIC.lock().unwrap_or_else(|e| e.into_inner()) = Some((msg, at));
         }));
     });
 }
 
 pub struct Config {
+    pub target: &'static Target,
     pub seed: u64,
     pub max_inputs: u64,
     pub max_time: Option<Duration>,
@@ -176,13 +206,15 @@ pub struct Config {
     pub progress_every: u64,
 }
 
-impl Default for Config {
-    fn default() -> Self {
+impl Config {
+    /// A run of `target` from its seeds.
+    pub fn new(target: &'static Target) -> Self {
         Config {
+            target,
             seed: 1,
             max_inputs: 100_000,
             max_time: None,
-            corpus: seeds::seeds(),
+            corpus: (target.seeds)(),
             crash_dir: None,
             hang_limit: Duration::from_secs(10),
             progress_every: 0,
@@ -205,8 +237,8 @@ pub struct Stats {
     /// The first input for each distinct panic location.
     pub crashes: Vec<Crash>,
     pub panics: u64,
-    /// Inputs that were traces whose header was read.
-    pub traces_read: u64,
+    /// Inputs the target's parser accepted.
+    pub parsed: u64,
     pub peak_live_bytes: usize,
     pub largest_input: usize,
 }
@@ -218,24 +250,24 @@ pub fn make_input(seed: u64, index: u64, corpus: &[Vec<u8>]) -> Vec<u8> {
     b
 }
 
-/// Run one input under the panic catcher; the panic's (message, location).
-pub fn check(input: &[u8]) -> Option<(String, String)> {
+/// Run one input of `target` under the panic catcher: whether it parsed,
+/// or the panic's (message, location).
+pub fn check(target: &Target, input: &[u8]) -> Result<bool, (String, String)> {
     quiet_panics();
-    match panic::catch_unwind(AssertUnwindSafe(|| targets::run_one(input))) {
-        Ok(()) => None,
-        Err(_) => Some(
-            PANIC
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .take()
-                .unwrap_or_default(),
-        ),
-    }
+    panic::catch_unwind(AssertUnwindSafe(|| (target.run)(input))).map_err(|_| {
+        PANIC
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .unwrap_or_default()
+    })
 }
 
 pub fn fuzz(cfg: &Config) -> Stats {
     start_watchdog(cfg.hang_limit);
     SEED.store(cfg.seed, Relaxed);
+    let target = TARGETS.iter().position(|t| std::ptr::eq(t, cfg.target));
+    TARGET.store(target.unwrap_or(0), Relaxed);
     let t0 = Instant::now();
     let mut s = Stats::default();
     for index in 0..cfg.max_inputs {
@@ -244,17 +276,22 @@ pub fn fuzz(cfg: &Config) -> Stats {
         }
         let input = make_input(cfg.seed, index, &cfg.corpus);
         s.largest_input = s.largest_input.max(input.len());
-        if holdup_trace::Reader::new(&input[..], "fuzz").is_ok() {
-            s.traces_read += 1;
-        }
         CURRENT.store(index + 1, Relaxed);
         STARTED_MS.store(now_ms(), Relaxed);
-        let crashed = check(&input);
+        let result = check(cfg.target, &input);
         STARTED_MS.store(0, Relaxed);
         s.inputs += 1;
+        let crashed = match result {
+            Ok(parsed) => {
+                s.parsed += parsed as u64;
+                None
+            }
+            Err(panic) => Some(panic),
+        };
         if cfg.progress_every > 0 && s.inputs.is_multiple_of(cfg.progress_every) {
             eprintln!(
-                "holdup-fuzz: seed {}: {} inputs, {:.0} s, {} panics",
+                "holdup-fuzz: {} seed {}: {} inputs, {:.0} s, {} panics",
+                cfg.target.name,
                 cfg.seed,
                 s.inputs,
                 t0.elapsed().as_secs_f64(),
@@ -266,7 +303,8 @@ pub fn fuzz(cfg: &Config) -> Stats {
             if !s.crashes.iter().any(|c| c.location == location) {
                 if let Some(dir) = &cfg.crash_dir {
                     let _ = std::fs::create_dir_all(dir);
-                    let _ = std::fs::write(dir.join(format!("crash-{index}.bin")), &input);
+                    let name = format!("{}-{}-{index}.bin", cfg.target.name, cfg.seed);
+                    let _ = std::fs::write(dir.join(name), &input);
                 }
                 s.crashes.push(Crash {
                     index,

@@ -1,6 +1,7 @@
-//! The seed corpus: small traces that use every record kind and every
-//! class and waker, and a small causal profile. Real recordings can be
-//! added with `--corpus DIR`.
+//! The seed corpora, one per target: small valid inputs that use every
+//! part of their format (every record kind, class and waker of a trace;
+//! every section of a latency file; ...). Real files can be added with
+//! `--corpus DIR`.
 
 use holdup_trace::*;
 
@@ -196,6 +197,11 @@ fn rich() -> Vec<Record> {
         what: "samples".into(),
         count: 3,
     }));
+    r.push(Record::Lost(Lost {
+        what: "samples (no thread state)".into(),
+        count: 2,
+    }));
+    r.extend(syscalls(t));
     r.push(Record::Exit {
         time: t + 1_000_000,
         pid: 10,
@@ -206,6 +212,171 @@ fn rich() -> Vec<Record> {
         exit_code: Some(0),
     }));
     r
+}
+
+/// System calls of both threads, overlapping, asleep for the same reason
+/// (stack 1's wait reason).
+fn syscalls(t: u64) -> Vec<Record> {
+    let mut r = vec![Record::SyscallConfig(SyscallConfig {
+        keep_ns: 1_000_000,
+        sample_every: 64,
+    })];
+    for i in 0..6u32 {
+        let time = t + i as u64 * 300_000;
+        r.push(Record::Syscall(Syscall {
+            time,
+            end: time + 900_000,
+            pid: 10,
+            tid: 11 + i % 2,
+            nr: [0, 17, 202][i as usize % 3],
+            blocked: [500_000, 0, 100_000, 0],
+            sleeps: 1,
+            min_flt: 2,
+            maj_flt: i % 2,
+            waker: Waker::Thread(12),
+            stack: 1,
+            sampled: i == 5,
+        }));
+    }
+    r.push(Record::SyscallTotals(SyscallTotals {
+        pid: 10,
+        nr: 0,
+        count: 40,
+        total_ns: 36_000_000,
+        blocked: [20_000_000, 0, 4_000_000, 0],
+        min_flt: 80,
+        maj_flt: 20,
+        hist: [vec![0; 19], vec![30, 10]].concat(),
+    }));
+    r
+}
+
+/// Traces: all records in one chunk, in chunks of 7 and of 3, without the
+/// segment and block-I/O features, and cut short.
+pub fn traces() -> Vec<Vec<u8>> {
+    let rich = rich();
+    let all = holdup_trace::features::SEGMENTS | holdup_trace::features::BLOCK_IO;
+    vec![
+        trace(&rich, all, 1_000),
+        trace(&rich, all, 7),
+        trace(&rich, 0, 3),
+        trace(&rich[..12], all, 4),
+    ]
+}
+
+/// Latency files with every section: histograms over two intervals with
+/// their causes, a root function with call paths below it and their times,
+/// and wait sites of a system call.
+pub fn latency_files() -> Vec<Vec<u8>> {
+    use holdup_trace::latency::*;
+    let causes: Vec<String> = ["iowait", "futex_wait", "preempted", "blocked", "irq:timer"]
+        .map(String::from)
+        .to_vec();
+    let hist = |op: &str, interval: u32, shift: usize| {
+        let mut count = vec![0u64; 24];
+        let mut ns = vec![0u64; 24];
+        for (k, n) in [
+            (8 + shift, 40u64),
+            (9 + shift, 25),
+            (16 + shift, 12),
+            (17 + shift, 3),
+        ] {
+            count[k] = n;
+            ns[k] = n * (3 << k) / 2;
+        }
+        let cause_ns = (0..causes.len())
+            .map(|c| ns.iter().map(|t| t / (2 + c as u64)).collect())
+            .collect();
+        IntervalHistogram {
+            op: op.into(),
+            pid: 7,
+            comm: "app".into(),
+            interval,
+            count,
+            ns,
+            cause_ns,
+        }
+    };
+    let data = LatencyData {
+        holdup_version: "0.1.0".into(),
+        command: vec!["./app".into()],
+        start_unix_ns: 1,
+        duration_ns: 2_000_000_000,
+        interval_ns: 1_000_000_000,
+        lost_events: 3,
+        dropped: [
+            ("calls (histogram table full)".to_string(), 1),
+            (
+                "system-call waits (no kernel stack for their site)".to_string(),
+                2,
+            ),
+        ]
+        .into_iter()
+        .collect(),
+        requested: vec!["func:handle".into()],
+        histograms: vec![
+            hist("func:handle", 0, 0),
+            hist("func:handle", 1, 1),
+            hist("syscall:read", 0, 2),
+        ],
+        fnodes: vec![
+            CallPath {
+                op: "func:handle".into(),
+                id: 0,
+                parent: None,
+                func: "handle".into(),
+            },
+            CallPath {
+                op: "func:handle".into(),
+                id: 1,
+                parent: Some(0),
+                func: "store".into(),
+            },
+            CallPath {
+                op: "func:handle".into(),
+                id: 2,
+                parent: Some(1),
+                func: "flush".into(),
+            },
+        ],
+        wait_sites: vec![WaitSite {
+            op: "syscall:read".into(),
+            pid: 7,
+            slot: 18,
+            cause: "iowait".into(),
+            frames: vec!["folio_wait_bit_common".into(), "filemap_read".into()],
+            count: 12,
+            ns: 9_000_000,
+        }],
+        callees: [(1, 16, 4_000_000u64), (2, 16, 3_000_000), (1, 8, 100)]
+            .iter()
+            .map(|&(fnode, slot, ns)| CalleeTime {
+                op: "func:handle".into(),
+                pid: 7,
+                fnode,
+                slot,
+                calls: 12,
+                ns,
+                cause_ns: vec![ns / 2, 0, 0, 0, 0],
+                largest: 10,
+                own_largest: 2,
+            })
+            .collect(),
+        causes,
+        decision_ops: 20,
+    };
+    let write = |d: &LatencyData| {
+        let mut b = Vec::new();
+        write_latency(&mut b, d).unwrap();
+        b
+    };
+    let mut old = data.clone();
+    old.causes.clear();
+    for h in &mut old.histograms {
+        h.cause_ns.truncate(OFF_CPU_CAUSES);
+    }
+    old.callees.clear();
+    vec![write(&data), write(&old)]
 }
 
 /// A causal profile in COZ's format, as `holdup causal run` writes it.
@@ -220,15 +391,69 @@ progress-point\tname=ops\tdelta=100\n\
 samples\tlocation=/src/a.c:10\tcount=9\n\
 runtime\ttime=5\tprogress-points=1\n";
 
-/// The built-in seeds.
-pub fn seeds() -> Vec<Vec<u8>> {
-    let rich = rich();
-    let all = holdup_trace::features::SEGMENTS | holdup_trace::features::BLOCK_IO;
+pub fn coz_profiles() -> Vec<Vec<u8>> {
+    vec![COZ.as_bytes().to_vec()]
+}
+
+/// A file's cached symbols, and a cached kernel symbol table.
+pub fn symbol_caches() -> Vec<Vec<u8>> {
+    let mut syms = holdup_trace::symfile::FileSymbols::new();
+    syms.insert(
+        0x1139,
+        vec![
+            SymFrame {
+                function: "twice".into(),
+                file: Some("/src/tiny.c".into()),
+                line: 5,
+            },
+            SymFrame {
+                function: "leaf".into(),
+                file: Some("/src/tiny.c".into()),
+                line: 10,
+            },
+        ],
+    );
+    syms.insert(0x40, Vec::new());
+    syms.insert(
+        0x1150,
+        vec![SymFrame {
+            function: "std::vector<int>::push_back(int const&)".into(),
+            file: None,
+            line: 0,
+        }],
+    );
+    let kallsyms = "ffffffff81000000 T _stext\n\
+ffffffff81001000 t io_schedule\n\
+ffffffff81001000 T io_schedule_alias\n\
+ffffffff81002000 D some_data\n\
+ffffffffc0001000 t nvme_irq\t[nvme]\n";
     vec![
-        trace(&rich, all, 1_000),
-        trace(&rich, all, 7),
-        trace(&rich, 0, 3),
-        trace(&rich[..12], all, 4),
-        COZ.as_bytes().to_vec(),
+        holdup_trace::symfile::format(&syms).into_bytes(),
+        kallsyms.as_bytes().to_vec(),
+    ]
+}
+
+/// `/proc/PID/maps` of a small dynamically linked program.
+pub fn proc_maps() -> Vec<Vec<u8>> {
+    let text = "55d0c0a00000-55d0c0a01000 r--p 00000000 fe:01 1311 /usr/bin/app\n\
+55d0c0a01000-55d0c0a02000 r-xp 00001000 fe:01 1311 /usr/bin/app\n\
+55d0c0a02000-55d0c0a03000 r--p 00002000 fe:01 1311 /usr/bin/app\n\
+7f1e2c000000-7f1e2c021000 rw-p 00000000 00:00 0 \n\
+7f1e2c600000-7f1e2c628000 r--p 00000000 fe:01 2300 /usr/lib/x86_64-linux-gnu/libc.so.6\n\
+7f1e2c628000-7f1e2c7bd000 r-xp 00028000 fe:01 2300 /usr/lib/x86_64-linux-gnu/libc.so.6\n\
+7f1e2c7fe000-7f1e2c800000 r-xp 00000000 00:00 0 [vdso]\n\
+7f1e2c900000-7f1e2c901000 r-xp 00000000 fe:01 2400 /tmp/gone.so (deleted)\n\
+7ffd5a3c0000-7ffd5a3e1000 rw-p 00000000 00:00 0 [stack]\n";
+    vec![text.as_bytes().to_vec()]
+}
+
+/// Small ELF files built from `seeds/tiny.c` by `seeds/build`: DWARF 5
+/// with .eh_frame and its index; zlib-compressed DWARF with .debug_frame;
+/// DWARF 4.
+pub fn elf_files() -> Vec<Vec<u8>> {
+    vec![
+        include_bytes!("../seeds/tiny.elf").to_vec(),
+        include_bytes!("../seeds/tiny-debug-frame.elf").to_vec(),
+        include_bytes!("../seeds/tiny-dwarf4.elf").to_vec(),
     ]
 }

@@ -10,6 +10,7 @@
 //!   [`symcache`] keeping them across runs.
 //! - [`causal`]: `holdup causal run`'s experiments, from a plain
 //!   [`causal::Config`] to a written profile.
+//! - [`lost`]: what the recording lost, by name in the trace.
 //! - [`session`]: the whole recording, from the command line's [`session::Config`]
 //!   to a finished trace and a [`session::Summary`].
 
@@ -17,6 +18,7 @@ pub mod causal;
 pub mod convert;
 pub mod jit;
 pub mod launch;
+pub mod lost;
 pub mod session;
 pub mod symbols;
 pub mod symcache;

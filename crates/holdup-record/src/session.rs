@@ -6,7 +6,7 @@ use crate::launch::{self, ExitStatus, Launched};
 use crate::symbols;
 use anyhow::Context;
 use holdup_bpf::{Lost as RecorderLost, Recorder, RecorderOptions, Target};
-use holdup_trace::{features, Finish, Header, Lost, Record, SyscallConfig, Writer};
+use holdup_trace::{features, Finish, Header, Record, SyscallConfig, Writer};
 use std::fs::File;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -28,8 +28,10 @@ pub struct Config {
 #[derive(Debug)]
 pub struct Summary {
     pub counts: Counts,
-    /// Records the kernel dropped, by kind.
+    /// Records the kernel side did not write, by cause and kind.
     pub lost: RecorderLost,
+    /// Mapping events the perf buffers dropped.
+    pub lost_mmaps: u64,
     /// Records that could not be parsed.
     pub unparsable: u64,
     /// Bytes of the trace file.
@@ -76,9 +78,9 @@ pub struct Timings {
 }
 
 impl Summary {
-    /// Lost and unparsable records together.
-    pub fn lost_total(&self) -> u64 {
-        self.lost.total() + self.unparsable
+    /// Every count of what was lost, by its name in the trace.
+    pub fn lost_named(&self) -> Vec<(String, u64)> {
+        crate::lost::named(&self.lost, self.unparsable, self.lost_mmaps)
     }
 }
 
@@ -210,8 +212,17 @@ impl DrainPolicy {
     }
 }
 
-/// Move everything the recorder has into the trace.
-fn drain(rec: &mut Recorder, d: &mut Drainer<Out>, unparsable: &mut u64) -> anyhow::Result<()> {
+/// What the drain loop lost so far, and what of it the trace has.
+#[derive(Default)]
+struct Losses {
+    unparsable: u64,
+    written: crate::lost::Written,
+}
+
+/// Move everything the recorder has into the trace, and with it the counts
+/// of what was lost so far (in the same chunk: a trace cut after it still
+/// says what was lost up to there).
+fn drain(rec: &mut Recorder, d: &mut Drainer<Out>, losses: &mut Losses) -> anyhow::Result<()> {
     collect(rec, d)?;
     let mut err = None;
     let stats = rec.drain_records(|r| {
@@ -219,11 +230,16 @@ fn drain(rec: &mut Recorder, d: &mut Drainer<Out>, unparsable: &mut u64) -> anyh
             err = d.record(r).err();
         }
     });
-    *unparsable += stats.unparsable as u64;
+    losses.unparsable += stats.unparsable as u64;
     d.apply_all_address_events();
     if let Some(e) = err {
         return Err(e).context("writing the trace");
     }
+    let counts = crate::lost::named(&rec.lost(), losses.unparsable, rec.lost_mmaps());
+    losses
+        .written
+        .write_changes(counts, &mut d.writer)
+        .context("writing the trace")?;
     d.writer.flush_chunk().context("writing the trace")
 }
 
@@ -310,7 +326,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     let began = Instant::now();
     let startup = began - invoked;
     let cpu_at_start = own_cpu();
-    let mut unparsable = 0u64;
+    let mut losses = Losses::default();
     let mut exit: Option<ExitStatus> = None;
     let tick = Duration::from_millis(50);
     let mut policy = DrainPolicy::new(cfg.options.ring_bytes);
@@ -324,7 +340,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
             break;
         }
         if policy.due(rec.ring_pending()) {
-            drain(&mut rec, &mut d, &mut unparsable)?;
+            drain(&mut rec, &mut d, &mut losses)?;
             policy.drained(rec.ring_pending());
             d.jit.refresh();
         } else {
@@ -347,7 +363,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     let cpu_recording = own_cpu() - cpu_at_start;
     // Threads still off-CPU (and samples still waiting for a user stack).
     rec.flush_open()?;
-    drain(&mut rec, &mut d, &mut unparsable)?;
+    drain(&mut rec, &mut d, &mut losses)?;
     let end_ns = holdup_bpf::monotonic_ns();
     let lost = rec.lost();
     let fallback = rec.fallback_attached();
@@ -367,33 +383,9 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
                 }))?;
         }
     }
+    let lost_mmaps = rec.lost_mmaps();
     drop(rec);
 
-    for (what, n) in [
-        (
-            "samples",
-            lost.by_kind[holdup_bpf::records::REC_SAMPLE as usize],
-        ),
-        (
-            "wait segments",
-            lost.by_kind[holdup_bpf::records::REC_SEGMENT as usize],
-        ),
-        ("task events", lost.by_kind[3..=6].iter().sum::<u64>()),
-        ("block requests", lost.by_kind[7] + lost.by_kind[8]),
-        (
-            "system calls",
-            lost.by_kind[holdup_bpf::records::REC_SYSCALL as usize]
-                + lost.by_kind[holdup_bpf::records::REC_SYSCALL_STACK as usize],
-        ),
-        ("unparsable records", unparsable),
-    ] {
-        if n > 0 {
-            d.writer.write(&Record::Lost(Lost {
-                what: what.into(),
-                count: n,
-            }))?;
-        }
-    }
     let recorded_for = ended - began;
     let sym_began = Instant::now();
     let sym = symbols::symbolize(&mut d)?;
@@ -414,7 +406,8 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     Ok(Summary {
         counts,
         lost,
-        unparsable,
+        lost_mmaps,
+        unparsable: losses.unparsable,
         size,
         exit,
         failed_files: sym.failed_files,

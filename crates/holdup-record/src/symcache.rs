@@ -11,8 +11,7 @@
 //! files are opened relative to it without following symlinks, so nobody
 //! can plant a link for root to write through or a file for root to trust.
 
-use holdup_trace::SymFrame;
-use std::collections::HashMap;
+use holdup_trace::symfile;
 use std::ffi::CString;
 use std::fs::File;
 use std::io::{Read, Write};
@@ -20,11 +19,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-/// Bumped when what a cache file holds changes meaning.
-const FORMAT: &str = "holdup-symbols-1";
-
-/// Offset in the file → its frames (empty: nothing known there).
-pub type FileSymbols = HashMap<u64, Vec<SymFrame>>;
+pub use holdup_trace::symfile::FileSymbols;
 
 pub struct SymbolCache {
     dir: OwnedFd,
@@ -150,13 +145,13 @@ impl SymbolCache {
     /// What earlier recordings found under `key` (a file's build-id).
     pub fn load(&self, key: &[u8]) -> FileSymbols {
         self.load_text(key)
-            .and_then(|t| parse(&t))
+            .and_then(|t| symfile::parse(&t))
             .unwrap_or_default()
     }
 
     /// Replace the entry under `key` with `symbols`.
     pub fn store(&self, key: &[u8], symbols: &FileSymbols) {
-        self.store_text(key, &format(symbols));
+        self.store_text(key, &symfile::format(symbols));
     }
 
     /// The text stored under `key`.
@@ -188,62 +183,11 @@ impl SymbolCache {
     }
 }
 
-/// One line per offset: `offset<TAB>function<TAB>file<TAB>line` repeated
-/// per frame (innermost first), after a format line. Names with tabs or
-/// newlines are not cached.
-fn format(symbols: &FileSymbols) -> String {
-    let mut out = format!("{FORMAT}\n");
-    let mut offsets: Vec<&u64> = symbols.keys().collect();
-    offsets.sort();
-    'entries: for off in offsets {
-        let mut line = format!("{off:x}");
-        for f in &symbols[off] {
-            let file = f.file.as_deref().unwrap_or("");
-            if [&f.function[..], file]
-                .iter()
-                .any(|s| s.contains(['\t', '\n']))
-            {
-                continue 'entries;
-            }
-            line.push_str(&format!("\t{}\t{}\t{}", f.function, file, f.line));
-        }
-        out.push_str(&line);
-        out.push('\n');
-    }
-    out
-}
-
-fn parse(text: &str) -> Option<FileSymbols> {
-    let mut lines = text.lines();
-    if lines.next()? != FORMAT {
-        return None;
-    }
-    let mut out = FileSymbols::new();
-    for line in lines {
-        let mut fields = line.split('\t');
-        let off = u64::from_str_radix(fields.next()?, 16).ok()?;
-        let fields: Vec<&str> = fields.collect();
-        if fields.len() % 3 != 0 {
-            return None;
-        }
-        let frames = fields
-            .chunks(3)
-            .map(|f| {
-                Some(SymFrame {
-                    function: f[0].to_string(),
-                    file: (!f[1].is_empty()).then(|| f[1].to_string()),
-                    line: f[2].parse().ok()?,
-                })
-            })
-            .collect::<Option<Vec<_>>>()?;
-        out.insert(off, frames);
-    }
-    Some(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use holdup_trace::symfile::FORMAT;
+    use holdup_trace::SymFrame;
     use std::os::unix::fs::PermissionsExt;
 
     fn frame(function: &str, file: Option<&str>, line: u32) -> SymFrame {
@@ -345,12 +289,5 @@ mod tests {
         if unsafe { libc::geteuid() } == 0 {
             assert_eq!(home_of(0), p("/root"));
         }
-    }
-
-    #[test]
-    fn garbage_is_no_cache() {
-        assert!(parse("something else\n1\tf\t\t0\n").is_none());
-        assert!(parse(&format!("{FORMAT}\nzz\tf\t\t0\n")).is_none());
-        assert!(parse(&format!("{FORMAT}\n1\tf\t\n")).is_none());
     }
 }

@@ -88,7 +88,8 @@ fn time_lapse(out: &mut String, o: &Operation, interval_ns: u64) {
         let row: String = (lo..=hi)
             .map(|s| {
                 let c = h.count.get(s).copied().unwrap_or(0);
-                let level = (c * (SHADES.len() as u64 - 1)).div_ceil(max) as usize;
+                // c ≤ max: the product fits in 128 bits, the level in the shades.
+                let level = (c as u128 * (SHADES.len() as u128 - 1)).div_ceil(max as u128) as usize;
                 SHADES[level] as char
             })
             .collect();
@@ -108,7 +109,7 @@ pub fn render(data: &LatencyData, ops: &[Operation]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "# holdup latency: {}{} over {}, {} lost events",
+        "# holdup latency: {}{} over {}, {} lost events{}",
         if data.command.is_empty() {
             ""
         } else {
@@ -120,7 +121,9 @@ pub fn render(data: &LatencyData, ops: &[Operation]) -> String {
             data.command.join(" ")
         },
         human_ns(data.duration_ns),
-        data.lost_events
+        data.lost_events,
+        crate::report::dropped_line(data.dropped.iter().map(|(w, n)| (w.as_str(), *n)))
+            .map_or(String::new(), |d| format!("; {d}"))
     );
     for o in ops {
         let _ = writeln!(
@@ -190,14 +193,18 @@ pub fn to_json(data: &LatencyData, ops: &[Operation]) -> Value {
             v
         })
         .collect();
-    json!({
+    let mut v = json!({
         "schema": "holdup.latency/1",
         "duration_ns": data.duration_ns,
         "interval_ns": data.interval_ns,
         "lost_events": data.lost_events,
         "command": data.command,
         "operations": operations,
-    })
+    });
+    if !data.dropped.is_empty() {
+        v["dropped"] = json!(data.dropped);
+    }
+    v
 }
 
 fn change_line(c: &PeakChange) -> String {
@@ -350,4 +357,43 @@ pub fn explain_to_json(data: &LatencyData, o: &Operation, peaks: &[PeakCauses]) 
             .collect(),
     );
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_header_says_what_was_dropped_and_why() {
+        let mut data = LatencyData {
+            command: vec!["./app".into()],
+            duration_ns: 1_000_000_000,
+            lost_events: 3,
+            ..Default::default()
+        };
+        data.dropped
+            .insert("calls (histogram table full)".into(), 1);
+        data.dropped.insert(
+            "system-call waits (no kernel stack for their site)".into(),
+            2,
+        );
+        let text = render(&data, &[]);
+        assert!(
+            text.lines().next().unwrap().ends_with(
+                "3 lost events; dropped: 1 calls (histogram table full), 2 system-call waits (no kernel stack for their site)"
+            ),
+            "{text}"
+        );
+        let j = to_json(&data, &[]);
+        assert_eq!(j["lost_events"], 3);
+        assert_eq!(j["dropped"]["calls (histogram table full)"], 1);
+        data.dropped.clear();
+        data.lost_events = 0;
+        assert!(render(&data, &[])
+            .lines()
+            .next()
+            .unwrap()
+            .ends_with("0 lost events"));
+        assert!(to_json(&data, &[]).get("dropped").is_none());
+    }
 }

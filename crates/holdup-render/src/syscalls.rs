@@ -47,6 +47,9 @@ pub fn render(out: &mut impl Write, r: &SyscallReport) -> io::Result<()> {
     if r.lost_events > 0 {
         writeln!(out, "# {} events lost while recording", r.lost_events)?;
     }
+    if let Some(d) = crate::report::dropped_line(r.dropped.iter().map(|(w, n)| (w.as_str(), *n))) {
+        writeln!(out, "# {d}")?;
+    }
     for p in &r.processes {
         process(out, p)?;
     }

@@ -125,7 +125,7 @@ impl Code {
             }
             let Some(offset) = file.section_by_index(index).ok().and_then(|s| {
                 let (start, _) = s.file_range()?;
-                Some(start + sym.address().checked_sub(s.address())?)
+                start.checked_add(sym.address().checked_sub(s.address())?)
             }) else {
                 continue;
             };
@@ -174,10 +174,8 @@ impl Code {
         let Some(f) = self.functions.values().find(|f| f.name == name) else {
             return Vec::new();
         };
-        let Some(bytes) = self
-            .map
-            .get(f.offset as usize..(f.offset + f.size) as usize)
-        else {
+        let end = f.offset.saturating_add(f.size);
+        let Some(bytes) = self.map.get(f.offset as usize..end as usize) else {
             return Vec::new();
         };
         let mut out: Vec<Func> = Vec::new();

@@ -38,10 +38,12 @@ impl ElfFacts {
 }
 
 /// The build-id, DWARF and segments of an open ELF file (headers only are
-/// read); `Err` if it is not an ELF file.
-pub(crate) fn facts_of(file: &std::fs::File) -> Result<ElfFacts, object::Error> {
+/// read); `Err` if it is not an ELF file, or one that blazesym must not be
+/// given.
+pub(crate) fn facts_of(file: &std::fs::File) -> Result<ElfFacts, String> {
     let cache = ReadCache::new(file);
-    let elf = object::File::parse(&cache)?;
+    let elf = object::File::parse(&cache).map_err(|e| e.to_string())?;
+    compressed_sizes_are_possible(&elf)?;
     let has_dwarf = elf
         .section_by_name(".debug_info")
         .is_some_and(|s| s.file_range().is_some_and(|(_, size)| size > 0));
@@ -60,8 +62,44 @@ pub(crate) fn facts_of(file: &std::fs::File) -> Result<ElfFacts, object::Error> 
 }
 
 /// The build-id of an open ELF file; `Err` if it is not an ELF file.
-pub(crate) fn build_id_of(file: &std::fs::File) -> Result<Option<Vec<u8>>, object::Error> {
+pub(crate) fn build_id_of(file: &std::fs::File) -> Result<Option<Vec<u8>>, String> {
     facts_of(file).map(|f| f.build_id)
+}
+
+/// Deflate shrinks data by about 1032 to 1 at most.
+const MAX_DEFLATE_RATIO: u64 = 1032;
+/// No debug section of a real program comes near this, uncompressed.
+const MAX_UNCOMPRESSED: u64 = 2 << 30;
+
+/// Whether every compressed section of `file` claims a size that its
+/// compressed bytes can hold. blazesym allocates the claimed size before
+/// decompressing, and a failed allocation aborts the process: a program's
+/// own file (which its user controls) must not be able to stop a recording
+/// that way.
+fn compressed_sizes_are_possible<'d, R: ReadRef<'d>>(
+    file: &object::File<'d, R>,
+) -> Result<(), String> {
+    for s in file.sections() {
+        let Ok(c) = s.compressed_file_range() else {
+            continue;
+        };
+        if c.format == object::CompressionFormat::None {
+            continue;
+        }
+        let most = c
+            .compressed_size
+            .saturating_mul(MAX_DEFLATE_RATIO)
+            .min(MAX_UNCOMPRESSED);
+        if c.uncompressed_size > most {
+            return Err(format!(
+                "section {} claims {} bytes uncompressed from {} compressed",
+                s.name().unwrap_or("?"),
+                c.uncompressed_size,
+                c.compressed_size
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A section of a file's bytes, cheap to clone: framehop keeps one per
@@ -179,17 +217,19 @@ impl ElfUnwindInfo {
                 return None;
             }
             let (off, size) = s.file_range()?;
+            // A section that ends past the address space is corrupt.
+            let svma_end = s.address().checked_add(s.size())?;
             Some(Section {
                 data: take(off, size)?,
-                svma: s.address()..s.address() + s.size(),
+                svma: s.address()..svma_end,
             })
         };
         let eh_frame = section(".eh_frame");
         let eh_frame_hdr = section(".eh_frame_hdr");
         let debug_frame = section(".debug_frame");
         let svma = |name: &str| {
-            elf.section_by_name(name)
-                .map(|s| s.address()..s.address() + s.size())
+            let s = elf.section_by_name(name)?;
+            Some(s.address()..s.address().checked_add(s.size())?)
         };
         let loads = elf
             .segments()

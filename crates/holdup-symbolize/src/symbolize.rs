@@ -40,10 +40,19 @@ struct Known {
 /// state (parsed symbol tables and DWARF) between calls.
 pub struct Symbolizer {
     inner: blazesym::symbolize::Symbolizer,
+    demangle: bool,
     files: HashMap<PathBuf, Known>,
     kernel: Option<KernelSymbols>,
     /// Where the debug files of stripped files are found.
     debug: DebugFiles,
+}
+
+fn blazesym_symbolizer(demangle: bool) -> blazesym::symbolize::Symbolizer {
+    blazesym::symbolize::Symbolizer::builder()
+        .enable_code_info(true)
+        .enable_inlined_fns(true)
+        .enable_demangling(demangle)
+        .build()
 }
 
 impl Default for Symbolizer {
@@ -66,13 +75,9 @@ impl Symbolizer {
 
     /// Choose whether Rust and C++ names are demangled.
     pub fn with_demangling(demangle: bool) -> Self {
-        let inner = blazesym::symbolize::Symbolizer::builder()
-            .enable_code_info(true)
-            .enable_inlined_fns(true)
-            .enable_demangling(demangle)
-            .build();
         Self {
-            inner,
+            inner: blazesym_symbolizer(demangle),
+            demangle,
             files: HashMap::new(),
             kernel: None,
             debug: DebugFiles::default(),
@@ -172,13 +177,27 @@ impl Symbolizer {
         input: Input<&[u64]>,
     ) -> Result<Vec<Vec<Frame>>, Error> {
         let src = Source::Elf(Elf::new(source));
-        let results = self
-            .inner
-            .symbolize(&src, input)
-            .map_err(|source| Error::Symbolize {
+        // blazesym panics on some malformed DWARF (a line table row naming
+        // a file its header lacks): that file's frames stay unsymbolized,
+        // the recording goes on, and the symbolizer starts afresh.
+        let inner = &self.inner;
+        let results = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            inner.symbolize(&src, input)
+        }));
+        let results = match results {
+            Ok(r) => r.map_err(|source| Error::Symbolize {
                 path: path.to_path_buf(),
                 source,
-            })?;
+            })?,
+            Err(_) => {
+                self.inner = blazesym_symbolizer(self.demangle);
+                return Err(Error::BadElf {
+                    path: path.to_path_buf(),
+                    reason: "its debugging information is malformed (the symbolizer failed on it)"
+                        .into(),
+                });
+            }
+        };
         Ok(results
             .into_iter()
             .map(|r| match r {
@@ -229,9 +248,9 @@ impl Symbolizer {
         if self.files.get(path).is_some_and(|k| k.stamp == stamp) {
             return Ok(&self.files[path]);
         }
-        let facts = crate::elf::facts_of(&file).map_err(|e| Error::BadElf {
+        let facts = crate::elf::facts_of(&file).map_err(|reason| Error::BadElf {
             path: path.to_path_buf(),
-            reason: e.to_string(),
+            reason,
         })?;
         let (source, copy) = match traced::stable_path(path, &md) {
             Some(p) => (p, None),

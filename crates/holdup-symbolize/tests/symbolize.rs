@@ -254,6 +254,44 @@ fn build_id_mismatch_and_unreadable_files_are_errors() {
     assert!(err.to_string().starts_with(char::is_lowercase) || err.to_string().starts_with('/'));
 }
 
+/// A program's own file is its user's to craft: a compressed debug
+/// section that claims more bytes than its compressed ones can hold made the
+/// symbolizer allocate the claim up front (here ~64 TiB), and the failed
+/// allocation aborted the recorder. Now the file is refused.
+#[test]
+fn a_compressed_section_claiming_an_impossible_size_is_refused() {
+    use object::{Object, ObjectSection};
+    let exe = build("lines.c", "lines-gz", &["-O2", "-g", "-gz=zlib"]);
+    let mut bytes = std::fs::read(&exe).unwrap();
+    let (at, size) = {
+        let file = object::File::parse(&bytes[..]).unwrap();
+        let info = file.section_by_name(".debug_info").unwrap();
+        let c = info.compressed_file_range().unwrap();
+        assert_eq!(
+            c.format,
+            object::CompressionFormat::Zlib,
+            "cc -gz=zlib compresses"
+        );
+        // Elf64_Chdr: ch_type, ch_reserved, then ch_size.
+        (
+            info.file_range().unwrap().0 as usize + 8,
+            c.uncompressed_size,
+        )
+    };
+    let mut sym = Symbolizer::new();
+    assert!(sym.symbolize_file(&exe, None, &[0x1000]).is_ok());
+    assert!(size < 1 << 30);
+    bytes[at..at + 8].copy_from_slice(&(1u64 << 46).to_le_bytes());
+    let crafted = exe.with_file_name("lines-gz-crafted");
+    std::fs::write(&crafted, &bytes).unwrap();
+    let err = sym.symbolize_file(&crafted, None, &[0x1000]).unwrap_err();
+    assert!(matches!(err, Error::BadElf { .. }), "{err}");
+    assert!(
+        err.to_string().contains("claims 70368744177664 bytes"),
+        "{err}"
+    );
+}
+
 fn holdup_hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }

@@ -28,6 +28,17 @@ const T_SYSCALL_TOTALS: u8 = 17;
 const T_SYSCALL_CONFIG: u8 = 18;
 const T_NOTE: u8 = 19;
 
+/// Most frames in one stack. The recorder writes at most a few hundred
+/// (kernel frames, then the user frames the unwinder finds); a record that
+/// claims more is corrupt, and must not make a reader allocate for it.
+pub const MAX_STACK_FRAMES: usize = 1024;
+/// Most functions at one address (one inlined into the next).
+pub const MAX_INLINED: usize = 64;
+/// Longest string: a path, a function name, a thread name.
+pub const MAX_STRING: usize = 64 << 10;
+/// Longest build-id (GNU build-ids are 20 bytes, some are 8 or 16).
+pub const MAX_BUILD_ID: usize = 64;
+
 /// Flags beside a sample's class.
 const S_LATE_USER_STACK: u64 = 8;
 /// An on-CPU sample that also carries steal time.
@@ -81,9 +92,13 @@ impl Encoder {
         self.last_time = t;
     }
 
+    /// A string, cut (at a character boundary) to what a reader accepts.
     fn str(&mut self, s: &str) {
-        self.u(s.len() as u64);
-        self.buf.extend_from_slice(s.as_bytes());
+        let mut end = s.len().min(MAX_STRING);
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        self.bytes(&s.as_bytes()[..end]);
     }
 
     fn bytes(&mut self, b: &[u8]) {
@@ -238,21 +253,30 @@ impl Encoder {
                 self.buf.push(T_DSO);
                 self.u(d.id as u64);
                 self.str(&d.path);
-                self.bytes(d.build_id.as_deref().unwrap_or(&[]));
+                // A build-id a reader would refuse is left out: frames of
+                // the file then go unchecked, not the whole trace unread.
+                let id = d.build_id.as_deref().unwrap_or(&[]);
+                self.bytes(if id.len() <= MAX_BUILD_ID { id } else { &[] });
             }
             Record::Stack(s) => {
+                // Leaf first: a stack deeper than a reader accepts loses
+                // its outermost frames.
+                let frames = &s.frames[..s.frames.len().min(MAX_STACK_FRAMES)];
                 self.buf.push(T_STACK);
                 self.u(s.id as u64);
-                self.u(s.frames.len() as u64);
-                for f in &s.frames {
+                self.u(frames.len() as u64);
+                for f in frames {
                     self.frame(f);
                 }
             }
             Record::Symbol(s) => {
+                // Innermost first, the real function last: too deep a
+                // chain of inlined functions loses its innermost ones.
+                let frames = &s.frames[s.frames.len().saturating_sub(MAX_INLINED)..];
                 self.buf.push(T_SYMBOL);
                 self.frame(&s.frame);
-                self.u(s.frames.len() as u64);
-                for f in &s.frames {
+                self.u(frames.len() as u64);
+                for f in frames {
                     self.str(&f.function);
                     self.str(f.file.as_deref().unwrap_or(""));
                     self.u(f.line as u64);
@@ -366,6 +390,10 @@ impl<'a> Decoder<'a> {
         u32::try_from(self.u()?).map_err(|_| DecodeError::Invalid(what))
     }
 
+    fn u16(&mut self, what: &'static str) -> Result<u16, DecodeError> {
+        u16::try_from(self.u()?).map_err(|_| DecodeError::Invalid(what))
+    }
+
     fn i(&mut self) -> Result<i64, DecodeError> {
         let v = self.u()?;
         Ok((v >> 1) as i64 ^ -((v & 1) as i64))
@@ -378,8 +406,11 @@ impl<'a> Decoder<'a> {
     }
 
     fn bytes(&mut self) -> Result<&'a [u8], DecodeError> {
-        let n = self.u()? as usize;
-        let end = self.pos.checked_add(n).ok_or(DecodeError::Eof)?;
+        let n = self.u()?;
+        if n > MAX_STRING as u64 {
+            return Err(DecodeError::Invalid("string length"));
+        }
+        let end = self.pos.checked_add(n as usize).ok_or(DecodeError::Eof)?;
         let b = self.buf.get(self.pos..end).ok_or(DecodeError::Eof)?;
         self.pos = end;
         Ok(b)
@@ -430,18 +461,19 @@ impl<'a> Decoder<'a> {
             tracked: op & 8 != 0,
             pid: self.u32("bio")?,
             tid: self.u32("bio")?,
-            error: self.u()? as u16,
+            error: self.u16("bio")?,
         })
     }
 
-    fn len(&mut self, what: &'static str) -> Result<usize, DecodeError> {
-        let n = self.u()? as usize;
-        // Every element takes at least one byte: a larger count is corrupt,
-        // and must not make us allocate for it.
-        if n > self.buf.len() - self.pos {
+    /// A count of elements, at most `max`. Every element takes at least
+    /// one byte, so a count beyond the bytes left is corrupt too: neither
+    /// may make a reader allocate for it.
+    fn len(&mut self, what: &'static str, max: usize) -> Result<usize, DecodeError> {
+        let n = self.u()?;
+        if n > max.min(self.buf.len() - self.pos) as u64 {
             return Err(DecodeError::Invalid(what));
         }
-        Ok(n)
+        Ok(n as usize)
     }
 
     pub fn record(&mut self) -> Result<Record, DecodeError> {
@@ -450,7 +482,7 @@ impl<'a> Decoder<'a> {
                 let time = self.time()?;
                 let pid = self.u32("sample")?;
                 let tid = self.u32("sample")?;
-                let cpu = self.u()? as u16;
+                let cpu = self.u16("sample")?;
                 let cl = self.u()?;
                 let class = Self::class(cl, "sample")?;
                 let stack = self.u32("sample")?;
@@ -493,7 +525,11 @@ impl<'a> Decoder<'a> {
                 let wake = self.u()?;
                 let end = start.saturating_add(self.u()?);
                 let cc = self.u()?;
+                // The CPU + 1, or 0 for none.
                 let cpu = cc >> 3;
+                if cpu > 1 << 16 {
+                    return Err(DecodeError::Invalid("segment"));
+                }
                 Record::Segment(Segment {
                     pid,
                     tid,
@@ -557,6 +593,9 @@ impl<'a> Decoder<'a> {
                 let id = self.u32("dso")?;
                 let path = self.str()?;
                 let build_id = self.bytes()?;
+                if build_id.len() > MAX_BUILD_ID {
+                    return Err(DecodeError::Invalid("dso"));
+                }
                 Record::Dso(Dso {
                     id,
                     path,
@@ -565,7 +604,7 @@ impl<'a> Decoder<'a> {
             }
             T_STACK => {
                 let id = self.u32("stack")?;
-                let n = self.len("stack")?;
+                let n = self.len("stack", MAX_STACK_FRAMES)?;
                 let mut frames = Vec::with_capacity(n);
                 for _ in 0..n {
                     frames.push(self.frame()?);
@@ -574,7 +613,7 @@ impl<'a> Decoder<'a> {
             }
             T_SYMBOL => {
                 let frame = self.frame()?;
-                let n = self.len("symbol")?;
+                let n = self.len("symbol", MAX_INLINED)?;
                 let mut frames = Vec::with_capacity(n);
                 for _ in 0..n {
                     let function = self.str()?;
@@ -639,10 +678,7 @@ impl<'a> Decoder<'a> {
                 }
                 let min_flt = self.u()?;
                 let maj_flt = self.u()?;
-                let n = self.len("syscall totals")?;
-                if n > 64 {
-                    return Err(DecodeError::Invalid("syscall totals"));
-                }
+                let n = self.len("syscall totals", 64)?;
                 let mut hist = Vec::with_capacity(n);
                 for _ in 0..n {
                     hist.push(self.u()?);
@@ -664,5 +700,148 @@ impl<'a> Decoder<'a> {
             }),
             t => return Err(DecodeError::Tag(t)),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn varint(mut v: u64, out: &mut Vec<u8>) {
+        while v >= 0x80 {
+            out.push(v as u8 | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+    }
+
+    /// A stack record of `n` frames of the unknown file, as bytes.
+    fn stack_of(n: u64) -> Vec<u8> {
+        let mut b = vec![T_STACK];
+        varint(1, &mut b);
+        varint(n, &mut b);
+        for _ in 0..n {
+            b.extend_from_slice(&[0, 1]);
+        }
+        b
+    }
+
+    #[test]
+    fn a_stack_deeper_than_the_cap_is_an_error_not_an_allocation() {
+        let ok = stack_of(MAX_STACK_FRAMES as u64);
+        assert!(
+            matches!(Decoder::new(&ok).record(), Ok(Record::Stack(s)) if s.frames.len() == MAX_STACK_FRAMES)
+        );
+        let deep = stack_of(MAX_STACK_FRAMES as u64 + 1);
+        assert_eq!(
+            Decoder::new(&deep).record(),
+            Err(DecodeError::Invalid("stack"))
+        );
+        // What the issue found: a few bytes claiming ~128 M frames.
+        let mut claim = vec![T_STACK, 1];
+        varint(128 << 20, &mut claim);
+        claim.extend_from_slice(&[0, 1, 0, 1]);
+        assert_eq!(
+            Decoder::new(&claim).record(),
+            Err(DecodeError::Invalid("stack"))
+        );
+    }
+
+    #[test]
+    fn strings_inlined_chains_and_build_ids_are_capped() {
+        let mut long = vec![T_COMM, 0, 1, 1];
+        varint(MAX_STRING as u64 + 1, &mut long);
+        long.resize(long.len() + MAX_STRING + 1, b'x');
+        assert_eq!(
+            Decoder::new(&long).record(),
+            Err(DecodeError::Invalid("string length"))
+        );
+        let mut sym = vec![T_SYMBOL, 0, 1];
+        varint(MAX_INLINED as u64 + 1, &mut sym);
+        for _ in 0..=MAX_INLINED {
+            sym.extend_from_slice(&[1, b'f', 0, 0]);
+        }
+        assert_eq!(
+            Decoder::new(&sym).record(),
+            Err(DecodeError::Invalid("symbol"))
+        );
+        let mut dso = vec![T_DSO, 1, 0];
+        varint(MAX_BUILD_ID as u64 + 1, &mut dso);
+        dso.resize(dso.len() + MAX_BUILD_ID + 1, 7);
+        assert_eq!(
+            Decoder::new(&dso).record(),
+            Err(DecodeError::Invalid("dso"))
+        );
+    }
+
+    /// The writer never writes what a reader refuses: what is beyond the
+    /// caps is cut, and the rest reads back.
+    #[test]
+    fn the_writer_cuts_records_to_what_a_reader_accepts() {
+        let frame = |addr| Frame { dso: 1, addr };
+        let records = [
+            Record::Stack(Stack {
+                id: 1,
+                frames: (0..MAX_STACK_FRAMES as u64 + 10).map(frame).collect(),
+            }),
+            Record::Symbol(Symbol {
+                frame: frame(1),
+                frames: (0..MAX_INLINED + 3)
+                    .map(|i| SymFrame {
+                        function: format!("f{i}"),
+                        file: None,
+                        line: 0,
+                    })
+                    .collect(),
+            }),
+            Record::Comm {
+                time: 1,
+                pid: 1,
+                tid: 1,
+                // A multi-byte character across the cut.
+                comm: format!("a{}", "é".repeat(MAX_STRING)),
+            },
+            Record::Dso(Dso {
+                id: 2,
+                path: "/x".into(),
+                build_id: Some(vec![1; MAX_BUILD_ID + 1]),
+            }),
+        ];
+        let mut enc = Encoder::new();
+        for r in &records {
+            enc.record(r);
+        }
+        let mut dec = Decoder::new(&enc.buf);
+        match dec.record().unwrap() {
+            Record::Stack(s) => {
+                assert_eq!(s.frames.len(), MAX_STACK_FRAMES);
+                assert_eq!(s.frames[0], frame(0), "the leaf is kept");
+            }
+            r => panic!("{r:?}"),
+        }
+        match dec.record().unwrap() {
+            Record::Symbol(s) => {
+                assert_eq!(s.frames.len(), MAX_INLINED);
+                let last = format!("f{}", MAX_INLINED + 2);
+                assert_eq!(
+                    s.frames.last().unwrap().function,
+                    last,
+                    "the outer function is kept"
+                );
+            }
+            r => panic!("{r:?}"),
+        }
+        match dec.record().unwrap() {
+            Record::Comm { comm, .. } => {
+                assert!(comm.len() <= MAX_STRING && comm.len() > MAX_STRING - 2);
+                assert!(!comm.contains('\u{fffd}'), "cut inside a character");
+            }
+            r => panic!("{r:?}"),
+        }
+        match dec.record().unwrap() {
+            Record::Dso(d) => assert_eq!(d.build_id, None),
+            r => panic!("{r:?}"),
+        }
+        assert!(dec.is_empty());
     }
 }

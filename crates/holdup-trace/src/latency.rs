@@ -8,15 +8,20 @@
 //! length and checksum turn a truncated or damaged file into a clear error.
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::Path;
 
 pub const MAGIC: &[u8; 8] = b"HOLDUPLT";
 pub const MAJOR: u16 = 1;
-pub const MINOR: u16 = 5;
+pub const MINOR: u16 = 6;
 const HEADER_BYTES: usize = 8 + 2 + 2 + 8 + 4;
 /// Refuse bodies beyond this (a corrupt length must not allocate gigabytes).
 const MAX_BODY: u64 = 1 << 30;
+/// The counts of a file, and its times, add up to less than this: then any
+/// sum an analysis makes of them, even over two files (a diff), fits in 64
+/// bits. A real recording is nowhere near (2^62 ns is 146 years).
+const MAX_TOTAL: u128 = 1 << 62;
 
 /// What one `holdup latency` run recorded.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -28,8 +33,13 @@ pub struct LatencyData {
     pub duration_ns: u64,
     /// Width of one time-lapse interval.
     pub interval_ns: u64,
-    /// Events not counted because a kernel map was full.
+    /// Events not counted (a kernel table was full, a thread's state or a
+    /// wait's stack could not be had): the sum of `dropped`.
     pub lost_events: u64,
+    /// The same by what and why (`calls (histogram table full)`, format
+    /// 1.6; empty before, and when nothing was lost).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub dropped: BTreeMap<String, u64>,
     /// The operations asked for by name (kernel and user functions), so a
     /// report can tell one that never ran from one never asked for.
     pub requested: Vec<String>,
@@ -259,6 +269,12 @@ pub fn parse_latency(bytes: &[u8], path: &str) -> Result<LatencyData, LatencyFil
             why: format!("histogram of {} has inconsistent buckets", h.op),
         });
     }
+    if let Some(what) = beyond_totals(&data) {
+        return Err(LatencyFileError::Corrupt {
+            path,
+            why: format!("its {what} add up to more than any recording holds"),
+        });
+    }
     if let Some(c) = data
         .callees
         .iter()
@@ -273,6 +289,35 @@ pub fn parse_latency(bytes: &[u8], path: &str) -> Result<LatencyData, LatencyFil
         });
     }
     Ok(data)
+}
+
+/// Which of the file's counts or times, if any, add up to [`MAX_TOTAL`] or
+/// more.
+fn beyond_totals(d: &LatencyData) -> Option<&'static str> {
+    let sum = |values: &mut dyn Iterator<Item = u64>| values.map(u128::from).sum::<u128>();
+    let counts = sum(&mut d.histograms.iter().flat_map(|h| h.count.iter().copied()))
+        + sum(&mut d
+            .callees
+            .iter()
+            .flat_map(|c| [c.calls, c.largest, c.own_largest]))
+        + sum(&mut d.wait_sites.iter().map(|w| w.count));
+    let times = sum(&mut d
+        .histograms
+        .iter()
+        .flat_map(|h| h.ns.iter().chain(h.cause_ns.iter().flatten()).copied()))
+        + sum(&mut d
+            .callees
+            .iter()
+            .flat_map(|c| std::iter::once(c.ns).chain(c.cause_ns.iter().copied())))
+        + sum(&mut d.wait_sites.iter().map(|w| w.ns))
+        + u128::from(d.duration_ns);
+    if counts >= MAX_TOTAL {
+        Some("counts")
+    } else if times >= MAX_TOTAL {
+        Some("times")
+    } else {
+        None
+    }
 }
 
 /// Read a latency file.
@@ -342,6 +387,10 @@ mod tests {
                 own_largest: 1,
             }],
             decision_ops: 20,
+            lost_events: 2,
+            dropped: [("calls (histogram table full)".to_string(), 2)]
+                .into_iter()
+                .collect(),
             causes: [
                 "iowait",
                 "futex_wait",
@@ -396,6 +445,30 @@ mod tests {
         write_latency(&mut buf, &bad).unwrap();
         let e = parse_latency(&buf, "x").unwrap_err().to_string();
         assert!(e.contains("inconsistent"), "{e}");
+    }
+
+    #[test]
+    fn counts_or_times_no_recording_holds_are_an_error() {
+        for (what, change) in [
+            (
+                "counts",
+                &(|d: &mut LatencyData| d.histograms[0].count[1] = u64::MAX)
+                    as &dyn Fn(&mut LatencyData),
+            ),
+            ("times", &|d: &mut LatencyData| d.callees[0].ns = 1 << 62),
+            ("times", &|d: &mut LatencyData| {
+                d.histograms.push(d.histograms[0].clone());
+                d.histograms[0].ns[2] = 1 << 61;
+                d.histograms[1].ns[2] = 1 << 61;
+            }),
+        ] {
+            let mut bad = sample();
+            change(&mut bad);
+            let mut buf = Vec::new();
+            write_latency(&mut buf, &bad).unwrap();
+            let e = parse_latency(&buf, "x").unwrap_err().to_string();
+            assert!(e.contains(&format!("its {what} add up")), "{e}");
+        }
     }
 
     #[test]

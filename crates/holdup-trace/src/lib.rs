@@ -8,6 +8,7 @@ pub mod latency;
 pub mod model;
 pub mod output;
 pub mod record;
+pub mod symfile;
 
 pub use file::{features, Damage, Error, Header, Reader, Writer};
 pub use model::{Thread, Trace};

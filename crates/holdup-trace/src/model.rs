@@ -188,8 +188,20 @@ impl Trace {
         self.stacks.get(&id).map_or(&[], |v| v.as_slice())
     }
 
+    /// Events lost to a full ring buffer (or not parsed): what a larger
+    /// ring would have kept.
     pub fn lost_total(&self) -> u64 {
-        self.lost.values().sum()
+        self.split_lost().0
+    }
+
+    /// What the recorder saw but dropped, by name (its cause in
+    /// parentheses), nonzero counts only.
+    pub fn dropped(&self) -> Vec<(&str, u64)> {
+        self.split_lost().1
+    }
+
+    fn split_lost(&self) -> (u64, Vec<(&str, u64)>) {
+        crate::record::split_lost(self.lost.iter().map(|(w, &n)| (w.as_str(), n)))
     }
 
     /// Name of a dso for display: the file name of its path.

@@ -235,11 +235,54 @@ pub struct Symbol {
     pub frames: Vec<SymFrame>,
 }
 
-/// Events lost so far (cumulative), by what was lost.
+/// Events lost so far (cumulative), by what was lost. What the recorder
+/// saw but dropped names its cause in parentheses (`samples (no thread
+/// state)`); what a full ring buffer lost names none (`samples`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Lost {
     pub what: String,
     pub count: u64,
+}
+
+impl Lost {
+    /// Why the recorder dropped it; None for records lost to a full ring
+    /// buffer (or not parsed).
+    pub fn cause(&self) -> Option<&str> {
+        lost_cause(&self.what)
+    }
+}
+
+/// The cause in a lost count's name: `no thread state` in `samples (no
+/// thread state)`.
+pub fn lost_cause(what: &str) -> Option<&str> {
+    let (_, rest) = what.split_once(" (")?;
+    rest.strip_suffix(')')
+}
+
+/// Lost counts by name, split: the total lost to a full ring buffer (or
+/// not parsed), and what the recorder dropped (its cause named), nonzero
+/// ones only.
+pub fn split_lost<'a>(
+    counts: impl IntoIterator<Item = (&'a str, u64)>,
+) -> (u64, Vec<(&'a str, u64)>) {
+    let mut lost = 0u64;
+    let mut dropped = Vec::new();
+    for (what, n) in counts {
+        if lost_cause(what).is_some() {
+            if n > 0 {
+                dropped.push((what, n));
+            }
+        } else {
+            lost = lost.saturating_add(n);
+        }
+    }
+    (lost, dropped)
+}
+
+/// `12 samples (no thread state), 4 wait segments (no thread state)`.
+pub fn dropped_text(dropped: &[(&str, u64)]) -> String {
+    let parts: Vec<String> = dropped.iter().map(|(w, n)| format!("{n} {w}")).collect();
+    parts.join(", ")
 }
 
 /// The recording ended cleanly.
@@ -283,12 +326,14 @@ impl Syscall {
 
     /// Time asleep (io, lock, other), runqueue time not included.
     pub fn slept_ns(&self) -> u64 {
-        self.blocked[0] + self.blocked[1] + self.blocked[3]
+        self.blocked[0]
+            .saturating_add(self.blocked[1])
+            .saturating_add(self.blocked[3])
     }
 
     pub fn on_cpu_ns(&self) -> u64 {
-        self.wall_ns()
-            .saturating_sub(self.blocked.iter().sum::<u64>())
+        let blocked = self.blocked.iter().fold(0u64, |a, &b| a.saturating_add(b));
+        self.wall_ns().saturating_sub(blocked)
     }
 }
 

@@ -39,7 +39,10 @@ const LOCK: [&str; 5] = [
 
 /// The advice for a thread saturated on its CPU.
 pub fn cpu_bound(n: &Node) -> String {
-    let life = n.cpu_ns + n.runnable_ns + n.wait_ns;
+    let life = n
+        .cpu_ns
+        .saturating_add(n.runnable_ns)
+        .saturating_add(n.wait_ns);
     format!(
         "{} is {} (holdup report --tid {})",
         n.label,
@@ -56,15 +59,16 @@ pub fn advise(nodes: &[Node], edges: &[Edge], k: &Knot, _duration: u64) -> Strin
         .map(|&v| &nodes[v])
         .filter(|n| matches!(n.kind, NodeKind::Thread | NodeKind::Group))
         .collect();
-    let run: u64 = thready.iter().map(|n| n.runnable_ns).sum();
-    let all: u64 = thready
+    // In 128 bits: the times of a crafted trace may be anywhere in 64.
+    let run: u128 = thready.iter().map(|n| n.runnable_ns as u128).sum();
+    let all: u128 = thready
         .iter()
-        .map(|n| n.cpu_ns + n.runnable_ns + n.wait_ns)
+        .map(|n| n.cpu_ns as u128 + n.runnable_ns as u128 + n.wait_ns as u128)
         .sum();
     if !k.background && !k.unrecorded && all > 0 && run * 5 > all {
         s.push_str(&format!(
             "; its threads are runnable {:.0}% of the time: more cores or a higher priority would help",
-            pct(run, all)
+            100.0 * run as f64 / all as f64
         ));
     }
     s
@@ -97,10 +101,14 @@ fn main(nodes: &[Node], edges: &[Edge], k: &Knot) -> String {
         let n = &nodes[v];
         // Its waits, if any, went to vertices set aside (timers, threads
         // outside the recording): it is not simply CPU-bound then.
-        let life = (n.cpu_ns + n.runnable_ns + n.wait_ns).max(1);
+        let life = n
+            .cpu_ns
+            .saturating_add(n.runnable_ns)
+            .saturating_add(n.wait_ns)
+            .max(1);
         let mut away: Vec<&Edge> = edges
             .iter()
-            .filter(|e| e.from == v && e.to != v && e.wait_ns * 100 >= life)
+            .filter(|e| e.from == v && e.to != v && e.wait_ns as u128 * 100 >= life as u128)
             .collect();
         away.sort_by_key(|e| std::cmp::Reverse(e.wait_ns));
         if matches!(n.kind, NodeKind::Thread | NodeKind::Group) && !away.is_empty() {
@@ -126,11 +134,16 @@ fn main(nodes: &[Node], edges: &[Edge], k: &Knot) -> String {
             NodeKind::Device if n.id.starts_with("net") => {
                 "waits on the network (the NIC's own waits are not recorded): batch or pipeline requests".to_string()
             }
-            NodeKind::Device if n.cpu_ns + n.wait_ns > 0 && n.wait_ns * 10 < n.cpu_ns + n.wait_ns => format!(
-                "{} is busy {:.0}% of the time: a saturated device; less I/O or faster storage would pay",
-                n.label,
-                pct(n.cpu_ns, n.cpu_ns + n.wait_ns)
-            ),
+            NodeKind::Device
+                if n.cpu_ns.saturating_add(n.wait_ns) > 0
+                    && (n.wait_ns as u128) * 10 < n.cpu_ns as u128 + n.wait_ns as u128 =>
+            {
+                format!(
+                    "{} is busy {:.0}% of the time: a saturated device; less I/O or faster storage would pay",
+                    n.label,
+                    pct(n.cpu_ns, n.cpu_ns.saturating_add(n.wait_ns))
+                )
+            }
             NodeKind::Device => format!("{} waits for nobody recorded: its requests come from outside the recording", n.label),
             NodeKind::Irq if n.id == "timer" => {
                 "threads wait for timers (sleeps, timeouts): shorten or remove them, or wake on events instead".to_string()
@@ -168,7 +181,7 @@ fn main(nodes: &[Node], edges: &[Edge], k: &Knot) -> String {
             let self_loop = internal.iter().copied().find(|&x| {
                 edges[x].from == t
                     && edges[x].to == t
-                    && edges[x].weight_ns * 2 >= edges[e].weight_ns
+                    && edges[x].weight_ns.saturating_mul(2) >= edges[e].weight_ns
             });
             if let Some(x) = self_loop {
                 s.push_str(&format!(

@@ -10,7 +10,7 @@ pub use thread::thread;
 /// Running or runnable more than 90% of its life: the thread waits for
 /// nobody, its CPU is the bottleneck (wPerf's sink).
 pub fn is_cpu_bound(busy: u64, life: u64) -> bool {
-    life > 0 && busy * 10 > life * 9
+    life > 0 && busy as u128 * 10 > life as u128 * 9
 }
 
 fn cpu_bound_text(on_pct: f64, runnable_pct: f64) -> String {

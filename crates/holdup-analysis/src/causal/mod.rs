@@ -397,7 +397,8 @@ pub fn analyze(profile: &CozProfile) -> CausalProfile {
                 Measure::Throughput { delta, .. } => *delta,
                 Measure::Latency { arrivals, .. } => *arrivals,
             };
-            *visits.entry(m.name()).or_insert(0) += v;
+            let n = visits.entry(m.name()).or_insert(0);
+            *n = n.saturating_add(v);
         }
     }
     let primary = points

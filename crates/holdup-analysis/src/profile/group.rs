@@ -82,7 +82,7 @@ fn merge(ts: &[&ThreadProfile], by: Section) -> ThreadProfile {
     type MergedRow = (Tag, Rc<str>, Rc<str>, Option<LockKind>);
     let mut rows: HashMap<MergedRow, usize> = HashMap::new();
     for t in ts {
-        m.lifetime_ns += t.lifetime_ns;
+        m.lifetime_ns = m.lifetime_ns.saturating_add(t.lifetime_ns);
         m.threads += t.threads;
         m.samples.add_all(&t.samples);
         m.lock_split.mutex += t.lock_split.mutex;

@@ -186,8 +186,19 @@ pub struct ThreadProfile {
 pub struct Profile {
     pub period_ns: u64,
     pub duration_ns: u64,
+    /// Events lost to a full ring buffer (or not parsed).
     pub lost_events: u64,
+    /// What the recorder saw but dropped, by name (its cause in parentheses).
+    pub dropped: Vec<(String, u64)>,
     pub threads: Vec<ThreadProfile>,
+}
+
+/// Lost counts with names of their own.
+pub fn owned(counts: Vec<(&str, u64)>) -> Vec<(String, u64)> {
+    counts
+        .into_iter()
+        .map(|(w, n)| (w.to_string(), n))
+        .collect()
 }
 
 /// The function a sample is attributed to ("self"): its innermost user
@@ -597,6 +608,7 @@ pub fn profile(trace: &Trace, filter: &Filter) -> Profile {
         period_ns: trace.header.period_ns,
         duration_ns: trace.duration_ns(),
         lost_events: trace.lost_total(),
+        dropped: owned(trace.dropped()),
         threads: out,
     }
 }

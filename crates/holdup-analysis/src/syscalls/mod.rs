@@ -157,6 +157,9 @@ pub struct SyscallReport {
     /// Invocation records in the trace.
     pub kept: u64,
     pub lost_events: u64,
+    /// What the recorder saw but dropped, by name.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub dropped: BTreeMap<String, u64>,
     pub processes: Vec<ProcessStats>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub slowest: Vec<Invocation>,
@@ -165,7 +168,7 @@ pub struct SyscallReport {
 /// The `q` quantile (0..=1) of a log2 histogram, interpolated linearly
 /// inside its bucket: exact to within the bucket's width.
 pub fn quantile(hist: &[u64], q: f64) -> u64 {
-    let total: u64 = hist.iter().sum();
+    let total = hist.iter().fold(0u64, |a, &n| a.saturating_add(n));
     if total == 0 {
         return 0;
     }
@@ -175,12 +178,12 @@ pub fn quantile(hist: &[u64], q: f64) -> u64 {
         if n == 0 {
             continue;
         }
-        if (seen + n) as f64 >= rank {
+        if seen.saturating_add(n) as f64 >= rank {
             let (lo, hi) = bucket_range(k);
             let into = (rank - seen as f64) / n as f64;
             return lo + ((hi - lo) as f64 * into) as u64;
         }
-        seen += n;
+        seen = seen.saturating_add(n);
     }
     bucket_range(hist.len().saturating_sub(1)).1
 }
@@ -272,29 +275,32 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<SyscallReport, Error> {
         let funcs = resolver.stack(s.stack);
         let r = from_records.entry((s.pid, s.nr)).or_default();
         let wall = s.wall_ns();
+        // Scaled and summed as they come: saturating, for the values of a
+        // crafted trace.
+        let add = |sum: &mut u64, v: u64| *sum = sum.saturating_add(w.saturating_mul(v));
         r.max_ns = r.max_ns.max(wall);
-        r.count += w;
-        r.total_ns += w * wall;
+        add(&mut r.count, 1);
+        add(&mut r.total_ns, wall);
         for (a, b) in r.blocked.iter_mut().zip(s.blocked) {
-            *a += w * b;
+            add(a, b);
         }
-        r.faults.0 += w * s.min_flt as u64;
-        r.faults.1 += w * s.maj_flt as u64;
+        add(&mut r.faults.0, s.min_flt as u64);
+        add(&mut r.faults.1, s.maj_flt as u64);
         let k = log2_bucket(wall);
         if r.hist.len() <= k {
             r.hist.resize(k + 1, 0);
         }
-        r.hist[k] += w;
+        add(&mut r.hist[k], 1);
         if let Some(reason) = reasons.get(&idx) {
             let e = r.reasons.entry(reason.to_string()).or_default();
-            e.0 += w;
-            e.1 += w * s.slept_ns();
+            add(&mut e.0, 1);
+            add(&mut e.1, s.slept_ns());
             e.2 = e.2.max(contenders.get(&idx).copied().unwrap_or(0));
         }
         let site = call_site(&funcs).unwrap_or_else(|| "-".to_string());
         let e = r.sites.entry(site).or_default();
-        e.0 += w;
-        e.1 += w * wall;
+        add(&mut e.0, 1);
+        add(&mut e.1, wall);
     }
 
     let mut by_pid: BTreeMap<u32, Vec<CallStats>> = BTreeMap::new();
@@ -358,6 +364,7 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<SyscallReport, Error> {
         sample_every: config.sample_every,
         kept: trace.syscalls.len() as u64,
         lost_events: trace.lost_total(),
+        dropped: crate::profile::owned(trace.dropped()).into_iter().collect(),
         processes,
         slowest,
     })
@@ -378,11 +385,42 @@ fn sleep_reasons(trace: &Trace, resolver: &mut Resolver<'_>) -> HashMap<usize, R
         .collect()
 }
 
-/// For every invocation that slept: how many invocations of other threads
-/// of its process slept with the same wait reason while it was in its call
-/// (their calls overlap in time). A sweep over each (process, reason)
-/// group in start order.
+/// Intervals `[start, end)`, their starts and ends each sorted, to count
+/// the ones that overlap an interval by two binary searches.
+struct Overlaps {
+    starts: Vec<u64>,
+    ends: Vec<u64>,
+}
+
+impl Overlaps {
+    /// The non-empty intervals among `spans`.
+    fn new(spans: impl Iterator<Item = (u64, u64)>) -> Overlaps {
+        let (mut starts, mut ends): (Vec<u64>, Vec<u64>) = spans.filter(|(s, e)| s < e).unzip();
+        starts.sort_unstable();
+        ends.sort_unstable();
+        Overlaps { starts, ends }
+    }
+
+    /// How many of the intervals overlap the non-empty `[s, e)` (itself
+    /// too, if it is one of them): those that start before its end, less
+    /// those that ended by its start (which started before its end too).
+    fn count(&self, (s, e): (u64, u64)) -> usize {
+        if s >= e {
+            return 0;
+        }
+        self.starts.partition_point(|&x| x < e) - self.ends.partition_point(|&x| x <= s)
+    }
+}
+
+/// For each invocation that slept for a reason: how many calls of other
+/// threads of its process that slept for the same reason overlapped it
+/// (DeBox's contenders on a resource label). A call of no duration overlaps
+/// nothing. Counted by binary search over the sorted starts and ends of
+/// each (process, reason) group, and of each thread's calls in it (which
+/// are not contenders), in O(n log n): comparing calls pairwise was
+/// quadratic in a crafted trace's overlapping calls.
 fn contenders(trace: &Trace, reasons: &HashMap<usize, Rc<str>>) -> HashMap<usize, u32> {
+    let span = |i: usize| (trace.syscalls[i].time, trace.syscalls[i].end);
     let mut groups: HashMap<(u32, &str), Vec<usize>> = HashMap::new();
     for (&i, r) in reasons {
         groups
@@ -391,18 +429,18 @@ fn contenders(trace: &Trace, reasons: &HashMap<usize, Rc<str>>) -> HashMap<usize
             .push(i);
     }
     let mut out: HashMap<usize, u32> = HashMap::new();
-    for mut v in groups.into_values() {
-        v.sort_by_key(|&i| trace.syscalls[i].time);
-        for (a, &i) in v.iter().enumerate() {
-            let si = &trace.syscalls[i];
-            for &j in &v[a + 1..] {
-                let sj = &trace.syscalls[j];
-                if sj.time >= si.end {
-                    break;
-                }
-                if sj.tid != si.tid {
-                    *out.entry(i).or_default() += 1;
-                    *out.entry(j).or_default() += 1;
+    for calls in groups.into_values() {
+        let all = Overlaps::new(calls.iter().map(|&i| span(i)));
+        let mut by_tid: HashMap<u32, Vec<usize>> = HashMap::new();
+        for &i in &calls {
+            by_tid.entry(trace.syscalls[i].tid).or_default().push(i);
+        }
+        for own in by_tid.into_values() {
+            let mine = Overlaps::new(own.iter().map(|&i| span(i)));
+            for &i in &own {
+                let n = all.count(span(i)) - mine.count(span(i));
+                if n > 0 {
+                    out.insert(i, u32::try_from(n).unwrap_or(u32::MAX));
                 }
             }
         }

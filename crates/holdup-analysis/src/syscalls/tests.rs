@@ -281,6 +281,35 @@ fn contenders_are_other_threads_asleep_for_the_same_reason_meanwhile() {
     assert_eq!(read.reasons[0].max_contenders, 2);
 }
 
+/// Calls that all overlap each other: each has every call of the other
+/// threads as a contender. Counting them pairwise took quadratic time (a
+/// crafted trace of 100 000 such calls: billions of steps); the sweep is
+/// quick, and exact.
+#[test]
+fn contenders_of_many_overlapping_calls_are_counted_quickly_and_exactly() {
+    let mut t = trace();
+    let n = 100_000u64;
+    let threads = 4;
+    for i in 0..n {
+        let mut c = call(READ, 1_000 + i, 10_000_000, [0, 0, 0, 5_000_000], 2, false);
+        c.tid = 100 + (i % threads) as u32;
+        t.syscalls.push(c);
+    }
+    // One more, later, by itself.
+    t.syscalls
+        .push(call(READ, 500_000_000, 1_000, [0, 0, 0, 500], 2, false));
+    let began = std::time::Instant::now();
+    let reasons: HashMap<usize, Rc<str>> = (0..t.syscalls.len())
+        .map(|i| (i, Rc::from("pipe_read")))
+        .collect();
+    let c = contenders(&t, &reasons);
+    let took = began.elapsed();
+    let others = (n - n / threads) as u32;
+    assert!((0..n as usize).all(|i| c.get(&i) == Some(&others)));
+    assert_eq!(c.get(&(n as usize)), None);
+    assert!(took < std::time::Duration::from_secs(5), "{took:?}");
+}
+
 #[test]
 fn without_totals_the_records_are_scaled_up() {
     let mut t = trace();

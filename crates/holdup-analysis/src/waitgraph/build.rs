@@ -55,7 +55,7 @@ impl Counts {
         if self.many.is_empty() {
             let few = &mut self.few[..self.len as usize];
             if let Some(i) = few.iter().position(|p| p.0 == k) {
-                few[i].1 += n;
+                few[i].1 = few[i].1.saturating_add(n);
                 // Move towards the front: frequent keys are found first.
                 if i > 0 {
                     few.swap(i, i - 1);
@@ -222,10 +222,10 @@ impl DevAcc {
         }
         self.inflight += 1;
         self.requests += 1;
-        self.bytes += b.bytes as u64;
+        self.bytes = self.bytes.saturating_add(b.bytes as u64);
         let e = self.issuers.entry(b.tid).or_default();
         e.0 += 1;
-        e.1 += b.bytes as u64;
+        e.1 = e.1.saturating_add(b.bytes as u64);
         e.2 |= b.tracked;
         idle
     }
@@ -556,20 +556,20 @@ impl<'o> Build<'o> {
         let wait = self.wait_of(s);
         let long = self.is_long(s);
         let a = &mut self.acc[node as usize];
-        a.off += len;
+        a.off = a.off.saturating_add(len);
         if s.class == Class::Sched {
-            a.runnable += len;
+            a.runnable = a.runnable.saturating_add(len);
         } else if s.wake > s.start {
             self.stats.wakeups += 1;
             if s.class == Class::Lock {
                 self.stats.lock_wakeups += 1;
                 self.stats.lock_wakeups_by_timer += (s.waker == Waker::Timer) as u64;
             }
-            a.wait += s.wake - s.start;
+            a.wait = a.wait.saturating_add(s.wake - s.start);
             a.runnable += s.end.saturating_sub(s.wake);
         } else {
             // Still blocked at the end, or no wakeup seen.
-            a.wait += len;
+            a.wait = a.wait.saturating_add(len);
         }
         match wait {
             Some((k, start, wake)) => {
@@ -586,9 +586,10 @@ impl<'o> Build<'o> {
                 let parent = self.node(k);
                 let edge = self.edge(node, parent, EdgeKind::Wait);
                 let e = &mut self.edges[edge as usize];
-                e.wait += wake - start;
+                e.wait = e.wait.saturating_add(wake - start);
                 e.count += 1;
-                e.class_ns[s.class.index()] += wake - start;
+                e.class_ns[s.class.index()] =
+                    e.class_ns[s.class.index()].saturating_add(wake - start);
                 if !long {
                     sweep.add(WaitSeg {
                         node,
@@ -648,7 +649,7 @@ impl<'o> Build<'o> {
             let ring = &self.acc[wn as usize].ring;
             let best = ring
                 .iter()
-                .filter(|(t, _)| *t != 0 && *t <= s.wake && *t + period >= s.wake)
+                .filter(|(t, _)| *t != 0 && *t <= s.wake && t.saturating_add(period) >= s.wake)
                 .max_by_key(|(t, _)| *t);
             if let Some(&(_, stack)) = best {
                 self.edges[edge as usize]
@@ -670,7 +671,7 @@ impl<'o> Build<'o> {
                 self.stats.bio += 1;
                 if let Some((seg, long)) = self.bio_issue(b) {
                     let e = &mut self.edges[seg.edge as usize];
-                    e.wait += seg.wake - seg.start;
+                    e.wait = e.wait.saturating_add(seg.wake - seg.start);
                     e.count += 1;
                     if !long {
                         sweep.add(seg);
@@ -755,10 +756,10 @@ pub fn run(src: &mut dyn Source, opts: &Options) -> Result<WaitGraph, Error> {
             let edge = b.edge(node, parent, EdgeKind::Creator);
             for (s, e) in merge::gaps(spans, from, to) {
                 let ea = &mut b.edges[edge as usize];
-                ea.wait += e - s;
+                ea.wait = ea.wait.saturating_add(e - s);
                 ea.count += 1;
                 ea.class_ns[Class::Other.index()] += e - s;
-                b.acc[node as usize].wait += e - s;
+                b.acc[node as usize].wait = b.acc[node as usize].wait.saturating_add(e - s);
                 long.push(WaitSeg {
                     node,
                     parent,
@@ -794,7 +795,9 @@ pub fn run(src: &mut dyn Source, opts: &Options) -> Result<WaitGraph, Error> {
         e.weight = w;
     }
 
-    b.stats.lost_events = b.lost.values().sum();
+    let (lost, dropped) = holdup_trace::split_lost(b.lost.iter().map(|(w, &n)| (w.as_str(), n)));
+    b.stats.lost_events = lost;
+    b.stats.dropped = crate::profile::owned(dropped);
     Ok(assemble(
         b,
         duration,

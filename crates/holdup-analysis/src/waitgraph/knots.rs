@@ -186,14 +186,36 @@ fn is_simple_cycle(g: &KnotGraph, nodes: &[usize], internal: &[usize]) -> bool {
         .all(|v| outs.get(v) == Some(&1) && ins.get(v) == Some(&1))
 }
 
+/// Split knot `nodes` at its lightest edges into the sub-knots that stand
+/// out (wPerf's refinement), into `out`. Sub-knots go on a work list, not
+/// down a recursion, whose depth a crafted trace's threads would set; they
+/// are refined in the order the recursion took.
 fn refine(
+    g: &KnotGraph,
+    nodes: &[usize],
+    alive_e: Vec<bool>,
+    threshold: u64,
+    out: &mut Vec<RawKnot>,
+    original: &[usize],
+) {
+    let mut work = vec![(nodes.to_vec(), alive_e)];
+    while let Some((nodes, alive_e)) = work.pop() {
+        let subs = refine_one(g, &nodes, alive_e, threshold, out, original);
+        work.extend(subs.into_iter().rev());
+    }
+}
+
+/// One step of [`refine`]: `nodes` is a knot to keep whole (written to
+/// `out`, nothing returned), or splits into the returned sub-knots, each
+/// with the edges left alive in it.
+fn refine_one(
     g: &KnotGraph,
     nodes: &[usize],
     mut alive_e: Vec<bool>,
     threshold: u64,
     out: &mut Vec<RawKnot>,
     original: &[usize],
-) {
+) -> Vec<(Vec<usize>, Vec<bool>)> {
     let mut inside = vec![false; g.n];
     for &v in nodes {
         inside[v] = true;
@@ -211,7 +233,7 @@ fn refine(
         .unwrap_or(u64::MAX);
     if nodes.len() == 1 || is_simple_cycle(g, nodes, &internal) || lightest >= threshold {
         refine_stop(g, nodes, &inside, &alive_e, out, original);
-        return;
+        return Vec::new();
     }
     let mut order = internal.clone();
     order.sort_by_key(|&e| (g.edges[e].2, e));
@@ -231,14 +253,15 @@ fn refine(
                 // Trimming would leave lone vertices that wait for nobody:
                 // no edge stands out, the knot as a whole is the answer.
                 refine_stop(g, nodes, &inside, &before, out, original);
-                return;
+                return Vec::new();
             }
             // Lone vertices next to real sub-knots are artefacts of the
             // trimming, not sinks.
-            for sub in subs.into_iter().filter(|c| c.len() > 1 || self_loop(c[0])) {
-                refine(g, &sub, alive_e.clone(), threshold, out, original);
-            }
-            return;
+            return subs
+                .into_iter()
+                .filter(|c| c.len() > 1 || self_loop(c[0]))
+                .map(|sub| (sub, alive_e.clone()))
+                .collect();
         }
     }
     unreachable!("removing every internal edge disconnects a knot of several vertices");
@@ -409,6 +432,26 @@ mod tests {
         assert_eq!(nodes(&k), vec![vec![1], vec![2, 3]]);
         assert!(k.iter().find(|k| k.nodes == [2, 3]).unwrap().aside);
         assert!(!k.iter().find(|k| k.nodes == [1]).unwrap().aside);
+    }
+
+    /// Vertices 0 → 1 → … → n-1 (heavy), and n-1 → i back to each (light,
+    /// lightest to 0): each refinement step cuts the lightest back edge,
+    /// and the rest of the chain is the sub-knot to refine next, n - 2
+    /// steps down. Those steps were a recursion, one frame each.
+    #[test]
+    fn a_knot_refined_step_by_step_down_a_long_chain_needs_no_recursion() {
+        let n = 2_000;
+        let mut e: Vec<(usize, usize, u64)> = (0..n - 1).map(|i| (i, i + 1, 1_000_000)).collect();
+        e.extend((0..n - 1).map(|i| (n - 1, i, i as u64 + 1)));
+        let g = graph(n, &e);
+        let k = std::thread::Builder::new()
+            .stack_size(64 << 10)
+            .spawn(move || find_knots(&g, 100_000, &never))
+            .unwrap()
+            .join()
+            .expect("no stack overflow");
+        assert_eq!(nodes(&k), vec![vec![n - 2, n - 1]]);
+        assert_eq!(k[0].refined_from.as_ref().map(Vec::len), Some(n));
     }
 
     #[test]

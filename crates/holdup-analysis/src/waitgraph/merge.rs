@@ -131,7 +131,7 @@ pub fn short_lived(lives: &[Life], duration: u64) -> Vec<(u32, Vec<u32>)> {
         if l.born_and_died
             && l.creator != 0
             && l.creator != l.tid
-            && l.end.saturating_sub(l.start) * 10 < duration
+            && (l.end.saturating_sub(l.start) as u128) * 10 < duration as u128
         {
             by_creator.entry(l.creator).or_default().push(l.tid);
         }

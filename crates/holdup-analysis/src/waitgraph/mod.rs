@@ -242,7 +242,10 @@ pub struct Stats {
     pub late_events: u64,
     /// Waits that would have closed a cycle (direct weight only).
     pub cycles: u64,
+    /// Events lost to a full ring buffer (or not parsed).
     pub lost_events: u64,
+    /// What the recorder saw but dropped, by name (its cause in parentheses).
+    pub dropped: Vec<(String, u64)>,
     /// Lock (futex) waits ended by a wakeup, and those the recorder saw in
     /// timer context.
     pub lock_wakeups: u64,

@@ -45,18 +45,24 @@ pub(super) fn knots_of(
             })
             .collect(),
     };
-    let span = |c: &[usize]| c.iter().map(|&v| spans[v]).max().unwrap_or(duration).max(1);
+    // Sums and products of times in 128 bits: a crafted trace's times may
+    // be anywhere in 64.
+    let span = |c: &[usize]| c.iter().map(|&v| spans[v]).max().unwrap_or(duration).max(1) as u128;
     let has_device = |c: &[usize]| c.iter().any(|&v| nodes[v].kind == NodeKind::Device);
-    let cpu = |c: &[usize]| c.iter().map(|&v| nodes[v].cpu_ns).sum::<u64>();
+    let cpu = |c: &[usize]| {
+        c.iter()
+            .map(|&v| nodes[v].cpu_ns)
+            .fold(0u64, u64::saturating_add)
+    };
     let demand = |c: &[usize]| {
         c.iter()
-            .map(|&v| nodes[v].cpu_ns + nodes[v].runnable_ns)
-            .sum::<u64>()
+            .map(|&v| nodes[v].cpu_ns as u128 + nodes[v].runnable_ns as u128)
+            .sum::<u128>()
     };
     let threads = |c: &[usize]| {
         c.iter()
-            .map(|&v| nodes[v].tids.len().max(1) as u64)
-            .sum::<u64>()
+            .map(|&v| nodes[v].tids.len().max(1) as u128)
+            .sum::<u128>()
     };
     let is_sink = |c: &[usize], es: &[usize]| {
         c.len() == 1 && !es.iter().any(|&e| g.edges[e].0 == g.edges[e].1)
@@ -106,9 +112,21 @@ pub(super) fn knots_of(
                 unrecorded: unrecorded(&k.nodes),
                 cpu_bound: false,
                 cpu_ns: cpu(&k.nodes),
-                runnable_ns: k.nodes.iter().map(|&v| nodes[v].runnable_ns).sum(),
-                wait_ns: k.nodes.iter().map(|&v| nodes[v].wait_ns).sum(),
-                weight_ns: k.edges.iter().map(|&e| edges[e].weight_ns).sum(),
+                runnable_ns: k
+                    .nodes
+                    .iter()
+                    .map(|&v| nodes[v].runnable_ns)
+                    .fold(0, u64::saturating_add),
+                wait_ns: k
+                    .nodes
+                    .iter()
+                    .map(|&v| nodes[v].wait_ns)
+                    .fold(0, u64::saturating_add),
+                weight_ns: k
+                    .edges
+                    .iter()
+                    .map(|&e| edges[e].weight_ns)
+                    .fold(0, u64::saturating_add),
                 nodes: k.nodes,
                 edges: k.edges,
                 refined_from: k.refined_from,
@@ -178,6 +196,7 @@ fn add_cpu_bound(nodes: &[Node], spans: &[u64], duration: u64, knots: &mut Vec<K
 /// Running or runnable more than 90% of its life, and alive for at least a
 /// tenth of the recording (a short burst is not a bottleneck).
 fn is_saturated(n: &Node, span: u64, duration: u64) -> bool {
-    let life = n.cpu_ns + n.runnable_ns + n.wait_ns;
-    advice::is_cpu_bound(n.cpu_ns + n.runnable_ns, life) && life.max(span) * 10 >= duration
+    let busy = n.cpu_ns.saturating_add(n.runnable_ns);
+    let life = busy.saturating_add(n.wait_ns);
+    advice::is_cpu_bound(busy, life) && life.max(span) as u128 * 10 >= duration as u128
 }

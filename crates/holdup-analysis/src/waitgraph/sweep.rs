@@ -332,7 +332,8 @@ impl Sweep {
             return;
         }
         n.acc += n.size as u64 * t.saturating_sub(n.last);
-        self.weights[n.edge as usize] += n.acc;
+        let w = &mut self.weights[n.edge as usize];
+        *w = w.saturating_add(n.acc);
         let (p, s) = (n.parent, n.size);
         n.parent = NONE;
         n.edge = NONE;

@@ -178,7 +178,21 @@ struct bio_rec {
 enum syscall_rec_kind {
 	REC_SYSCALL_STACK = 16,	/* a struct sample_rec: the stack of the next REC_SYSCALL */
 	REC_SYSCALL = 17,	/* one invocation, struct syscall_rec */
-	REC_KIND_SLOTS = 32,	/* size of the per-kind lost-record counters */
+	REC_KIND_SLOTS = 32,	/* record kinds are below this */
+};
+
+/*
+ * Why a record the recorder saw was not written. The `lost` map counts per
+ * cause and record kind, at cause * REC_KIND_SLOTS + kind: a sample lost to
+ * a full ring buffer is (LOST_RING_FULL, REC_SAMPLE); a context switch of a
+ * thread whose state could not be allocated loses its interval's wait
+ * segment and blocked sample, (LOST_NO_STATE, REC_SEGMENT).
+ */
+enum lost_cause {
+	LOST_RING_FULL = 0,	/* the ring buffer was full */
+	LOST_NO_STATE = 1,	/* the kernel could not allocate the thread's state */
+	LOST_TABLE_FULL = 2,	/* a kernel table (system-call totals) was full */
+	LOST_CAUSES = 3,
 };
 
 enum syscall_consts {

@@ -208,7 +208,7 @@ struct {
 	__type(value, u64);
 } lost SEC(".maps");
 
-static __always_inline void count_lost(u32 why)
+static __always_inline void count_lost(enum latency_lost why)
 {
 	u64 *n = bpf_map_lookup_elem(&lost, &why);
 
@@ -444,6 +444,9 @@ int lat_ufunc_enter(struct pt_regs *ctx)
 
 		acc = bpf_task_storage_get(&callee_accs, bpf_get_current_task_btf(), 0,
 					   BPF_LOCAL_STORAGE_GET_F_CREATE);
+		/* Without it, the call's callees go untimed. */
+		if (!acc)
+			count_lost(LAT_LOST_START_FULL);
 		if (root && acc && !acc->open) {
 			acc->open = 1;
 			acc->root = op;
@@ -671,6 +674,7 @@ static __always_inline void add_site(struct thread_starts *s, u64 ns)
 		w->ns += ns;
 		return;
 	}
+	count_lost(LAT_LOST_SITES_FULL);
 }
 
 /* One wait of the lock operation: all of it waiting for the lock. */
@@ -701,8 +705,11 @@ int BPF_PROG(lat_switch, bool preempt, struct task_struct *prev, struct task_str
 
 	s = bpf_task_storage_get(&starts, prev, 0, 0);
 	/* Lock waits are timed for every traced thread, open call or not. */
-	if (!s && lock_waits && prev_state != 0 && tgid_tracked(BPF_CORE_READ(prev, tgid)))
+	if (!s && lock_waits && prev_state != 0 && tgid_tracked(BPF_CORE_READ(prev, tgid))) {
 		s = bpf_task_storage_get(&starts, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (!s)
+			count_lost(LAT_LOST_START_FULL);
+	}
 	if (s) {
 		s->out_at = now;
 		if (prev_state == 0 /* TASK_RUNNING */)
@@ -716,8 +723,13 @@ int BPF_PROG(lat_switch, bool preempt, struct task_struct *prev, struct task_str
 		/* Where an open system call blocked: the level below its
 		 * cause. (The current task here is prev.) */
 		s->out_stack = -1;
-		if (s->sys_start && s->out_cause != LAT_CAUSE_RUNQ)
+		if (s->sys_start && s->out_cause != LAT_CAUSE_RUNQ) {
+			/* A failed walk (or a full or colliding stack table)
+			 * loses this wait's site. */
 			s->out_stack = bpf_get_stackid(ctx, &wait_stacks, 0);
+			if (s->out_stack < 0)
+				count_lost(LAT_LOST_NO_STACK);
+		}
 	}
 	s = bpf_task_storage_get(&starts, next, 0, 0);
 	if (s && s->out_at) {

@@ -64,11 +64,13 @@ struct lat_irq_name {
 	char name[28];
 };
 
-/* Why an event was not counted. */
+/* Why an event was not counted (per-CPU counters, by kind). */
 enum latency_lost {
-	LAT_LOST_HIST_FULL = 0,
-	LAT_LOST_START_FULL = 1,
-	LAT_LOST_KINDS = 2,
+	LAT_LOST_HIST_FULL = 0,		/* a call: its histogram (or time) table was full */
+	LAT_LOST_START_FULL = 1,	/* a call: no room for its start or its thread's state */
+	LAT_LOST_NO_STACK = 2,		/* a wait of a system call: its kernel stack was not taken */
+	LAT_LOST_SITES_FULL = 3,	/* a wait of a system call: more sites than LAT_SITES */
+	LAT_LOST_KINDS = 4,
 };
 
 struct lat_key {

@@ -258,10 +258,10 @@ struct {
 	__type(value, struct kstack_counts);
 } kstack_counts SEC(".maps");
 
-/* Records dropped because the ring buffer was full, per record kind. */
+/* Records not written, per cause and record kind (see enum lost_cause). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, REC_KIND_SLOTS);
+	__uint(max_entries, LOST_CAUSES * REC_KIND_SLOTS);
 	__type(key, u32);
 	__type(value, u64);
 } lost SEC(".maps");
@@ -280,9 +280,10 @@ static __always_inline u32 *this_parked_tid(void)
 	return bpf_map_lookup_elem(&parked_tid, &zero);
 }
 
-static __always_inline void count_lost(u32 kind)
+static __always_inline void count_lost(enum lost_cause cause, u32 kind)
 {
-	u64 *n = bpf_map_lookup_elem(&lost, &kind);
+	u32 key = cause * REC_KIND_SLOTS + kind;
+	u64 *n = bpf_map_lookup_elem(&lost, &key);
 
 	if (n)
 		(*n)++;
@@ -412,7 +413,7 @@ static __always_inline void *reserve(u32 kind, u32 size)
 	struct rec_hdr *h = bpf_ringbuf_reserve(&events, size, 0);
 
 	if (!h) {
-		count_lost(kind);
+		count_lost(LOST_RING_FULL, kind);
 		return NULL;
 	}
 	h->kind = kind;
@@ -656,9 +657,9 @@ static __always_inline void submit_sample(struct scratch *s, u64 *kstack)
 
 	if (bpf_ringbuf_reserve_dynptr(&events, size, 0, &dp)) {
 		bpf_ringbuf_discard_dynptr(&dp, 0);
-		count_lost(s->rec.hdr.kind);
+		count_lost(LOST_RING_FULL, s->rec.hdr.kind);
 		if (s->rec.flags & SF_SEGMENT)
-			count_lost(REC_SEGMENT);
+			count_lost(LOST_RING_FULL, REC_SEGMENT);
 		return;
 	}
 	off = sizeof(s->rec);
@@ -863,8 +864,10 @@ int BPF_PROG(on_syscall_enter, struct pt_regs *regs, long id)
 		if (!is_tracked(task))
 			return 0;
 		ss = bpf_task_storage_get(&sys_threads, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-		if (!ss)
+		if (!ss) {
+			count_lost(LOST_NO_STATE, REC_SYSCALL);
 			return 0;
+		}
 	}
 	ss->nr = id;
 	ss->blocked[0] = 0;
@@ -911,7 +914,7 @@ int BPF_PROG(on_syscall_exit, struct pt_regs *regs, long ret)
 		bpf_map_update_elem(&syscall_totals, &key, &zero_totals, BPF_NOEXIST);
 		tot = bpf_map_lookup_elem(&syscall_totals, &key);
 		if (!tot) {
-			count_lost(REC_SYSCALL);
+			count_lost(LOST_TABLE_FULL, REC_SYSCALL);
 			return 0;
 		}
 	}
@@ -1450,15 +1453,21 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 		__builtin_memset(ic, 0, sizeof(*ic));
 	if (parked)
 		*parked = 0;
+	/* Without its state a thread's interval is not seen starting or
+	 * ending: its wait segment and blocked sample are lost. */
 	if (is_tracked(prev)) {
 		st = state_of(prev, true);
 		if (st)
 			switch_out(prev, st, next, preempt, prev_state, now, steal);
+		else
+			count_lost(LOST_NO_STATE, REC_SEGMENT);
 	}
 	if (is_tracked(next)) {
 		st = state_of(next, true);
 		if (st)
 			switch_in(prev, next, st, now, steal);
+		else
+			count_lost(LOST_NO_STATE, REC_SEGMENT);
 	}
 	return 0;
 }
@@ -1494,8 +1503,10 @@ int BPF_PROG(on_wakeup_new, struct task_struct *p)
 	if (!is_tracked(p))
 		return 0;
 	st = state_of(p, true);
-	if (!st)
+	if (!st) {
+		count_lost(LOST_NO_STATE, REC_SEGMENT);
 		return 0;
+	}
 	now = bpf_ktime_get_ns();
 	st->seen = 1;
 	st->out = now;
@@ -1600,8 +1611,10 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 	if (!is_tracked(task))
 		return 0;
 	st = state_of(task, true);
-	if (!st)
+	if (!st) {
+		count_lost(LOST_NO_STATE, REC_SAMPLE);
 		return 0;
+	}
 	if (st->pending)
 		emit_pending(SCRATCH_IRQ, st, task, USER_LOADED, SF_LATE_USTACK);
 	take_cpu_sample(ctx, SCRATCH_IRQ, task, st, SF_KSTACK_LEAF_IS_IP, 0, steal);
@@ -1904,8 +1917,10 @@ int flush_open(struct bpf_iter__task *ctx)
 	if (!task || !is_tracked(task))
 		return 0;
 	st = state_of(task, true);
-	if (!st)
+	if (!st) {
+		count_lost(LOST_NO_STATE, REC_SEGMENT);
 		return 0;
+	}
 	first_sight(task, st, task->__state != TASK_RUNNING);
 	if (st->pending)
 		emit_pending(SCRATCH_ITER, st, task, USER_REMOTE, SF_BLOCKED_TAIL);

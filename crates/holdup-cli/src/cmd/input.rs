@@ -17,12 +17,24 @@ pub fn load_trace(path: &Path) -> anyhow::Result<Trace> {
             path.display()
         );
     }
-    let lost = trace.lost_total();
+    let (lost, dropped) =
+        holdup_trace::split_lost(trace.lost.iter().map(|(w, &n)| (w.as_str(), n)));
     if lost > 0 {
-        let what: Vec<String> = trace.lost.iter().map(|(w, n)| format!("{n} {w}")).collect();
+        let what: Vec<String> = trace
+            .lost
+            .iter()
+            .filter(|(w, n)| **n > 0 && holdup_trace::lost_cause(w).is_none())
+            .map(|(w, n)| format!("{n} {w}"))
+            .collect();
         eprintln!(
             "holdup: warning: {lost} events were lost while recording ({}); counts are lower bounds (try a larger --ring-mb)",
             what.join(", ")
+        );
+    }
+    if !dropped.is_empty() {
+        eprintln!(
+            "holdup: warning: the recorder dropped {} while recording; counts are lower bounds",
+            holdup_trace::dropped_text(&dropped)
         );
     }
     for note in &trace.notes {

@@ -193,8 +193,14 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
 fn load(path: &Path) -> anyhow::Result<LatencyData> {
     let data = read_latency(path)?;
     if data.lost_events > 0 {
+        let why = if data.dropped.is_empty() {
+            "a kernel map was full".to_string()
+        } else {
+            let d: Vec<(&str, u64)> = data.dropped.iter().map(|(w, n)| (w.as_str(), *n)).collect();
+            holdup_trace::dropped_text(&d)
+        };
         eprintln!(
-            "holdup: warning: {}: {} events were not counted (a kernel map was full); counts are lower bounds",
+            "holdup: warning: {}: {} events were not counted ({why}); counts are lower bounds",
             path.display(),
             data.lost_events
         );
@@ -831,7 +837,13 @@ fn record(a: RecordArgs) -> anyhow::Result<ExitCode> {
     let callee_rows = probe.callees()?;
     let site_rows = probe.wait_sites()?;
     let comms = probe.comms();
-    let lost_events = probe.lost();
+    let dropped: std::collections::BTreeMap<String, u64> = probe
+        .lost()
+        .into_iter()
+        .filter(|&(_, n)| n > 0)
+        .map(|(w, n)| (w.to_string(), n))
+        .collect();
+    let lost_events = dropped.values().sum();
     let device_irqs = probe.device_irqs();
     drop(probe);
 
@@ -892,6 +904,7 @@ fn record(a: RecordArgs) -> anyhow::Result<ExitCode> {
         duration_ns,
         interval_ns: opts.interval_ns,
         lost_events,
+        dropped,
         requested: requested.clone(),
         histograms,
         fnodes,

@@ -241,6 +241,7 @@ fn plural(n: u64) -> &'static str {
 
 /// The closing status line, warnings, and the exit code to pass through.
 fn print_summary(cfg: &Config, s: &Summary) -> ExitCode {
+    use holdup_bpf::records::{LOST_RING_FULL, REC_SYSCALL};
     let counts = &s.counts;
     // Names of generated code, when a process had a perf map or jitdump.
     let jit = if s.jit.files > 0 || s.jit.malformed > 0 {
@@ -255,13 +256,15 @@ fn print_summary(cfg: &Config, s: &Summary) -> ExitCode {
     } else {
         String::new()
     };
+    let named = s.lost_named();
+    let (lost, dropped) = holdup_trace::split_lost(named.iter().map(|(w, n)| (w.as_str(), *n)));
     eprintln!(
         "[ holdup record: {} samples, {} blocked samples (weight {}), {} wait events, {} lost events{jit}; wrote {} ({:.3} MB) ]",
         counts.cpu_samples,
         counts.blocked_samples,
         counts.blocked_weight,
         counts.segments,
-        s.lost_total(),
+        lost,
         cfg.output.display(),
         s.size as f64 / 1e6
     );
@@ -269,7 +272,13 @@ fn print_summary(cfg: &Config, s: &Summary) -> ExitCode {
         eprintln!(
             "[ holdup record: {} system call invocations kept, {} lost ]",
             counts.syscalls,
-            s.lost.by_kind[holdup_bpf::records::REC_SYSCALL as usize]
+            s.lost.get(LOST_RING_FULL, REC_SYSCALL)
+        );
+    }
+    if !dropped.is_empty() {
+        eprintln!(
+            "holdup: warning: the recorder dropped {}; counts are lower bounds",
+            holdup_trace::dropped_text(&dropped)
         );
     }
     let listed = |files: &[(String, String)]| {

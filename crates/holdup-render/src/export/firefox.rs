@@ -191,7 +191,7 @@ pub fn profile(trace: &Trace, samples: &[StackSample], filter: &Filter, name: &s
         }
         let stack = profile.intern_stack_frames(thread, frames.into_iter());
         let cpu = if s.class == Class::Cpu {
-            CpuDelta::from_nanos(s.points * period)
+            CpuDelta::from_nanos(s.points.saturating_mul(period))
         } else {
             CpuDelta::ZERO
         };

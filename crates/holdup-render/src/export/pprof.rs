@@ -122,8 +122,8 @@ impl Mapping {
             .iter()
             .find(|&&(off, _, len)| off <= addr && addr - off < len)
         {
-            Some(&(off, at, _)) => at + (addr - off),
-            None => (self.start + addr).wrapping_sub(self.offset),
+            Some(&(off, at, _)) => at.wrapping_add(addr - off),
+            None => self.start.wrapping_add(addr).wrapping_sub(self.offset),
         }
     }
 
@@ -220,13 +220,13 @@ fn mappings(trace: &Trace, samples: &[StackSample]) -> BTreeMap<DsoId, Mapping> 
                 m.limit = mapped.iter().map(|mm| mm.end).max().unwrap_or(m.start);
                 m.pieces = mapped
                     .iter()
-                    .map(|mm| (mm.file_offset, mm.start, mm.end - mm.start))
+                    .map(|mm| (mm.file_offset, mm.start, mm.end.saturating_sub(mm.start)))
                     .collect();
             }
             _ => {
                 const PAGE: u64 = 4096;
                 m.start = next_base;
-                m.limit = next_base.saturating_add((seen.max / PAGE + 1) * PAGE);
+                m.limit = next_base.saturating_add((seen.max / PAGE + 1).saturating_mul(PAGE));
                 next_base = m.limit;
             }
         }
@@ -362,9 +362,9 @@ pub fn encode(trace: &Trace, samples: &[StackSample]) -> Vec<u8> {
         m.packed(1, key.locations.iter().copied());
         let class_index = CLASSES.iter().position(|&c| c == key.class).unwrap_or(0);
         let mut values = vec![0u64; 1 + 2 * CLASSES.len()];
-        values[0] = points * period;
+        values[0] = points.saturating_mul(period);
         values[1 + 2 * class_index] = *points;
-        values[2 + 2 * class_index] = points * period;
+        values[2 + 2 * class_index] = points.saturating_mul(period);
         m.packed(2, values);
         let mut labels: Vec<(u64, Option<u64>, u64)> = vec![
             (label_keys[0], Some(b.strings.get(thread)), 0),

@@ -18,6 +18,7 @@ use holdup_analysis::profile::{Profile, ThreadProfile};
 use holdup_trace::{Class, Trace};
 use std::collections::HashMap;
 use std::fmt::Write;
+use std::rc::Rc;
 
 const CSS: &str = include_str!("report.css");
 const JS: &str = include_str!("report.js");
@@ -58,10 +59,9 @@ pub fn escape(s: &str) -> String {
     out
 }
 
-/// JSON that can sit inside a `<script>` element.
-fn script_json(v: &serde_json::Value) -> String {
-    v.to_string()
-        .replace('<', "\\u003c")
+/// JSON text that can sit inside a `<script>` element.
+fn script_text(json: &str) -> String {
+    json.replace('<', "\\u003c")
         .replace('>', "\\u003e")
         .replace('&', "\\u0026")
 }
@@ -71,19 +71,19 @@ fn class_index(c: Class) -> usize {
 }
 
 /// A flame graph node: name, points, colour class, children in order of
-/// first appearance.
+/// first appearance (indices into the tree's nodes).
 struct Node {
-    name: String,
+    name: Rc<str>,
     value: u64,
     class: Option<Class>,
-    children: Vec<Node>,
-    index: HashMap<String, usize>,
+    children: Vec<usize>,
+    index: HashMap<Rc<str>, usize>,
 }
 
 impl Node {
-    fn new(name: &str) -> Node {
+    fn new(name: Rc<str>) -> Node {
         Node {
-            name: name.to_string(),
+            name,
             value: 0,
             class: None,
             children: Vec::new(),
@@ -91,68 +91,107 @@ impl Node {
         }
     }
 
-    fn child(&mut self, name: &str) -> &mut Node {
-        let i = match self.index.get(name) {
-            Some(&i) => i,
-            None => {
-                self.children.push(Node::new(name));
-                self.index.insert(name.to_string(), self.children.len() - 1);
-                self.children.len() - 1
-            }
-        };
-        &mut self.children[i]
-    }
-
     /// Count a sample's points on this node: a node whose samples are all
     /// of one subclass takes its colour, a mixed one the on-CPU colour.
     fn add(&mut self, points: u64, class: Class) {
-        self.value += points;
+        self.value = self.value.saturating_add(points);
         self.class = match self.class {
             None => Some(class),
             Some(c) if c == class => Some(c),
             Some(_) => Some(Class::Cpu),
         };
     }
+}
 
-    /// The node as `[name, points, class, children]`; children lighter
-    /// than `min` points are left out (too narrow to draw, and they would
-    /// make the page of a long trace large).
-    fn json(&self, min: u64) -> serde_json::Value {
-        let class = class_index(self.class.unwrap_or(Class::Cpu));
-        let children: Vec<_> = self
-            .children
-            .iter()
-            .filter(|c| c.value >= min)
-            .map(|c| c.json(min))
-            .collect();
-        serde_json::json!([self.name, self.value, class, children])
+/// The flame graph's tree, its nodes in one list (the root first): a stack
+/// as deep as a trace may hold is walked by loops, not recursion, both
+/// when the tree is built and when it is written.
+struct FlameTree {
+    nodes: Vec<Node>,
+}
+
+impl FlameTree {
+    /// The child of `parent` named `name`, made if new.
+    fn child(&mut self, parent: usize, name: &Rc<str>) -> usize {
+        if let Some(&i) = self.nodes[parent].index.get(name) {
+            return i;
+        }
+        let i = self.nodes.len();
+        self.nodes.push(Node::new(name.clone()));
+        let p = &mut self.nodes[parent];
+        p.children.push(i);
+        p.index.insert(name.clone(), i);
+        i
+    }
+
+    /// The tree as nested `[name, points, class, children]` arrays;
+    /// children lighter than `min` points are left out (too narrow to
+    /// draw, and they would make the page of a long trace large).
+    fn json(&self, min: u64) -> String {
+        let mut out = String::new();
+        // (node, its next child to write); a node is opened when pushed
+        // and closed when its children are done.
+        let mut stack: Vec<(usize, usize)> = Vec::new();
+        let open = |out: &mut String, n: &Node| {
+            let class = class_index(n.class.unwrap_or(Class::Cpu));
+            let name = serde_json::Value::from(&*n.name);
+            let _ = write!(out, "[{name},{},{class},[", n.value);
+        };
+        open(&mut out, &self.nodes[0]);
+        stack.push((0, 0));
+        while let Some((node, next)) = stack.last_mut() {
+            let kids = &self.nodes[*node].children;
+            match kids[*next..]
+                .iter()
+                .position(|&c| self.nodes[c].value >= min)
+            {
+                Some(k) => {
+                    let child = kids[*next + k];
+                    // After a sibling written before (not the opening `[`).
+                    if out.ends_with(']') {
+                        out.push(',');
+                    }
+                    *next += k + 1;
+                    open(&mut out, &self.nodes[child]);
+                    stack.push((child, 0));
+                }
+                None => {
+                    out.push_str("]]");
+                    stack.pop();
+                }
+            }
+        }
+        out
     }
 }
 
 /// root → thread (`comm-tid`) → frames, outermost first → the subclass's
 /// pseudo frame for blocked time.
-fn flame_tree(samples: &[StackSample]) -> Node {
-    let mut root = Node::new("all");
+fn flame_tree(samples: &[StackSample]) -> FlameTree {
+    let mut tree = FlameTree {
+        nodes: vec![Node::new(Rc::from("all"))],
+    };
     for s in samples {
-        root.add(s.points, s.class);
-        let mut node = root.child(&format!("{}-{}", s.thread, s.tid));
-        node.add(s.points, s.class);
+        tree.nodes[0].add(s.points, s.class);
+        let thread: Rc<str> = Rc::from(format!("{}-{}", s.thread, s.tid));
+        let mut node = tree.child(0, &thread);
+        tree.nodes[node].add(s.points, s.class);
         for f in s.frames.iter().rev() {
             for func in f.funcs.iter().rev() {
-                node = node.child(&func.name);
-                node.add(s.points, s.class);
+                node = tree.child(node, &func.name);
+                tree.nodes[node].add(s.points, s.class);
             }
         }
         if let Some(leaf) = leaf_name(s.class) {
-            node = node.child(leaf);
-            node.add(s.points, s.class);
+            node = tree.child(node, &Rc::from(leaf));
+            tree.nodes[node].add(s.points, s.class);
         }
     }
-    root
+    tree
 }
 
 fn ms(points: u64, period_ns: u64) -> String {
-    format!("{:.1}", (points * period_ns) as f64 / 1e6)
+    format!("{:.1}", points as f64 * period_ns as f64 / 1e6)
 }
 
 fn thread_table(out: &mut String, t: &ThreadProfile, period_ns: u64) {
@@ -294,9 +333,9 @@ pub fn render(page: &Page) -> String {
     let _ = writeln!(
         out,
         "<script type=\"application/json\" id=\"flame-data\">{}</script>",
-        script_json(&{
+        script_text(&{
             let tree = flame_tree(page.samples);
-            tree.json(tree.value / FLAME_DETAIL)
+            tree.json(tree.nodes[0].value / FLAME_DETAIL)
         })
     );
 
@@ -331,4 +370,96 @@ pub fn render(page: &Page) -> String {
     }
     let _ = write!(out, "<script>\n{JS}</script>\n</body></html>\n");
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use holdup_analysis::symbols::Func;
+    use holdup_trace::Frame;
+
+    fn func(name: &str) -> Func {
+        Func {
+            name: Rc::from(name),
+            dso: Rc::from("app"),
+            file: None,
+            line: 0,
+            kernel: false,
+            inlined: false,
+        }
+    }
+
+    /// Leaf first, one function per frame (or several: inlined ones).
+    fn sample(class: Class, points: u64, frames: Vec<Vec<Func>>) -> StackSample {
+        StackSample {
+            time: 0,
+            pid: 1,
+            tid: 2,
+            thread: Rc::from("app"),
+            class,
+            wait_reason: None,
+            frames: frames
+                .into_iter()
+                .map(|funcs| StackFrame {
+                    frame: Frame { dso: 1, addr: 0 },
+                    funcs: funcs.into(),
+                })
+                .collect(),
+            points,
+        }
+    }
+
+    use crate::export::StackFrame;
+
+    #[test]
+    fn the_flame_tree_nests_threads_frames_and_subclass_leaves() {
+        let samples = [
+            sample(Class::Cpu, 3, vec![vec![func("work")], vec![func("main")]]),
+            sample(Class::Io, 2, vec![vec![func("read")], vec![func("main")]]),
+            sample(
+                Class::Cpu,
+                1,
+                vec![vec![func("<tiny>")], vec![func("main")]],
+            ),
+        ];
+        let tree = flame_tree(&samples);
+        assert_eq!(
+            tree.json(0),
+            r#"["all",6,0,[["app-2",6,0,[["main",6,0,[["work",3,0,[]],["read",2,1,[["[I] io wait",2,1,[]]]],["<tiny>",1,0,[]]]]]]]]"#
+        );
+        // Lighter nodes are left out, and names stay inside the script.
+        assert_eq!(
+            tree.json(2),
+            r#"["all",6,0,[["app-2",6,0,[["main",6,0,[["work",3,0,[]],["read",2,1,[["[I] io wait",2,1,[]]]]]]]]]]"#
+        );
+        assert!(!script_text(&flame_tree(&samples).json(0)).contains('<'));
+    }
+
+    /// The deepest stack a trace holds (its frames, each with its inlined
+    /// functions: 65536 levels) once made a recursion per level, which
+    /// overflowed the thread's stack.
+    #[test]
+    fn the_deepest_stack_a_trace_holds_is_drawn_without_recursion() {
+        let depth = holdup_trace::codec::MAX_STACK_FRAMES;
+        // Made in the thread with the small stack (Rc is not sent).
+        let json = std::thread::Builder::new()
+            .stack_size(256 << 10)
+            .spawn(move || {
+                let frames = (0..depth)
+                    .map(|i| {
+                        (0..holdup_trace::codec::MAX_INLINED)
+                            .map(|j| func(&format!("f{i}_{j}")))
+                            .collect()
+                    })
+                    .collect();
+                flame_tree(&[sample(Class::Lock, 1, frames)]).json(0)
+            })
+            .unwrap()
+            .join()
+            .expect("no stack overflow");
+        // all, the thread, the functions, the subclass leaf ("[L] …").
+        let levels = 2 + depth * holdup_trace::codec::MAX_INLINED + 1;
+        assert_eq!(json.matches('[').count(), 2 * levels + 1);
+        assert!(json.ends_with(&"]]".repeat(levels)));
+    }
 }

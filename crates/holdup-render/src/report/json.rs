@@ -76,6 +76,9 @@ struct JsonReport<'a> {
     period_ns: u64,
     duration_ns: u64,
     lost_events: u64,
+    /// What the recorder dropped, by name: `{"samples (no thread state)": 12}`.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    dropped: std::collections::BTreeMap<&'a str, u64>,
     threads: Vec<JsonThread<'a>>,
 }
 
@@ -85,6 +88,7 @@ fn json_report(p: &Profile) -> JsonReport<'_> {
         period_ns: p.period_ns,
         duration_ns: p.duration_ns,
         lost_events: p.lost_events,
+        dropped: p.dropped.iter().map(|(w, n)| (w.as_str(), *n)).collect(),
         threads: p
             .threads
             .iter()

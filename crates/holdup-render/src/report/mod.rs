@@ -40,13 +40,19 @@ fn pct(n: u64, total: u64) -> f64 {
     }
 }
 
+/// `dropped: 12 samples (no thread state), …`, if anything was dropped.
+pub fn dropped_line<'a>(dropped: impl IntoIterator<Item = (&'a str, u64)>) -> Option<String> {
+    let d: Vec<(&str, u64)> = dropped.into_iter().collect();
+    (!d.is_empty()).then(|| format!("dropped: {}", holdup_trace::dropped_text(&d)))
+}
+
 fn secs(ns: u64) -> String {
     format!("{:.3} s", ns as f64 / 1e9)
 }
 
 fn thread_header(out: &mut impl Write, p: &Profile, t: &ThreadProfile) -> io::Result<()> {
     let total = t.samples.total();
-    let covered = total * p.period_ns;
+    let covered = total.saturating_mul(p.period_ns);
     writeln!(out, "#")?;
     let who = match (t.threads, t.pid, t.tid) {
         (1, pid, tid) => format!("pid {pid} tid {tid}"),
@@ -211,13 +217,15 @@ fn children(out: &mut impl Write, t: &ThreadProfile, o: &ReportOptions) -> io::R
 pub fn render(out: &mut impl Write, p: &Profile, o: &ReportOptions) -> io::Result<()> {
     writeln!(
         out,
-        "# holdup report of {}: {} threads, {} recorded, period {:.3} ms ({:.0} Hz), {} lost events",
+        "# holdup report of {}: {} threads, {} recorded, period {:.3} ms ({:.0} Hz), {} lost events{}",
         o.source,
         p.threads.iter().map(|t| t.threads).sum::<usize>(),
         secs(p.duration_ns),
         p.period_ns as f64 / 1e6,
         1e9 / p.period_ns.max(1) as f64,
-        p.lost_events
+        p.lost_events,
+        dropped_line(p.dropped.iter().map(|(w, n)| (w.as_str(), *n)))
+            .map_or(String::new(), |d| format!("; {d}"))
     )?;
     writeln!(
         out,

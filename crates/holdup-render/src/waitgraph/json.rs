@@ -32,7 +32,7 @@ fn classes(e: &Edge) -> Value {
 pub fn to_json(g: &WaitGraph) -> Value {
     let id = |n: usize| g.nodes[n].id.clone();
     let pair = |e: usize| json!({ "from": id(g.edges[e].from), "to": id(g.edges[e].to) });
-    json!({
+    let mut v = json!({
         "schema": "holdup.waitgraph/1",
         "duration_ns": g.duration_ns,
         "events": g.events(),
@@ -95,5 +95,15 @@ pub fn to_json(g: &WaitGraph) -> Value {
             "lost_events": g.stats.lost_events,
             "light_edges": g.stats.light_edges,
         },
-    })
+    });
+    if !g.stats.dropped.is_empty() {
+        let dropped: serde_json::Map<String, Value> = g
+            .stats
+            .dropped
+            .iter()
+            .map(|(w, n)| (w.clone(), Value::from(*n)))
+            .collect();
+        v["stats"]["dropped"] = Value::Object(dropped);
+    }
+    v
 }

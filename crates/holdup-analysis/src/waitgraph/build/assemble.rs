@@ -144,7 +144,8 @@ fn share_device_idle(b: &mut Build) {
     let mut idle_total: BTreeMap<u32, u64> = BTreeMap::new();
     for e in &b.edges {
         if let (EdgeKind::DeviceIdle, Key::Disk(dev)) = (e.kind, b.keys[e.from as usize]) {
-            *idle_total.entry(dev).or_default() += e.wait;
+            let t = idle_total.entry(dev).or_default();
+            *t = t.saturating_add(e.wait);
         }
     }
     for i in 0..b.edges.len() {
@@ -435,8 +436,8 @@ fn add_vertex_times(b: &Build, vmap: &[usize], verts: &mut [VAcc], duration: u64
                 let end = info.end.unwrap_or(b.end_ns).min(b.end_ns).max(start);
                 let life = end - start;
                 v.node.cpu_ns += life.saturating_sub(a.off);
-                v.node.runnable_ns += a.runnable;
-                v.node.wait_ns += a.wait;
+                v.node.runnable_ns = v.node.runnable_ns.saturating_add(a.runnable);
+                v.node.wait_ns = v.node.wait_ns.saturating_add(a.wait);
                 v.node.tids.push(tid);
                 if !v.node.pids.contains(&info.pid) {
                     v.node.pids.push(info.pid);
@@ -444,7 +445,7 @@ fn add_vertex_times(b: &Build, vmap: &[usize], verts: &mut [VAcc], duration: u64
                 v.span = v.span.max(life);
             }
             Key::Creator(_) => {
-                v.node.wait_ns += a.wait;
+                v.node.wait_ns = v.node.wait_ns.saturating_add(a.wait);
                 v.span = duration;
             }
             _ => {}
@@ -459,10 +460,10 @@ fn add_vertex_times(b: &Build, vmap: &[usize], verts: &mut [VAcc], duration: u64
         }
         let v = &mut verts[vmap[n as usize]];
         let busy = d.busy_until(b.end_ns);
-        v.node.cpu_ns += busy.min(duration);
+        v.node.cpu_ns = v.node.cpu_ns.saturating_add(busy.min(duration));
         v.node.wait_ns += duration.saturating_sub(busy);
         v.node.requests += d.requests;
-        v.node.bytes += d.bytes;
+        v.node.bytes = v.node.bytes.saturating_add(d.bytes);
         v.span = duration;
     }
     for v in verts {
@@ -499,12 +500,12 @@ fn merge_edges(b: &Build, vmap: &[usize]) -> Vec<Edge> {
         match eindex.get(&key) {
             Some(&j) => {
                 let p = &mut parts[j].0;
-                p.weight += e.weight;
-                p.wait += e.wait;
+                p.weight = p.weight.saturating_add(e.weight);
+                p.wait = p.wait.saturating_add(e.wait);
                 p.count += e.count;
                 p.share += e.share;
                 for c in 0..5 {
-                    p.class_ns[c] += e.class_ns[c];
+                    p.class_ns[c] = p.class_ns[c].saturating_add(e.class_ns[c]);
                 }
                 if e.kind == EdgeKind::Wait {
                     p.kind = EdgeKind::Wait;
@@ -589,8 +590,24 @@ fn notes(
             b.stats.lost_events
         ));
     }
+    if !b.stats.dropped.is_empty() {
+        let d: Vec<(&str, u64)> = b
+            .stats
+            .dropped
+            .iter()
+            .map(|(w, n)| (w.as_str(), *n))
+            .collect();
+        notes.push(format!(
+            "the recorder dropped {}: waits and weights are lower bounds",
+            holdup_trace::dropped_text(&d)
+        ));
+    }
     for (i, n) in nodes.iter().enumerate() {
-        let into: u64 = edges.iter().filter(|e| e.to == i).map(|e| e.wait_ns).sum();
+        let into: u64 = edges
+            .iter()
+            .filter(|e| e.to == i)
+            .map(|e| e.wait_ns)
+            .fold(0, u64::saturating_add);
         if n.kind == NodeKind::Irq && n.id != "timer" && into > 0 {
             notes.push(format!(
                 "{} could not be tied to a device; waits on it ({:.1} ms) are shown on an interrupt vertex",
