@@ -168,7 +168,10 @@ static PANIC: Mutex<Option<(String, String)>> = Mutex::new(None);
 fn quiet_panics() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        panic::set_hook(Box::new(|info| {
+        // Outside a run (one input checked, or the caller's own asserts
+        // after a run) panics are told as usual.
+        let usual = panic::take_hook();
+        panic::set_hook(Box::new(move |info| {
             let msg = if let Some(s) = info.payload().downcast_ref::<&str>() {
                 s.to_string()
             } else if let Some(s) = info.payload().downcast_ref::<String>() {
@@ -180,13 +183,8 @@ fn quiet_panics() {
                 .location()
                 .map(|l| format!("{}:{}", l.file(), l.line()))
                 .unwrap_or_default();
-            // For a given input (not in a run, where it would cost each
-            // crash the loading of debug information), where it panicked.
-            if CURRENT.load(Relaxed) == 0 && std::env::var_os("RUST_BACKTRACE").is_some() {
-                eprintln!(
-                    "holdup-fuzz: panic at {at}: {msg}\n{}",
-                    std::backtrace::Backtrace::force_capture()
-                );
+            if CURRENT.load(Relaxed) == 0 {
+                usual(info);
             }
             *PANIC.lock().unwrap_or_else(|e| e.into_inner()) = Some((msg, at));
         }));
@@ -315,6 +313,7 @@ pub fn fuzz(cfg: &Config) -> Stats {
             }
         }
     }
+    CURRENT.store(0, Relaxed);
     s.elapsed = t0.elapsed();
     s.peak_live_bytes = PEAK.load(Relaxed);
     s

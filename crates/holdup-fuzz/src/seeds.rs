@@ -447,6 +447,59 @@ pub fn proc_maps() -> Vec<Vec<u8>> {
     vec![text.as_bytes().to_vec()]
 }
 
+/// Perf maps as HotSpot, V8 and CPython write them, with a line cut short.
+pub fn perf_maps() -> Vec<Vec<u8>> {
+    vec![
+        b"7f3a1c000000 40 Interpreter\n7f3a1c000100 1a0 LFoo;::bar\n7f3a1c0002a0 80 py::spin:/tmp/w.py\n"
+            .to_vec(),
+        b"0x55d0c0a01000 0x100 LazyCompile:*hot /app/x.js:3:10\r\n55d0c0a01080 10 over lapping\n55d0c0a0".to_vec(),
+    ]
+}
+
+/// A jitdump file: its header, the lines of a piece of code, its load, a
+/// move, an unknown record kind, and the close.
+pub fn jitdumps() -> Vec<Vec<u8>> {
+    let mut b = Vec::new();
+    let u32s = |b: &mut Vec<u8>, v: &[u32]| v.iter().for_each(|x| b.extend(x.to_le_bytes()));
+    let u64s = |b: &mut Vec<u8>, v: &[u64]| v.iter().for_each(|x| b.extend(x.to_le_bytes()));
+    // magic, version, header size, machine (x86-64), padding, pid; time, flags
+    u32s(&mut b, &[0x4A69_5444, 1, 40, 62, 0, 4242]);
+    u64s(&mut b, &[0, 0]);
+    let record = |b: &mut Vec<u8>, id: u32, body: &[u8]| {
+        b.extend(id.to_le_bytes());
+        b.extend((16 + body.len() as u32).to_le_bytes());
+        b.extend(0u64.to_le_bytes());
+        b.extend(body);
+    };
+    let mut lines = Vec::new();
+    u64s(&mut lines, &[0x7000_1000, 2]);
+    for (addr, line, file) in [
+        (0x7000_1000u64, 3u32, &b"w.py\0"[..]),
+        (0x7000_1010, 4, b"\xff\0"),
+    ] {
+        u64s(&mut lines, &[addr]);
+        u32s(&mut lines, &[line, 0]);
+        lines.extend(file);
+    }
+    record(&mut b, 2, &lines);
+    let mut load = Vec::new();
+    u32s(&mut load, &[4242, 4242]);
+    u64s(&mut load, &[0x7000_1000, 0x7000_1000, 0x40, 1]);
+    load.extend(b"py::spin:w.py\0");
+    load.extend([0x90; 0x10]);
+    record(&mut b, 0, &load);
+    let mut moved = Vec::new();
+    u32s(&mut moved, &[4242, 4242]);
+    u64s(
+        &mut moved,
+        &[0x7000_2000, 0x7000_1000, 0x7000_2000, 0x40, 1],
+    );
+    record(&mut b, 1, &moved);
+    record(&mut b, 7, &[0; 8]);
+    record(&mut b, 3, &[]);
+    vec![b]
+}
+
 /// Small ELF files built from `seeds/tiny.c` by `seeds/build`: DWARF 5
 /// with .eh_frame and its index; zlib-compressed DWARF with .debug_frame;
 /// DWARF 4.

@@ -65,6 +65,18 @@ pub static TARGETS: &[Target] = &[
         seeds: crate::seeds::proc_maps,
     },
     Target {
+        name: "perfmap",
+        about: "a JIT's perf map (/tmp/perf-PID.map): its code ranges and names, and lookups",
+        run: perf_map,
+        seeds: crate::seeds::perf_maps,
+    },
+    Target {
+        name: "jitdump",
+        about: "a JIT's jitdump file (jit-PID.dump): loads, moves, line tables, and lookups",
+        run: jitdump,
+        seeds: crate::seeds::jitdumps,
+    },
+    Target {
         name: "elf",
         about: "an ELF file: build-id, DWARF symbolization, CFI unwinding and the static call graph",
         run: elf,
@@ -157,6 +169,44 @@ pub fn trace(input: &[u8]) -> bool {
     }
     waitgraph_of(&input);
     true
+}
+
+/// Addresses to look up in generated code: every 8-byte word of the input
+/// (so that mutations reach the ranges it names), and the edges of the
+/// address space.
+fn lookups(input: &[u8]) -> Vec<u64> {
+    let mut addrs: Vec<u64> = input
+        .chunks_exact(8)
+        .map(|w| u64::from_le_bytes(w.try_into().unwrap()))
+        .take(64)
+        .collect();
+    addrs.extend([0, 1, u64::MAX]);
+    addrs
+}
+
+/// A perf map, read and looked up as a recording does.
+pub fn perf_map(input: &[u8]) -> bool {
+    let hex: Vec<u64> = input
+        .split(|&b| b == b' ' || b == b'\n')
+        .filter_map(|w| {
+            u64::from_str_radix(std::str::from_utf8(w).ok()?.trim_start_matches("0x"), 16).ok()
+        })
+        .take(64)
+        .collect();
+    let mut addrs = lookups(input);
+    addrs.extend(
+        hex.iter()
+            .flat_map(|&a| [a, a.wrapping_add(1), a.wrapping_sub(1)]),
+    );
+    let frames = holdup_symbolize::jit::frames_in(false, input, &addrs);
+    frames.iter().any(|f| !f.is_empty())
+}
+
+/// A jitdump file, read and looked up as a recording does; it parsed if
+/// its header did.
+pub fn jitdump(input: &[u8]) -> bool {
+    holdup_symbolize::jit::frames_in(true, input, &lookups(input));
+    holdup_symbolize::jitdump::parse_header(input).is_ok()
 }
 
 /// `holdup html` and `holdup export` in every format.

@@ -266,7 +266,7 @@ impl Table {
     /// Code moved by a collector: the same name and lines at `to`.
     fn moved(&mut self, from: u64, to: u64, size: u64) {
         if let Some(code) = self.by_start.get(&from).cloned() {
-            if code.end == from + size {
+            if from.checked_add(size) == Some(code.end) {
                 self.by_start.remove(&from);
             }
             self.insert(
@@ -651,6 +651,31 @@ impl JitMaps {
 }
 
 /// The frames of one address: the function, with the line a jitdump gave.
+/// The frames that the perf map (or, with `jitdump`, the jitdump file)
+/// `bytes` gives `addrs`, read as a recording reads a file that has
+/// stopped growing: for fuzzing.
+pub fn frames_in(jitdump: bool, bytes: &[u8], addrs: &[u64]) -> Vec<Vec<Frame>> {
+    let kind = if jitdump {
+        Kind::JitDump
+    } else {
+        Kind::PerfMap
+    };
+    let mut source = Source::new(kind, String::new());
+    let mut table = Table::default();
+    let mut at = 0;
+    while at < bytes.len() && !source.ended {
+        let (consumed, _) = match kind {
+            Kind::PerfMap => source.perf_map(&bytes[at..], &mut table),
+            Kind::JitDump => source.jitdump(&bytes[at..], &mut table),
+        };
+        if consumed == 0 {
+            break;
+        }
+        at += consumed;
+    }
+    addrs.iter().map(|&a| frame(&table, a)).collect()
+}
+
 fn frame(table: &Table, addr: u64) -> Vec<Frame> {
     let Some((start, code)) = table.find(addr) else {
         return Vec::new();

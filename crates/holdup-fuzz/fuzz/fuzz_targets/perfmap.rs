@@ -1,0 +1,4 @@
+#![no_main]
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    holdup_fuzz::targets::for_libfuzzer(holdup_fuzz::targets::perf_map, data);
+});
