@@ -97,7 +97,7 @@ fn time_lapse(out: &mut String, o: &Operation, interval_ns: u64) {
         let _ = writeln!(
             out,
             "  {:>9} |{row}| {} calls, {peaks} peak{}",
-            format!("{:.1} s", (*first * interval_ns) as f64 / 1e9),
+            format!("{:.1} s", *first as f64 * interval_ns as f64 / 1e9),
             h.total_count(),
             if peaks == 1 { "" } else { "s" }
         );
@@ -180,7 +180,7 @@ pub fn to_json(data: &LatencyData, ops: &[Operation]) -> Value {
                     .iter()
                     .map(|(first, h)| {
                         json!({
-                            "start_ns": first * data.interval_ns,
+                            "start_ns": first.saturating_mul(data.interval_ns),
                             "count": h.total_count(), "total_ns": h.total_ns(),
                             "buckets": buckets_json(h),
                             "peaks": holdup_analysis::latency::find_peaks(h)
