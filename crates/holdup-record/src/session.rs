@@ -334,7 +334,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         // Wake up when the command exits (or a signal arrives), or to drain.
         match &launched {
             Some(l) => exit = l.wait_for(tick),
-            None => launch::sleep_until_readable(None, tick),
+            None => launch::sleep_until_readable(&[], tick),
         }
         if exit.is_some() {
             break;
