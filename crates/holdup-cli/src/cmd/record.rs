@@ -3,6 +3,7 @@
 use anyhow::bail;
 use holdup_bpf::{RecorderOptions, SyscallOptions, Target};
 use holdup_record::launch::{self, ExitStatus};
+use holdup_record::recording;
 use holdup_record::session::{self, Config, Summary};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -312,16 +313,12 @@ fn print_summary(cfg: &Config, s: &Summary) -> ExitCode {
             s.kstacks.checked
         );
     }
-    match s.exit {
-        Some(ExitStatus::Signal(sig)) => {
-            eprintln!(
-                "holdup: {} was killed by {} (the trace is complete up to that point)",
-                cfg.command[0],
-                launch::signal_name(sig)
-            );
-            ExitCode::from((128 + sig) as u8)
-        }
-        Some(ExitStatus::Code(c)) => ExitCode::from(c as u8),
-        None => ExitCode::SUCCESS,
+    if let Some(ExitStatus::Signal(sig)) = s.exit {
+        eprintln!(
+            "holdup: {} was killed by {} (the trace is complete up to that point)",
+            cfg.command[0],
+            launch::signal_name(sig)
+        );
     }
+    ExitCode::from(recording::exit_code(s.exit))
 }
