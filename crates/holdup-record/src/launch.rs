@@ -51,6 +51,10 @@ pub fn spawn_held(argv: &[String]) -> anyhow::Result<Launched> {
             if libc::read(go_r.as_raw_fd(), &mut b as *mut u8 as *mut libc::c_void, 1) != 1 {
                 libc::_exit(127); // the recorder went away
             }
+            // Rust ignores SIGPIPE in this process; the command gets the
+            // default, as std::process::Command gives it (a writer to a
+            // closed pipe dies of it rather than seeing EPIPE).
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
             libc::execvp(ptrs[0], ptrs.as_ptr());
             let errno = *libc::__errno_location();
             libc::write(

@@ -399,6 +399,14 @@ mod tests {
     }
 
     #[test]
+    fn the_command_gets_the_default_sigpipe_rust_ignores() {
+        static S: AtomicU32 = AtomicU32::new(0);
+        let mut r = recording(&sh("kill -PIPE $$; exit 0"), Until::default(), &S);
+        let stop = r.run(TICK, &[], || Ok(Flow::Continue)).unwrap();
+        assert_eq!(stop, Stop::Exited(ExitStatus::Signal(libc::SIGPIPE)));
+    }
+
+    #[test]
     fn a_command_that_cannot_run_is_one_error() {
         let mut r =
             Recording::launch(&["/nonexistent/holdup-test".into()], Until::default()).unwrap();
