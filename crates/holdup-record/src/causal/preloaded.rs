@@ -118,7 +118,10 @@ pub fn run(cfg: &Config) -> anyhow::Result<Outcome> {
     let status = thread_runs(&rec, &cfg.command, runs)?;
     drop((ring, profile));
     drop(rec);
-    Ok(Outcome { output, status })
+    Ok(Outcome {
+        output,
+        status: Some(status),
+    })
 }
 
 /// The recording loop of thread-level runs: the command `runs` times,
@@ -171,7 +174,10 @@ fn system_run(cfg: &Config, rec: &Recorder, output: File) -> anyhow::Result<Outc
     if let Some(e) = s.write_error {
         return Err(e).with_context(|| format!("cannot write {}", cfg.output.display()));
     }
-    Ok(Outcome { output, status })
+    Ok(Outcome {
+        output,
+        status: Some(status),
+    })
 }
 
 /// The recording loop of `--system`: forward samples and records until
