@@ -13,6 +13,7 @@ use holdup_bpf::monotonic_ns;
 use holdup_bpf::Target;
 use holdup_record::launch::{self, ExitStatus, Launched};
 use holdup_record::session::{catch_signals, SIGNALS};
+use holdup_symbolize::callgraph::plan::{self, Descent};
 use holdup_symbolize::callgraph::{Follow, Func};
 use holdup_trace::latency::{
     read_latency, write_latency, CallPath, CalleeTime, IntervalHistogram, LatencyData, WaitSite,
@@ -386,119 +387,46 @@ fn func_spec(
     Ok((binary, symbol))
 }
 
-/// How far, and along what, the ftree goes below each root.
-struct Descent<'a> {
-    /// Calls timed below the resume path.
-    depth: usize,
-    follow: Follow,
-    /// Calls a recording's samples showed.
-    sampled: &'a [(Func, Func)],
-    /// Callees to go down through first, one per level, the others left
-    /// out (DARC's resume from a previous point).
-    resume: &'a [String],
-}
-
-/// DARC's ftree below each root in `funcs`: the call paths of its
-/// binary's static call graph (and of the samples), along the resume path
-/// and then `depth` calls further down (a function already on the path or
-/// a root is not entered again). The callees are appended to `funcs` (once
-/// each, whatever their number of paths). Returns the tree for the
-/// recorder and its description for the file.
+/// DARC's ftree below each root in `funcs` (see
+/// [`holdup_symbolize::callgraph::plan`]): the callees are appended to
+/// `funcs`. Returns the tree for the recorder and its description for the
+/// file.
 fn call_paths(
     funcs: &mut Vec<UserFunc>,
     descent: &Descent<'_>,
 ) -> anyhow::Result<(Vec<FNode>, Vec<CallPath>)> {
-    let Descent {
-        depth,
-        follow,
-        sampled,
-        resume,
-    } = *descent;
-    let levels = resume.len() + depth;
-    let roots: Vec<UserFunc> = funcs.clone();
-    let (mut tree, mut paths) = (Vec::new(), Vec::new());
-    for (root_idx, root) in roots.iter().enumerate() {
-        let mut edges =
-            holdup_symbolize::callgraph::callees(&root.binary, &root.symbol, levels, follow)
-                .map_err(|e| anyhow::anyhow!("--callees: {e}"))?;
-        for e in sampled {
-            if !edges.contains(e) {
-                edges.push(e.clone());
-            }
-        }
-        let op = format!("func:{}", root.symbol);
-        let mut add = |parent: Option<u32>, func: usize, name: &str| -> anyhow::Result<u32> {
-            if tree.len() >= MAX_FNODES {
-                bail!("--callees {depth}: more than {MAX_FNODES} call paths below {}; give a smaller depth", root.symbol);
-            }
-            let id = tree.len() as u32;
-            tree.push(FNode {
-                id,
-                parent,
-                func: func as u32,
-            });
-            paths.push(CallPath {
-                op: op.clone(),
-                id,
-                parent,
-                func: name.to_string(),
-            });
-            Ok(id)
-        };
-        let top = add(None, root_idx, &root.symbol)?;
-        let start = Func {
-            binary: root.binary.clone(),
-            symbol: root.symbol.clone(),
-        };
-        let mut queue = std::collections::VecDeque::from([(top, vec![start])]);
-        let mut resumed = 0;
-        while let Some((parent, ancestors)) = queue.pop_front() {
-            if ancestors.len() > levels {
-                continue;
-            }
-            let caller = ancestors.last().unwrap();
-            // On the resume path, its next callee only.
-            let next = resume.get(ancestors.len() - 1);
-            for (_, callee) in edges.iter().filter(|(c, _)| c == caller) {
-                let is = |f: &UserFunc| f.binary == callee.binary && f.symbol == callee.symbol;
-                if ancestors.contains(callee)
-                    || roots.iter().any(is)
-                    || next.is_some_and(|n| *n != callee.symbol)
-                {
-                    continue;
-                }
-                resumed = resumed.max(ancestors.len().min(resume.len()));
-                let idx = funcs.iter().position(is).unwrap_or_else(|| {
-                    funcs.push(UserFunc {
-                        binary: callee.binary.clone(),
-                        symbol: callee.symbol.clone(),
-                        role: UfuncRole::Callee,
-                    });
-                    funcs.len() - 1
-                });
-                let id = add(Some(parent), idx, &callee.symbol)?;
-                let mut path = ancestors.clone();
-                path.push(callee.clone());
-                queue.push_back((id, path));
-            }
-        }
-        if resumed < resume.len() {
-            let caller = if resumed == 0 {
-                &root.symbol
-            } else {
-                &resume[resumed - 1]
-            };
-            bail!(
-                "--resume: '{}' is not called by '{caller}' (in the code{})",
-                resume[resumed],
-                if sampled.is_empty() {
-                    ""
-                } else {
-                    " or the samples"
-                }
-            );
-        }
-    }
+    let roots: Vec<Func> = funcs
+        .iter()
+        .map(|u| Func {
+            binary: u.binary.clone(),
+            symbol: u.symbol.clone(),
+        })
+        .collect();
+    let plan = plan::plan(&roots, descent, MAX_FNODES).map_err(anyhow::Error::msg)?;
+    funcs.extend(plan.funcs[roots.len()..].iter().map(|f| UserFunc {
+        binary: f.binary.clone(),
+        symbol: f.symbol.clone(),
+        role: UfuncRole::Callee,
+    }));
+    let tree = plan
+        .nodes
+        .iter()
+        .map(|n| FNode {
+            id: n.id,
+            parent: n.parent,
+            func: n.func as u32,
+        })
+        .collect();
+    let paths = plan
+        .nodes
+        .iter()
+        .map(|n| CallPath {
+            op: format!("func:{}", roots[n.root].symbol),
+            id: n.id,
+            parent: n.parent,
+            func: plan.funcs[n.func].symbol.clone(),
+        })
+        .collect();
     Ok((tree, paths))
 }
 
