@@ -11,6 +11,7 @@ use holdup_bpf::latency::{
 };
 use holdup_bpf::monotonic_ns;
 use holdup_bpf::Target;
+use holdup_record::latency::spec;
 use holdup_record::launch::{self, ExitStatus, Launched};
 use holdup_record::session::{catch_signals, SIGNALS};
 use holdup_symbolize::callgraph::plan::{self, Descent};
@@ -327,66 +328,6 @@ fn note_single_stepped(funcs: &[UserFunc]) {
     }
 }
 
-/// `--func` arguments as (binary, symbol).
-fn user_funcs(a: &RecordArgs) -> anyhow::Result<Vec<UserFunc>> {
-    let default_binary = || -> anyhow::Result<PathBuf> {
-        if let Some(argv0) = a.command.first() {
-            return holdup_record::launch::resolve_program(argv0)
-                .with_context(|| format!("cannot find program '{argv0}'"));
-        }
-        if let Some(pid) = a.target.pid.first() {
-            return std::fs::read_link(format!("/proc/{pid}/exe"))
-                .with_context(|| format!("cannot read the executable of pid {pid}"));
-        }
-        bail!("--func SYMBOL needs a command or -p PID to find it in; with -a give BINARY:SYMBOL")
-    };
-    a.funcs
-        .iter()
-        .map(|f| {
-            let (binary, symbol) = func_spec(f, &default_binary)?;
-            Ok(UserFunc {
-                binary,
-                symbol,
-                role: if a.callees > 0 {
-                    UfuncRole::Root
-                } else {
-                    UfuncRole::Operation
-                },
-            })
-        })
-        .collect()
-}
-
-/// One `--func`: `[BINARY:]SYMBOL`, or `[BINARY:]FILE:LINE` for the
-/// function whose code holds that line; as (binary, symbol).
-fn func_spec(
-    f: &str,
-    default_binary: &dyn Fn() -> anyhow::Result<PathBuf>,
-) -> anyhow::Result<(PathBuf, String)> {
-    let is_line = f
-        .rsplit_once(':')
-        .is_some_and(|(head, n)| !head.is_empty() && n.parse::<u32>().is_ok());
-    let (binary, what) = match f.split_once(':') {
-        // BINARY:FILE:LINE, BINARY:SYMBOL; a FILE:LINE alone has one colon.
-        Some((bin, rest)) if !bin.is_empty() && (!is_line || rest.contains(':')) => {
-            (PathBuf::from(bin), rest)
-        }
-        _ => (default_binary()?, f),
-    };
-    if what.is_empty() {
-        bail!("--func '{f}': no symbol given");
-    }
-    if !binary.is_file() {
-        bail!("--func '{f}': no such file {}", binary.display());
-    }
-    let symbol = if is_line {
-        holdup_coz::probe::function_at(&binary, what).map_err(|e| anyhow::anyhow!("--func {e}"))?
-    } else {
-        what.to_string()
-    };
-    Ok((binary, symbol))
-}
-
 /// DARC's ftree below each root in `funcs` (see
 /// [`holdup_symbolize::callgraph::plan`]): the callees are appended to
 /// `funcs`. Returns the tree for the recorder and its description for the
@@ -635,7 +576,7 @@ fn record(a: RecordArgs) -> anyhow::Result<ExitCode> {
     if a.interval < Duration::from_millis(10) {
         bail!("--interval must be at least 10ms");
     }
-    let mut ufuncs = user_funcs(&a)?;
+    let mut ufuncs = spec::user_funcs(&a.funcs, &a.command, &a.target.pid, a.callees)?;
     if a.callees > 0 && ufuncs.is_empty() {
         bail!("--callees needs a user function to start from (--func)");
     }
