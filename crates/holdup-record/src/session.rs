@@ -10,7 +10,6 @@ use holdup_bpf::{Lost as RecorderLost, Recorder, RecorderOptions, Target};
 use holdup_trace::{features, Finish, Header, Record, SyscallConfig, Writer};
 use std::fs::File;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 /// Plain configuration, independent of the command line.
@@ -82,22 +81,6 @@ impl Summary {
     /// Every count of what was lost, by its name in the trace.
     pub fn lost_named(&self) -> Vec<(String, u64)> {
         crate::lost::named(&self.lost, self.unparsable, self.lost_mmaps)
-    }
-}
-
-pub static SIGNALS: AtomicU32 = AtomicU32::new(0);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    SIGNALS.fetch_add(1, Ordering::SeqCst);
-}
-
-pub fn catch_signals() {
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
-            libc::sigaction(sig, &sa, std::ptr::null_mut());
-        }
     }
 }
 
