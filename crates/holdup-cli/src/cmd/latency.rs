@@ -109,7 +109,7 @@ pub struct RecordArgs {
     #[arg(long)]
     pub lock: bool,
     #[command(flatten)]
-    pub target: super::record::TargetArgs,
+    pub target: super::target::TargetArgs,
     /// Time-lapse resolution kept in the file (e.g. 1s, 250ms).
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub interval: Duration,
