@@ -152,3 +152,61 @@ pub fn roots_decided<'a>(
         .all(called)
         && hists.values().all(|h| analysis::peaks_decided(h, n))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use holdup_bpf::latency::{CAUSES, KIND_SYSCALL, SLOTS};
+
+    fn func(symbol: &str, role: UfuncRole) -> UserFunc {
+        UserFunc {
+            binary: "/bin/app".into(),
+            symbol: symbol.into(),
+            role,
+        }
+    }
+
+    /// A histogram row of user function `id` in process `tgid`, with
+    /// `calls` per bucket.
+    fn row(tgid: u32, kind: u16, id: u32, calls: &[(usize, u64)]) -> HistRow {
+        let mut r = HistRow {
+            tgid,
+            kind,
+            id,
+            interval: 0,
+            count: [0; SLOTS],
+            ns: [0; SLOTS],
+            cause_ns: [[0; SLOTS]; CAUSES],
+        };
+        for &(slot, n) in calls {
+            r.count[slot] = n;
+            r.ns[slot] = n << slot;
+        }
+        r
+    }
+
+    #[test]
+    fn the_decision_point_waits_for_every_root_and_every_peak() {
+        let funcs = [
+            func("handle", UfuncRole::Root),
+            func("parse", UfuncRole::Callee),
+        ];
+        // Two peaks, 1 µs and 1 ms: 150 and 40 calls.
+        let two = row(7, KIND_UFUNC, 0, &[(10, 150), (20, 40)]);
+        assert!(!roots_decided([&two].into_iter(), &funcs, 50));
+        assert!(roots_decided([&two].into_iter(), &funcs, 40));
+        // A root never called is not decided; a callee need not be.
+        let both = [
+            func("handle", UfuncRole::Root),
+            func("flush", UfuncRole::Root),
+        ];
+        assert!(!roots_decided([&two].into_iter(), &both, 40));
+        let flush = row(7, KIND_UFUNC, 1, &[(12, 200)]);
+        assert!(roots_decided([&two, &flush].into_iter(), &both, 40));
+        // Every process's peaks count; other operations do not.
+        let few = row(8, KIND_UFUNC, 0, &[(10, 120), (20, 30)]);
+        let read = row(7, KIND_SYSCALL, 0, &[(3, 1)]);
+        assert!(!roots_decided([&two, &few].into_iter(), &funcs, 40));
+        assert!(roots_decided([&two, &read].into_iter(), &funcs, 40));
+    }
+}

@@ -115,3 +115,59 @@ pub fn op_name(row: &HistRow, opts: &LatencyOptions) -> String {
         k => format!("kind{k}:{}", row.id),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use holdup_bpf::latency::{CAUSES, CAUSE_IRQ_DEV, CAUSE_IRQ_TIMER, CAUSE_SOFTIRQ};
+
+    #[test]
+    fn only_the_interrupt_columns_that_took_time_are_kept_and_named() {
+        let mut cause_ns = vec![vec![0u64; 3]; CAUSES];
+        cause_ns[0][1] = 10; // iowait
+        cause_ns[CAUSE_IRQ_DEV + 1][2] = 20;
+        cause_ns[CAUSE_SOFTIRQ + 3][0] = 30; // net_rx
+        let mut histograms = vec![IntervalHistogram {
+            op: "syscall:read".into(),
+            pid: 1,
+            comm: "app".into(),
+            interval: 0,
+            count: vec![1; 3],
+            ns: vec![100; 3],
+            cause_ns,
+        }];
+        let mut callee_ns = vec![0u64; CAUSES];
+        callee_ns[CAUSE_IRQ_TIMER] = 5;
+        callee_ns[CAUSE_IRQ_DEV + 2] = 7; // a device slot never named
+        let mut callees = vec![CalleeTime {
+            op: "func:handle".into(),
+            pid: 1,
+            fnode: 1,
+            slot: 2,
+            calls: 1,
+            ns: 50,
+            cause_ns: callee_ns,
+            largest: 0,
+            own_largest: 0,
+        }];
+        let devices = vec![Some("nvme0q1".to_string()), Some("virtio1".to_string())];
+        let names = keep_used_causes(&devices, &mut histograms, &mut callees);
+        assert_eq!(
+            names,
+            [
+                causes::IOWAIT,
+                causes::FUTEX_WAIT,
+                causes::PREEMPTED,
+                causes::BLOCKED,
+                causes::IRQ_TIMER,
+                "irq:virtio1",
+                causes::IRQ_UNNAMED,
+                "softirq:net_rx",
+            ]
+        );
+        let h = &histograms[0].cause_ns;
+        assert_eq!(h.len(), names.len());
+        assert_eq!((h[0][1], h[5][2], h[7][0]), (10, 20, 30));
+        assert_eq!(callees[0].cause_ns, [0, 0, 0, 0, 5, 0, 7, 0]);
+    }
+}
