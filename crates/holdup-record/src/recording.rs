@@ -46,6 +46,19 @@ pub struct Until {
     pub pids: Vec<u32>,
 }
 
+impl Until {
+    /// For a recorder's target: with `-p`, its processes.
+    pub fn of(target: &holdup_bpf::Target, duration: Option<Duration>) -> Until {
+        Until {
+            duration,
+            pids: match target {
+                holdup_bpf::Target::Pids(p) => p.clone(),
+                holdup_bpf::Target::All => Vec::new(),
+            },
+        }
+    }
+}
+
 /// What the drain callback tells the loop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Flow {

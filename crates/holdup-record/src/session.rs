@@ -244,13 +244,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         }
         _ => None,
     };
-    let until = Until {
-        duration: cfg.duration,
-        pids: match &cfg.target {
-            Target::Pids(p) => p.clone(),
-            Target::All => Vec::new(),
-        },
-    };
+    let until = Until::of(&cfg.target, cfg.duration);
     let mut recording = Recording::launch(&cfg.command, until)?;
     let mut rec = Recorder::start(cfg.options.clone()).context("starting the recorder")?;
     if let Some(fd) = debox_fd {

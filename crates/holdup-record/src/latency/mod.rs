@@ -123,13 +123,7 @@ fn options(cfg: &Config) -> anyhow::Result<(LatencyOptions, Vec<holdup_trace::la
 pub fn record(cfg: &Config) -> anyhow::Result<Outcome> {
     let (mut opts, fnodes) = options(cfg)?;
     darc::note_single_stepped(&opts.ufuncs);
-    let until = Until {
-        duration: cfg.duration,
-        pids: match &cfg.target {
-            Target::Pids(p) => p.clone(),
-            Target::All => Vec::new(),
-        },
-    };
+    let until = Until::of(&cfg.target, cfg.duration);
     let mut recording = Recording::launch(&cfg.command, until)?;
     opts.start_ns = monotonic_ns();
     let start_unix_ns = std::time::SystemTime::now()
