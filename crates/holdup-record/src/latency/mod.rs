@@ -162,6 +162,40 @@ pub fn record(cfg: &Config) -> anyhow::Result<Outcome> {
     })?;
     let decided = stop == Stop::Done;
     let duration_ns = monotonic_ns() - opts.start_ns;
+    let data = LatencyData {
+        holdup_version: env!("CARGO_PKG_VERSION").to_string(),
+        command: cfg.command.clone(),
+        start_unix_ns,
+        duration_ns,
+        interval_ns: opts.interval_ns,
+        fnodes,
+        decision_ops: if decided {
+            cfg.decision_ops.unwrap_or(0)
+        } else {
+            0
+        },
+        ..from_kernel(probe, taken, &opts)?
+    };
+    let file = holdup_trace::create_private(&cfg.output)
+        .with_context(|| format!("cannot create {}", cfg.output.display()))?;
+    write_latency(std::io::BufWriter::new(file), &data)
+        .with_context(|| format!("writing {}", cfg.output.display()))?;
+    Ok(Outcome {
+        data,
+        decided,
+        stop,
+        recording,
+    })
+}
+
+/// What the kernel aggregated, as the file holds it: the histograms (with
+/// what `taken` moved out before), the callees' times, the wait sites and
+/// the counts of what was dropped. The probes are removed.
+fn from_kernel(
+    probe: LatencyProbe,
+    mut taken: Taken,
+    opts: &LatencyOptions,
+) -> anyhow::Result<LatencyData> {
     taken.add(probe.read()?);
     let rows: Vec<HistRow> = taken.0.into_values().collect();
     let callee_rows = probe.callees()?;
@@ -187,7 +221,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Outcome> {
     let mut histograms: Vec<IntervalHistogram> = rows
         .iter()
         .map(|r| IntervalHistogram {
-            op: names::op_name(r, &opts),
+            op: names::op_name(r, opts),
             pid: r.tgid,
             comm: comm_of(r.tgid),
             interval: r.interval,
@@ -226,34 +260,14 @@ pub fn record(cfg: &Config) -> anyhow::Result<Outcome> {
         .collect();
     let causes = names::keep_used_causes(&device_irqs, &mut histograms, &mut callees);
     let wait_sites = names::wait_sites(&site_rows);
-    let data = LatencyData {
-        holdup_version: env!("CARGO_PKG_VERSION").to_string(),
-        command: cfg.command.clone(),
-        start_unix_ns,
-        duration_ns,
-        interval_ns: opts.interval_ns,
+    Ok(LatencyData {
         lost_events,
         dropped,
         requested,
         histograms,
-        fnodes,
         wait_sites,
         callees,
         causes,
-        decision_ops: if decided {
-            cfg.decision_ops.unwrap_or(0)
-        } else {
-            0
-        },
-    };
-    let file = holdup_trace::create_private(&cfg.output)
-        .with_context(|| format!("cannot create {}", cfg.output.display()))?;
-    write_latency(std::io::BufWriter::new(file), &data)
-        .with_context(|| format!("writing {}", cfg.output.display()))?;
-    Ok(Outcome {
-        data,
-        decided,
-        stop,
-        recording,
+        ..Default::default()
     })
 }
