@@ -3,7 +3,7 @@
 
 use anyhow::{bail, Context};
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 pub struct Launched {
@@ -51,6 +51,10 @@ pub fn spawn_held(argv: &[String]) -> anyhow::Result<Launched> {
             if libc::read(go_r.as_raw_fd(), &mut b as *mut u8 as *mut libc::c_void, 1) != 1 {
                 libc::_exit(127); // the recorder went away
             }
+            // Rust ignores SIGPIPE in this process; the command gets the
+            // default, as std::process::Command gives it (a writer to a
+            // closed pipe dies of it rather than seeing EPIPE).
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
             libc::execvp(ptrs[0], ptrs.as_ptr());
             let errno = *libc::__errno_location();
             libc::write(
@@ -102,8 +106,13 @@ impl Launched {
     /// Wait up to `timeout` for the child to exit; a signal cuts the wait
     /// short. Its exit status if it has exited.
     pub fn wait_for(&self, timeout: std::time::Duration) -> Option<ExitStatus> {
-        sleep_until_readable(self.pidfd.as_ref(), timeout);
+        sleep_until_readable(self.pidfd().as_slice(), timeout);
         self.wait(false)
+    }
+
+    /// The descriptor that becomes readable when the child exits.
+    pub fn pidfd(&self) -> Option<BorrowedFd<'_>> {
+        self.pidfd.as_ref().map(|f| f.as_fd())
     }
 
     /// The child's exit status if it has exited (`block`: wait for it).
@@ -131,17 +140,20 @@ impl Drop for Launched {
     }
 }
 
-/// Sleep up to `timeout`, until `fd` (if any) is readable or a signal
+/// Sleep up to `timeout`, until one of `fds` is readable or a signal
 /// arrives (poll is not restarted after a signal handler, unlike
 /// `std::thread::sleep`).
-pub fn sleep_until_readable(fd: Option<&OwnedFd>, timeout: std::time::Duration) {
-    let mut pfd = libc::pollfd {
-        fd: fd.map_or(-1, |f| f.as_raw_fd()),
-        events: libc::POLLIN,
-        revents: 0,
-    };
+pub fn sleep_until_readable(fds: &[BorrowedFd<'_>], timeout: std::time::Duration) {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|f| libc::pollfd {
+            fd: f.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
     let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-    unsafe { libc::poll(&mut pfd, 1, ms) };
+    unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

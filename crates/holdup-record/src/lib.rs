@@ -10,15 +10,21 @@
 //!   [`symcache`] keeping them across runs.
 //! - [`causal`]: `holdup causal run`'s experiments, from a plain
 //!   [`causal::Config`] to a written profile.
+//! - [`latency`]: `holdup latency`'s recorder, from a plain
+//!   [`latency::Config`] to a written latency file.
 //! - [`lost`]: what the recording lost, by name in the trace.
+//! - [`recording`]: the loop every recorder shares: the command, the wait
+//!   for its end, the duration, Ctrl-C, the drain and the exit code.
 //! - [`session`]: the whole recording, from the command line's [`session::Config`]
 //!   to a finished trace and a [`session::Summary`].
 
 pub mod causal;
 pub mod convert;
 pub mod jit;
+pub mod latency;
 pub mod launch;
 pub mod lost;
+pub mod recording;
 pub mod session;
 pub mod symbols;
 pub mod symcache;

@@ -2,14 +2,14 @@
 //! into the trace while the target runs, flush and symbolize at the end.
 
 use crate::convert::{Counts, Drainer};
-use crate::launch::{self, ExitStatus, Launched};
+use crate::launch::ExitStatus;
+use crate::recording::{Flow, Recording, Until};
 use crate::symbols;
 use anyhow::Context;
 use holdup_bpf::{Lost as RecorderLost, Recorder, RecorderOptions, Target};
 use holdup_trace::{features, Finish, Header, Record, SyscallConfig, Writer};
 use std::fs::File;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 /// Plain configuration, independent of the command line.
@@ -81,22 +81,6 @@ impl Summary {
     /// Every count of what was lost, by its name in the trace.
     pub fn lost_named(&self) -> Vec<(String, u64)> {
         crate::lost::named(&self.lost, self.unparsable, self.lost_mmaps)
-    }
-}
-
-pub static SIGNALS: AtomicU32 = AtomicU32::new(0);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    SIGNALS.fetch_add(1, Ordering::SeqCst);
-}
-
-pub fn catch_signals() {
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
-            libc::sigaction(sig, &sa, std::ptr::null_mut());
-        }
     }
 }
 
@@ -260,11 +244,8 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         }
         _ => None,
     };
-    let mut launched: Option<Launched> = if cfg.command.is_empty() {
-        None
-    } else {
-        Some(launch::spawn_held(&cfg.command)?)
-    };
+    let until = Until::of(&cfg.target, cfg.duration);
+    let mut recording = Recording::launch(&cfg.command, until)?;
     let mut rec = Recorder::start(cfg.options.clone()).context("starting the recorder")?;
     if let Some(fd) = debox_fd {
         use std::os::fd::AsRawFd;
@@ -272,8 +253,8 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
             return Err(std::io::Error::last_os_error()).context("passing the in-band map");
         }
     }
-    if let Some(l) = &launched {
-        rec.track(l.pid as u32)?;
+    if let Some(pid) = recording.pid() {
+        rec.track(pid)?;
     }
     let start_ns = holdup_bpf::monotonic_ns();
     rec.set_start(start_ns);
@@ -309,36 +290,23 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         d.load_existing(pid);
         let _ = d.name_existing(pid, start_ns);
     }
-    if let Some(l) = &launched {
+    if let Some(pid) = recording.pid() {
         // Until it execs, the command is a copy of this process.
-        d.load_existing(l.pid as u32);
+        d.load_existing(pid);
     }
-    catch_signals();
     drain_ahead_of_the_target();
-    if let Some(l) = &mut launched {
-        if let Err(e) = l.release() {
-            drop(d);
-            let _ = std::fs::remove_file(&cfg.output);
-            return Err(e);
-        }
+    if let Err(e) = recording.start() {
+        drop(d);
+        let _ = std::fs::remove_file(&cfg.output);
+        return Err(e);
     }
 
-    let began = Instant::now();
+    let began = recording.began();
     let startup = began - invoked;
     let cpu_at_start = own_cpu();
     let mut losses = Losses::default();
-    let mut exit: Option<ExitStatus> = None;
-    let tick = Duration::from_millis(50);
     let mut policy = DrainPolicy::new(cfg.options.ring_bytes);
-    loop {
-        // Wake up when the command exits (or a signal arrives), or to drain.
-        match &launched {
-            Some(l) => exit = l.wait_for(tick),
-            None => launch::sleep_until_readable(None, tick),
-        }
-        if exit.is_some() {
-            break;
-        }
+    let stop = recording.run(Duration::from_millis(50), &[], || {
         if policy.due(rec.ring_pending()) {
             drain(&mut rec, &mut d, &mut losses)?;
             policy.drained(rec.ring_pending());
@@ -346,16 +314,9 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         } else {
             collect(&mut rec, &mut d)?;
         }
-        let signals = SIGNALS.load(Ordering::SeqCst);
-        // With a command, Ctrl-C reaches it too: keep recording until it
-        // exits, unless interrupted twice.
-        if (launched.is_none() && signals > 0) || signals > 1 {
-            break;
-        }
-        if cfg.duration.is_some_and(|dur| began.elapsed() >= dur) {
-            break;
-        }
-    }
+        Ok(Flow::Continue)
+    })?;
+    let exit = stop.status();
 
     let ended = Instant::now();
     // What the drain loop took while the target ran: the cost it shares

@@ -12,6 +12,8 @@
 //! would have to land exactly on a function's first byte or a GOT slot to
 //! count, which does not happen in practice.
 
+pub mod plan;
+
 use crate::traced::{self, Contents};
 use object::read::elf::ElfFile64;
 use object::{

@@ -7,6 +7,8 @@
 //! and written once at the end, so a self-describing body is enough; the
 //! length and checksum turn a truncated or damaged file into a clear error.
 
+pub mod causes;
+
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -145,16 +147,16 @@ pub struct IntervalHistogram {
 /// first four only), then time taken by hard interrupts (the local timer
 /// included) and by softirqs while the thread was on a CPU (format 1.3).
 pub const LEGACY_CAUSES: [&str; 6] = [
-    "iowait",
-    "futex_wait",
-    "preempted",
-    "blocked",
+    causes::IOWAIT,
+    causes::FUTEX_WAIT,
+    causes::PREEMPTED,
+    causes::BLOCKED,
     "irq",
     "softirq",
 ];
 
 /// The off-CPU causes, the first columns of every file with causes.
-pub const OFF_CPU_CAUSES: usize = 4;
+pub const OFF_CPU_CAUSES: usize = causes::OFF_CPU.len();
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

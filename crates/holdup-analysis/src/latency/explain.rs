@@ -25,7 +25,7 @@ use holdup_trace::latency::{CallPath, LatencyData, WaitSite};
 use std::collections::{BTreeMap, HashSet};
 
 /// The name of on-CPU time in a path.
-pub const ON_CPU: &str = "on-cpu";
+pub use holdup_trace::latency::causes::ON_CPU;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct PeakCauses {

@@ -10,6 +10,7 @@ use holdup_analysis::causal::{analyze, CozProfile};
 use holdup_coz::target::{Subclass, Target};
 use holdup_record::causal::{self, Mode};
 use holdup_record::launch::{self, ExitStatus};
+use holdup_record::recording;
 use std::fs::File;
 use std::io::{BufReader, Seek as _};
 use std::path::{Path, PathBuf};
@@ -203,7 +204,7 @@ fn causal_run(a: RunArgs) -> anyhow::Result<ExitCode> {
 fn report_written(
     path: &Path,
     output: &File,
-    status: ExitStatus,
+    status: Option<ExitStatus>,
     process: Option<&str>,
 ) -> anyhow::Result<ExitCode> {
     let mut file = output
@@ -215,20 +216,18 @@ fn report_written(
     let n = profile.experiments.len();
     let name = path.display();
     match status {
-        ExitStatus::Signal(sig) => {
-            eprintln!(
-                "holdup causal: the program was killed by {}; {name} keeps the {n} experiments done so far",
-                launch::signal_name(sig)
-            );
-            return Ok(ExitCode::from((128 + sig).clamp(0, 255) as u8));
-        }
-        ExitStatus::Code(c) if c != 0 => {
-            eprintln!(
-                "holdup causal: the program exited with status {c}; {name} has {n} experiments"
-            );
-            return Ok(ExitCode::from(c.clamp(0, 255) as u8));
-        }
+        Some(ExitStatus::Signal(sig)) => eprintln!(
+            "holdup causal: the program was killed by {}; {name} keeps the {n} experiments done so far",
+            launch::signal_name(sig)
+        ),
+        Some(ExitStatus::Code(c)) if c != 0 => eprintln!(
+            "holdup causal: the program exited with status {c}; {name} has {n} experiments"
+        ),
         _ => {}
+    }
+    let code = recording::exit_code(status);
+    if code != 0 {
+        return Ok(ExitCode::from(code));
     }
     if profile.runs == 0 {
         bail!("the profiling runtime did not start in the program (is it statically linked?)");

@@ -11,6 +11,7 @@ pub mod record;
 pub mod report;
 pub mod script;
 pub mod syscalls;
+pub mod target;
 pub mod waitgraph;
 
 use crate::cli::{Cli, Command};

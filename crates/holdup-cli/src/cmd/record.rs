@@ -1,12 +1,12 @@
 //! `holdup record`: run the recorder and write the trace as it goes.
 
 use anyhow::bail;
-use holdup_bpf::{RecorderOptions, SyscallOptions, Target};
+use holdup_bpf::{RecorderOptions, SyscallOptions};
 use holdup_record::launch::{self, ExitStatus};
+use holdup_record::recording;
 use holdup_record::session::{self, Config, Summary};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -17,7 +17,7 @@ pub struct Args {
     #[arg(short, long, default_value = "holdup.data")]
     pub output: PathBuf,
     #[command(flatten)]
-    pub target: TargetArgs,
+    pub target: super::target::TargetArgs,
     /// Do not follow processes forked by the target.
     #[arg(long)]
     pub no_inherit: bool,
@@ -101,70 +101,6 @@ impl TryFrom<Args> for Config {
             target,
         })
     }
-}
-
-/// What `-a`, `-p PID,…` and a command ask to record (a command starts
-/// with no pid: it is added once launched). For none of them the error
-/// says there is nothing to `verb` and shows `holdup SUBCOMMAND -- CMD`.
-/// What to record, for `record` and `latency`: a command (the default),
-/// existing processes or the whole system, and for how long.
-#[derive(clap::Args, Debug)]
-pub struct TargetArgs {
-    /// Existing processes (comma-separated pids) instead of a command.
-    #[arg(short, long, value_delimiter = ',', conflicts_with = "all")]
-    pub pid: Vec<u32>,
-    /// Every process on the system.
-    #[arg(short, long)]
-    pub all: bool,
-    /// Stop after this many seconds.
-    #[arg(long)]
-    pub duration: Option<f64>,
-}
-
-impl TargetArgs {
-    /// The target and the duration; `verb` and `subcommand` word the error
-    /// when there is nothing to record.
-    pub fn resolve(
-        &self,
-        has_command: bool,
-        words: (&str, &str),
-    ) -> anyhow::Result<(Target, Option<Duration>)> {
-        let duration = match self.duration {
-            Some(s) if !(s > 0.0 && s.is_finite()) => {
-                bail!("--duration must be a positive number of seconds")
-            }
-            Some(s) => Some(Duration::from_secs_f64(s)),
-            None => None,
-        };
-        Ok((
-            choose_target(self.all, &self.pid, has_command, words)?,
-            duration,
-        ))
-    }
-}
-
-fn choose_target(
-    all: bool,
-    pids: &[u32],
-    has_command: bool,
-    (verb, subcommand): (&str, &str),
-) -> anyhow::Result<Target> {
-    Ok(match (all, pids.is_empty(), has_command) {
-        (true, _, false) => Target::All,
-        (false, false, false) => {
-            for &pid in pids {
-                if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-                    bail!("no process with pid {pid}");
-                }
-            }
-            Target::Pids(pids.to_vec())
-        }
-        (false, true, true) => Target::Pids(Vec::new()),
-        (false, true, false) => {
-            bail!("nothing to {verb}: give a command (holdup {subcommand} -- CMD), -p PID or -a")
-        }
-        _ => bail!("give either a command, -p PID or -a, not several"),
-    })
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -312,16 +248,12 @@ fn print_summary(cfg: &Config, s: &Summary) -> ExitCode {
             s.kstacks.checked
         );
     }
-    match s.exit {
-        Some(ExitStatus::Signal(sig)) => {
-            eprintln!(
-                "holdup: {} was killed by {} (the trace is complete up to that point)",
-                cfg.command[0],
-                launch::signal_name(sig)
-            );
-            ExitCode::from((128 + sig) as u8)
-        }
-        Some(ExitStatus::Code(c)) => ExitCode::from(c as u8),
-        None => ExitCode::SUCCESS,
+    if let Some(ExitStatus::Signal(sig)) = s.exit {
+        eprintln!(
+            "holdup: {} was killed by {} (the trace is complete up to that point)",
+            cfg.command[0],
+            launch::signal_name(sig)
+        );
     }
+    ExitCode::from(recording::exit_code(s.exit))
 }

@@ -15,8 +15,8 @@ use super::probes::{self, Probe};
 use super::tally::{self, Tally};
 use super::targets::{Hit, Resolver};
 use super::{create_output, start_recorder, Config, Outcome};
-use crate::launch::{self, ExitStatus, Launched};
-use crate::session::{catch_signals, SIGNALS};
+use crate::launch;
+use crate::recording::{alive, Flow, Recording, Until};
 use anyhow::{bail, Context};
 use holdup_bpf::cores::{CoreDelays, Cores};
 use holdup_bpf::records::{RawRecord, RawSample, SF_BLOCKED_TAIL};
@@ -33,8 +33,6 @@ use std::time::Duration;
 
 /// How often samples are drained and the experiment looked at.
 const TICK_NS: u64 = 2_000_000;
-/// How often the -p processes are checked for having exited.
-const ALIVE_CHECK_NS: u64 = 100_000_000;
 
 struct Running {
     target: u32,
@@ -286,17 +284,6 @@ pub fn parse_pids(list: &str) -> anyhow::Result<Vec<u32>> {
     Ok(pids)
 }
 
-/// Running, not gone nor a zombie (whose parent has not waited for it).
-fn alive(pid: u32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    let state = stat
-        .rsplit_once(") ")
-        .and_then(|(_, rest)| rest.chars().next());
-    !matches!(state, Some('Z' | 'X') | None)
-}
-
 /// The online CPUs that core-level delays can hold.
 fn delay_cpus() -> anyhow::Result<Vec<usize>> {
     Ok(holdup_bpf::perf::online_cpus()
@@ -341,18 +328,22 @@ pub fn run(cfg: &Config, pids: &[u32], duration: Option<Duration>) -> anyhow::Re
     let startup = profile::startup(profile::unix_ns(), pid, cfg.period_ns);
     run.out.write_all(startup.as_bytes())?;
 
-    let child = if cfg.command.is_empty() {
-        None
-    } else {
-        let mut child = launch::spawn_held(&cfg.command)?;
-        rec.track(child.pid as u32)?;
-        child.release()?;
-        Some(child)
+    let until = Until {
+        duration,
+        pids: pids.to_vec(),
     };
+    let mut recording = Recording::launch(&cfg.command, until)?;
+    if let Some(pid) = recording.pid() {
+        rec.track(pid)?;
+    }
+    recording.start()?;
     let t0 = holdup_bpf::monotonic_ns();
-    let exited = attach_loop(
-        &mut rec, &mut run, &handlers, &probes, &child, pids, duration,
-    )?;
+    let stop = recording.run(Duration::from_nanos(TICK_NS), &[], || {
+        run.drain(&mut rec);
+        run.step(holdup_bpf::monotonic_ns(), &probes)?;
+        handlers.wake_owing();
+        Ok(Flow::Continue)
+    })?;
     run.drain(&mut rec);
     // The last experiment is cut short; its numbers still hold (COZ
     // writes it too).
@@ -372,57 +363,15 @@ pub fn run(cfg: &Config, pids: &[u32], duration: Option<Duration>) -> anyhow::Re
     }
     say_without_lines(&run.resolver, program.as_deref());
     drop(rec);
-    // Stopped by the duration or by Ctrl-C (which reached the command
-    // too): the command runs on, untraced, to its end.
     if let (Some(spec), None) = (&run.fixed, run.fixed_id) {
         bail!("no sample of the profiled processes was in {spec} (a line is FILE:LINE or BINARY:FILE:LINE, a kernel function kernel:NAME, a process process:COMM)");
     }
-    let status = match (&child, exited) {
-        (_, Some(s)) => s,
-        (Some(c), None) => c.wait(true).unwrap_or(ExitStatus::Code(0)),
-        (None, None) => ExitStatus::Code(0),
-    };
+    // Stopped by the duration: the command runs on, untraced, to its end.
+    let status = stop.status().or_else(|| recording.wait_untraced());
     Ok(Outcome {
         output: run.out,
         status,
     })
-}
-
-/// The recording loop of core-level runs: until Ctrl-C, the duration, the
-/// command's end (its status), or the end of every -p process.
-fn attach_loop(
-    rec: &mut Recorder,
-    run: &mut Run,
-    handlers: &Handlers,
-    probes: &[Probe],
-    child: &Option<Launched>,
-    pids: &[u32],
-    duration: Option<Duration>,
-) -> std::io::Result<Option<ExitStatus>> {
-    catch_signals();
-    let t0 = holdup_bpf::monotonic_ns();
-    let deadline = duration.map(|d| t0 + d.as_nanos() as u64);
-    let mut next_alive_check = t0 + ALIVE_CHECK_NS;
-    loop {
-        std::thread::sleep(Duration::from_nanos(TICK_NS));
-        run.drain(rec);
-        let now = holdup_bpf::monotonic_ns();
-        run.step(now, probes)?;
-        handlers.wake_owing();
-        if SIGNALS.load(Ordering::Acquire) > 0 || deadline.is_some_and(|d| now >= d) {
-            return Ok(None);
-        }
-        if let Some(c) = child {
-            if let Some(s) = c.wait(false) {
-                return Ok(Some(s));
-            }
-        } else if !pids.is_empty() && now >= next_alive_check {
-            next_alive_check = now + ALIVE_CHECK_NS;
-            if !pids.iter().any(|&p| alive(p)) {
-                return Ok(None);
-            }
-        }
-    }
 }
 
 /// --verbose: where the delay went.

@@ -90,8 +90,9 @@ pub struct Config {
 pub struct Outcome {
     /// The profile as written, open for reading too.
     pub output: File,
-    /// How the command (the last of `--end-to-end` runs) ended.
-    pub status: ExitStatus,
+    /// How the command (the last of `--end-to-end` runs) ended; `None`
+    /// without one, or when a second Ctrl-C left it running.
+    pub status: Option<ExitStatus>,
 }
 
 /// Run the experiments `cfg` asks for.

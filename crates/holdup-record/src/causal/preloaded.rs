@@ -8,6 +8,7 @@ use super::system::Forwarder;
 use super::{create_output, inheritable, preload, start_recorder, Config, Mode, Outcome};
 use super::{Traced, RING_BYTES};
 use crate::launch::{self, ExitStatus};
+use crate::recording::{Flow, Recording, Until};
 use anyhow::{bail, Context};
 use holdup_bpf::Recorder;
 use holdup_coz::env as e;
@@ -79,7 +80,8 @@ fn settings(cfg: &Config, lib: &str) -> anyhow::Result<Handed> {
     })
 }
 
-/// Ctrl-C reaches the command (same process group); we wait for it.
+/// Ctrl-C reaches the command (same process group); we wait for it. Set
+/// after the command is forked, which would inherit ignored signals.
 fn leave_signals_to_the_command() {
     unsafe {
         libc::signal(libc::SIGINT, libc::SIG_IGN);
@@ -107,7 +109,6 @@ pub fn run(cfg: &Config) -> anyhow::Result<Outcome> {
     std::env::set_var(e::RING_FD, ring.as_raw_fd().to_string());
     std::env::set_var(e::RING_BYTES, RING_BYTES.to_string());
     std::env::set_var(e::OUTPUT_FD, profile.as_raw_fd().to_string());
-    leave_signals_to_the_command();
     let runs = match cfg.mode {
         Mode::Thread {
             end_to_end: true,
@@ -118,7 +119,10 @@ pub fn run(cfg: &Config) -> anyhow::Result<Outcome> {
     let status = thread_runs(&rec, &cfg.command, runs)?;
     drop((ring, profile));
     drop(rec);
-    Ok(Outcome { output, status })
+    Ok(Outcome {
+        output,
+        status: Some(status),
+    })
 }
 
 /// The recording loop of thread-level runs: the command `runs` times,
@@ -127,6 +131,7 @@ fn thread_runs(rec: &Recorder, command: &[String], runs: u32) -> anyhow::Result<
     let mut last = ExitStatus::Code(0);
     for _ in 0..runs {
         let mut child = launch::spawn_held(command)?;
+        leave_signals_to_the_command();
         rec.track(child.pid as u32)?;
         child.release()?;
         last = child.wait(true).unwrap_or(ExitStatus::Code(0));
@@ -145,7 +150,6 @@ fn system_run(cfg: &Config, rec: &Recorder, output: File) -> anyhow::Result<Outc
     for (k, v) in &handed.env {
         std::env::set_var(k, v);
     }
-    leave_signals_to_the_command();
     let status = system_loop(rec, &cfg.command, &mut fwd, handed)?;
     let (output, s) = fwd.finish();
     // Samples queued for a process that ended reached nobody either.
@@ -175,22 +179,30 @@ fn system_run(cfg: &Config, rec: &Recorder, output: File) -> anyhow::Result<Outc
 }
 
 /// The recording loop of `--system`: forward samples and records until
-/// the command ends.
+/// the command ends (or a second Ctrl-C).
 fn system_loop(
     rec: &Recorder,
     command: &[String],
     fwd: &mut Forwarder,
     handed: super::system::Handed,
-) -> anyhow::Result<ExitStatus> {
-    let mut child = launch::spawn_held(command)?;
+) -> anyhow::Result<Option<ExitStatus>> {
+    let mut recording = Recording::launch(command, Until::default())?;
     // Only the program holds them now.
     drop(handed);
-    rec.track(child.pid as u32)?;
-    child.release()?;
-    Ok(loop {
-        fwd.pump(1);
-        if let Some(s) = child.wait(false) {
-            break s;
-        }
-    })
+    if let Some(pid) = recording.pid() {
+        rec.track(pid)?;
+    }
+    recording.start()?;
+    // A copy of the channel, for the loop to wait on while it pumps.
+    let channel = fwd
+        .channel()
+        .try_clone_to_owned()
+        .context("cannot wait on the channel")?;
+    let tick = std::time::Duration::from_millis(1);
+    let wake = [rec.ring_fd(), channel.as_fd()];
+    let stop = recording.run(tick, &wake, || {
+        fwd.pump();
+        Ok(Flow::Continue)
+    })?;
+    Ok(stop.status())
 }

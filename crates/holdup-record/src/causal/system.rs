@@ -27,7 +27,6 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 pub struct Forwarder {
     channel: OwnedFd,
     ring: RingReader,
-    ring_fd: i32,
     peers: Peers,
     profile: Profile,
     forwarded: u64,
@@ -67,7 +66,6 @@ impl Forwarder {
         let fwd = Forwarder {
             channel,
             ring,
-            ring_fd: ring_fd.as_raw_fd(),
             peers: Peers::default(),
             profile: Profile {
                 file: output,
@@ -81,14 +79,14 @@ impl Forwarder {
         Ok((fwd, Handed { _fds: fds, env }))
     }
 
-    /// Wait up to `timeout_ms` for records, then hand them out.
-    pub fn pump(&mut self, timeout_ms: i32) {
-        let mut pfd = [self.ring_fd, self.channel.as_raw_fd()].map(|fd| libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        });
-        unsafe { libc::poll(pfd.as_mut_ptr(), 2, timeout_ms) };
+    /// Where processes announce themselves: worth a [`Forwarder::pump`]
+    /// when readable, as the recorder's ring is.
+    pub fn channel(&self) -> BorrowedFd<'_> {
+        self.channel.as_fd()
+    }
+
+    /// Hand out the ring's records and take in the announcements.
+    pub fn pump(&mut self) {
         self.accept();
         let peers = &mut self.peers;
         let (mut sent, mut lost) = (0, 0);
@@ -127,7 +125,7 @@ impl Forwarder {
     /// The command ended: take what every process sent so far, and give
     /// the output back. Processes still running reach nobody from now on.
     pub fn finish(mut self) -> (File, Summary) {
-        self.pump(0);
+        self.pump();
         self.peers.finish(&mut |frame| self.profile.append(frame));
         let summary = Summary {
             forwarded: self.forwarded,
