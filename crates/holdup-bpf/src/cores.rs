@@ -16,7 +16,7 @@ use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// As in `cores.h`.
-pub const MAX_CORES: usize = 256;
+pub const MAX_CORES: usize = crate::bindings::cores::MAX_CORES as usize;
 
 /// The delay state shared with the kernel, for the whole process's life.
 #[derive(Clone, Copy)]
@@ -26,7 +26,8 @@ pub struct Cores {
     cores: &'static [CoreState],
 }
 
-/// `struct holdup_core`, as atomics.
+/// `struct holdup_core`, as atomics (the kernel side updates it too): the
+/// generated struct's layout, field by field.
 #[repr(C)]
 pub struct CoreState {
     pub paid: AtomicU64,
@@ -37,7 +38,16 @@ pub struct CoreState {
     _pad: [u32; 8],
 }
 
-const _: () = assert!(std::mem::size_of::<CoreState>() == 64);
+const _: () = {
+    use crate::bindings::cores::holdup_core as C;
+    use std::mem::{offset_of, size_of};
+    assert!(size_of::<CoreState>() == size_of::<C>());
+    assert!(offset_of!(CoreState, paid) == offset_of!(C, paid));
+    assert!(offset_of!(CoreState, idle_global) == offset_of!(C, idle_global));
+    assert!(offset_of!(CoreState, skipped) == offset_of!(C, skipped));
+    assert!(offset_of!(CoreState, idle) == offset_of!(C, idle));
+    assert!(offset_of!(CoreState, in_irq) == offset_of!(C, in_irq));
+};
 
 /// The loaded programs; detached when dropped.
 pub struct CoreDelays {

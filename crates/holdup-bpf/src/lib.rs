@@ -3,6 +3,7 @@
 //! Without the default `loader` feature only [`records`] and [`ringbuf`] are
 //! built: the record layouts and a libc-only ring consumer.
 
+mod bindings;
 pub mod records;
 pub mod ringbuf;
 

@@ -242,15 +242,7 @@ struct {
 	__type(value, struct kstack_shared);
 } kstack_shared SEC(".maps");
 
-/* How the kernel stacks of blocked samples were taken, per CPU. */
-struct kstack_counts {
-	u64 walked;
-	u64 reused;
-	u64 checked;		/* reuses walked anyway, to compare */
-	u64 differed;		/* checks that found the reused stack wrong */
-	u64 shared;		/* taken from another thread's walk */
-};
-
+/* How the kernel stacks of blocked samples were taken (intf.h). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
