@@ -114,3 +114,163 @@ const _: () = {
     assert!(debox::HOLDUP_DEBOX_SCHED == intf::CLASS_SCHED - 1);
     assert!(debox::HOLDUP_DEBOX_OTHER == intf::CLASS_OTHER - 1);
 };
+
+#[cfg(all(test, feature = "loader"))]
+mod tests {
+    use super::*;
+    use libbpf_rs::btf::types::{MemberAttr, Struct};
+    use libbpf_rs::btf::{Btf, HasSize};
+    use std::mem::offset_of;
+
+    /// A generated struct's name, size and field offsets in Rust.
+    macro_rules! layout {
+        ($m:ident::$t:ident { $($f:ident),* $(,)? }) => {
+            (
+                stringify!($t),
+                size_of::<$m::$t>(),
+                vec![$((stringify!($f), offset_of!($m::$t, $f))),*],
+            )
+        };
+    }
+    type Layout = (&'static str, usize, Vec<(&'static str, usize)>);
+
+    /// Every struct of `layouts` is in the BTF of BPF object `object` (as
+    /// built next to its skeleton) with the Rust size and field offsets.
+    fn check(object: &str, layouts: &[Layout]) {
+        let path = format!("{}/{object}.bpf.o", env!("OUT_DIR"));
+        let btf = Btf::from_path(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        for (name, size, fields) in layouts {
+            let s: Struct = btf
+                .type_by_name(name)
+                .unwrap_or_else(|| panic!("{object}: no struct {name} in its BTF"));
+            assert_eq!(s.size(), *size, "{object}: size of {name}");
+            let btf_fields: Vec<(String, usize)> = s
+                .iter()
+                .map(|m| {
+                    let MemberAttr::Normal { offset } = m.attr else {
+                        panic!("{object}: {name} has a bit field");
+                    };
+                    let field = m.name.unwrap().to_string_lossy().into_owned();
+                    (field, offset as usize / 8)
+                })
+                .collect();
+            let rust_fields: Vec<(String, usize)> =
+                fields.iter().map(|&(f, o)| (f.to_string(), o)).collect();
+            assert_eq!(btf_fields, rust_fields, "{object}: fields of {name}");
+        }
+    }
+
+    /// The structs the BPF programs keep in maps or write to the ring (those
+    /// their BTF describes) are laid out as the Rust that reads them says.
+    #[test]
+    fn generated_layouts_match_the_bpf_objects() {
+        check(
+            "recorder",
+            &[
+                layout!(intf::rec_hdr { kind, size }),
+                layout!(intf::sample_rec {
+                    hdr,
+                    pid,
+                    tid,
+                    start,
+                    wake,
+                    end,
+                    ip,
+                    sp,
+                    bp,
+                    weight,
+                    sched_weight,
+                    waker_id,
+                    cpu,
+                    class,
+                    waker_kind,
+                    flags,
+                    kstack_len,
+                    fp_len,
+                    copy_len,
+                    _pad
+                }),
+                layout!(intf::kstack_counts {
+                    walked,
+                    reused,
+                    checked,
+                    differed,
+                    shared
+                }),
+                layout!(intf::syscall_key { pid, nr }),
+                layout!(intf::syscall_totals {
+                    count,
+                    total_ns,
+                    blocked,
+                    min_flt,
+                    maj_flt,
+                    hist
+                }),
+                layout!(intf::debox_info {
+                    seq,
+                    start_ns,
+                    wall_ns,
+                    blocked_ns,
+                    tid,
+                    nr,
+                    sleeps,
+                    min_flt,
+                    maj_flt,
+                    _pad
+                }),
+            ],
+        );
+        check(
+            "latency",
+            &[
+                layout!(latency::lat_key {
+                    tgid,
+                    kind,
+                    pad,
+                    id,
+                    interval
+                }),
+                layout!(latency::lat_slot {
+                    count,
+                    ns,
+                    cause_ns
+                }),
+                layout!(latency::lat_hist { slots }),
+                layout!(latency::lat_fnode_key { parent, func }),
+                layout!(latency::lat_callee_key {
+                    tgid,
+                    root,
+                    fnode,
+                    slot
+                }),
+                layout!(latency::lat_callee_time {
+                    calls,
+                    ns,
+                    cause_ns,
+                    largest,
+                    own_largest
+                }),
+                layout!(latency::lat_site_key {
+                    tgid,
+                    nr,
+                    slot,
+                    stack,
+                    cause
+                }),
+                layout!(latency::lat_site_time { count, ns }),
+                layout!(latency::lat_irq_name { irq, name }),
+            ],
+        );
+        check(
+            "cores",
+            &[layout!(cores::holdup_core {
+                paid,
+                idle_global,
+                skipped,
+                idle,
+                in_irq,
+                _pad
+            })],
+        );
+    }
+}
