@@ -90,25 +90,36 @@ pub(crate) const fn u16_of(v: u32) -> u16 {
     v as u16
 }
 
+/// Two `#[repr(C)]` structs have the same size and their fields, paired
+/// `a = b`, the same offsets: checked when the crate is built.
+macro_rules! assert_same_layout {
+    ($a:ty, $b:ty, $($fa:ident = $fb:ident),* $(,)?) => {
+        const _: () = {
+            assert!(size_of::<$a>() == size_of::<$b>());
+            $(assert!(std::mem::offset_of!($a, $fa) == std::mem::offset_of!($b, $fb));)*
+        };
+    };
+}
+pub(crate) use assert_same_layout;
+
 // The in-band slot of the public header is the recorder's `struct
-// debox_info`, written by the BPF program and read by a C program: the same
-// layout, field by field, and the same slot count and subclass order.
+// debox_info`, written by the BPF program and read by a C program.
+assert_same_layout!(
+    debox::holdup_debox,
+    intf::debox_info,
+    seq = seq,
+    start_ns = start_ns,
+    wall_ns = wall_ns,
+    blocked_ns = blocked_ns,
+    tid = tid,
+    call = nr,
+    sleeps = sleeps,
+    min_flt = min_flt,
+    maj_flt = maj_flt,
+);
+// Its slot count, and blocked_ns[] indexed by class - 1.
 const _: () = {
-    use debox::holdup_debox as D;
-    use intf::debox_info as I;
-    use std::mem::offset_of;
-    assert!(size_of::<D>() == size_of::<I>());
-    assert!(offset_of!(D, seq) == offset_of!(I, seq));
-    assert!(offset_of!(D, start_ns) == offset_of!(I, start_ns));
-    assert!(offset_of!(D, wall_ns) == offset_of!(I, wall_ns));
-    assert!(offset_of!(D, blocked_ns) == offset_of!(I, blocked_ns));
-    assert!(offset_of!(D, tid) == offset_of!(I, tid));
-    assert!(offset_of!(D, call) == offset_of!(I, nr));
-    assert!(offset_of!(D, sleeps) == offset_of!(I, sleeps));
-    assert!(offset_of!(D, min_flt) == offset_of!(I, min_flt));
-    assert!(offset_of!(D, maj_flt) == offset_of!(I, maj_flt));
     assert!(debox::HOLDUP_DEBOX_SLOTS == intf::DEBOX_SLOTS);
-    // blocked_ns[] is indexed by class - 1.
     assert!(debox::HOLDUP_DEBOX_IO == intf::CLASS_IO - 1);
     assert!(debox::HOLDUP_DEBOX_LOCK == intf::CLASS_LOCK - 1);
     assert!(debox::HOLDUP_DEBOX_SCHED == intf::CLASS_SCHED - 1);
@@ -163,114 +174,41 @@ mod tests {
     /// The structs the BPF programs keep in maps or write to the ring (those
     /// their BTF describes) are laid out as the Rust that reads them says.
     #[test]
+    #[rustfmt::skip]
     fn generated_layouts_match_the_bpf_objects() {
         check(
             "recorder",
             &[
                 layout!(intf::rec_hdr { kind, size }),
                 layout!(intf::sample_rec {
-                    hdr,
-                    pid,
-                    tid,
-                    start,
-                    wake,
-                    end,
-                    ip,
-                    sp,
-                    bp,
-                    weight,
-                    sched_weight,
-                    waker_id,
-                    cpu,
-                    class,
-                    waker_kind,
-                    flags,
-                    kstack_len,
-                    fp_len,
-                    copy_len,
-                    _pad
+                    hdr, pid, tid, start, wake, end, ip, sp, bp, weight, sched_weight, waker_id,
+                    cpu, class, waker_kind, flags, kstack_len, fp_len, copy_len, _pad
                 }),
-                layout!(intf::kstack_counts {
-                    walked,
-                    reused,
-                    checked,
-                    differed,
-                    shared
-                }),
+                layout!(intf::kstack_counts { walked, reused, checked, differed, shared }),
                 layout!(intf::syscall_key { pid, nr }),
-                layout!(intf::syscall_totals {
-                    count,
-                    total_ns,
-                    blocked,
-                    min_flt,
-                    maj_flt,
-                    hist
-                }),
+                layout!(intf::syscall_totals { count, total_ns, blocked, min_flt, maj_flt, hist }),
                 layout!(intf::debox_info {
-                    seq,
-                    start_ns,
-                    wall_ns,
-                    blocked_ns,
-                    tid,
-                    nr,
-                    sleeps,
-                    min_flt,
-                    maj_flt,
-                    _pad
+                    seq, start_ns, wall_ns, blocked_ns, tid, nr, sleeps, min_flt, maj_flt, _pad
                 }),
             ],
         );
         check(
             "latency",
             &[
-                layout!(latency::lat_key {
-                    tgid,
-                    kind,
-                    pad,
-                    id,
-                    interval
-                }),
-                layout!(latency::lat_slot {
-                    count,
-                    ns,
-                    cause_ns
-                }),
+                layout!(latency::lat_key { tgid, kind, pad, id, interval }),
+                layout!(latency::lat_slot { count, ns, cause_ns }),
                 layout!(latency::lat_hist { slots }),
                 layout!(latency::lat_fnode_key { parent, func }),
-                layout!(latency::lat_callee_key {
-                    tgid,
-                    root,
-                    fnode,
-                    slot
-                }),
-                layout!(latency::lat_callee_time {
-                    calls,
-                    ns,
-                    cause_ns,
-                    largest,
-                    own_largest
-                }),
-                layout!(latency::lat_site_key {
-                    tgid,
-                    nr,
-                    slot,
-                    stack,
-                    cause
-                }),
+                layout!(latency::lat_callee_key { tgid, root, fnode, slot }),
+                layout!(latency::lat_callee_time { calls, ns, cause_ns, largest, own_largest }),
+                layout!(latency::lat_site_key { tgid, nr, slot, stack, cause }),
                 layout!(latency::lat_site_time { count, ns }),
                 layout!(latency::lat_irq_name { irq, name }),
             ],
         );
         check(
             "cores",
-            &[layout!(cores::holdup_core {
-                paid,
-                idle_global,
-                skipped,
-                idle,
-                in_irq,
-                _pad
-            })],
+            &[layout!(cores::holdup_core { paid, idle_global, skipped, idle, in_irq, _pad })],
         );
     }
 }

@@ -38,16 +38,15 @@ pub struct CoreState {
     _pad: [u32; 8],
 }
 
-const _: () = {
-    use crate::bindings::cores::holdup_core as C;
-    use std::mem::{offset_of, size_of};
-    assert!(size_of::<CoreState>() == size_of::<C>());
-    assert!(offset_of!(CoreState, paid) == offset_of!(C, paid));
-    assert!(offset_of!(CoreState, idle_global) == offset_of!(C, idle_global));
-    assert!(offset_of!(CoreState, skipped) == offset_of!(C, skipped));
-    assert!(offset_of!(CoreState, idle) == offset_of!(C, idle));
-    assert!(offset_of!(CoreState, in_irq) == offset_of!(C, in_irq));
-};
+crate::bindings::assert_same_layout!(
+    CoreState,
+    crate::bindings::cores::holdup_core,
+    paid = paid,
+    idle_global = idle_global,
+    skipped = skipped,
+    idle = idle,
+    in_irq = in_irq,
+);
 
 /// The loaded programs; detached when dropped.
 pub struct CoreDelays {
