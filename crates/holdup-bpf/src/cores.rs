@@ -8,8 +8,8 @@
 //! for its own speedup); the kernel side credits an idle core woken by
 //! another core.
 
-use crate::cores_skel::{CoresSkel, CoresSkelBuilder, OpenCoresSkel};
 use crate::recorder::{Error, Result};
+use crate::skel::cores::{CoresSkel, CoresSkelBuilder, OpenCoresSkel};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::Link;
 use std::mem::MaybeUninit;

@@ -3,7 +3,7 @@
 
 use crate::bindings::latency as c;
 use crate::bindings::{read, u16_of, u8_of};
-use crate::latency_skel::{LatencySkel, LatencySkelBuilder, OpenLatencySkel};
+use crate::skel::latency::{LatencySkel, LatencySkelBuilder, OpenLatencySkel};
 use crate::Target;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, UprobeOpts};

@@ -1,10 +1,10 @@
 //! Loads and attaches the recorder, and gives access to what it records.
 
 use crate::bindings::{intf::kstack_counts, read};
-use crate::bpf_skel::{OpenRecorderSkel, RecorderSkel, RecorderSkelBuilder};
 use crate::perf::{self, AddressEvent, MmapEvents};
 use crate::records::{RawRecord, SyscallKey, SyscallTotals, LOST_CAUSES, REC_KINDS};
 use crate::ringbuf::RingReader;
+use crate::skel::recorder::{OpenRecorderSkel, RecorderSkel, RecorderSkelBuilder};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags};
 use std::io::Read;
