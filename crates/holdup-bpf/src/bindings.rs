@@ -96,6 +96,7 @@ macro_rules! assert_same_layout {
         };
     };
 }
+#[cfg(feature = "loader")] // for cores.rs
 pub(crate) use assert_same_layout;
 
 // The in-band slot of the public header is the recorder's `struct
