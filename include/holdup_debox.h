@@ -37,7 +37,8 @@
 
 #define HOLDUP_DEBOX_SLOTS 32768
 
-/* Mirrors struct debox_info of the recorder. */
+/* The recorder's struct debox_info (its intf.h): holdup's build checks
+ * that the two layouts agree. */
 struct holdup_debox {
 	uint64_t seq;		/* calls written to this slot */
 	uint64_t start_ns;	/* CLOCK_MONOTONIC at entry */

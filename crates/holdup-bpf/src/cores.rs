@@ -8,15 +8,15 @@
 //! for its own speedup); the kernel side credits an idle core woken by
 //! another core.
 
-use crate::cores_skel::{CoresSkel, CoresSkelBuilder, OpenCoresSkel};
 use crate::recorder::{Error, Result};
+use crate::skel::cores::{CoresSkel, CoresSkelBuilder, OpenCoresSkel};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::Link;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// As in `cores.h`.
-pub const MAX_CORES: usize = 256;
+pub const MAX_CORES: usize = crate::bindings::cores::MAX_CORES as usize;
 
 /// The delay state shared with the kernel, for the whole process's life.
 #[derive(Clone, Copy)]
@@ -26,7 +26,8 @@ pub struct Cores {
     cores: &'static [CoreState],
 }
 
-/// `struct holdup_core`, as atomics.
+/// `struct holdup_core`, as atomics (the kernel side updates it too): the
+/// generated struct's layout, field by field.
 #[repr(C)]
 pub struct CoreState {
     pub paid: AtomicU64,
@@ -37,7 +38,15 @@ pub struct CoreState {
     _pad: [u32; 8],
 }
 
-const _: () = assert!(std::mem::size_of::<CoreState>() == 64);
+crate::bindings::assert_same_layout!(
+    CoreState,
+    crate::bindings::cores::holdup_core,
+    paid = paid,
+    idle_global = idle_global,
+    skipped = skipped,
+    idle = idle,
+    in_irq = in_irq,
+);
 
 /// The loaded programs; detached when dropped.
 pub struct CoreDelays {

@@ -1,7 +1,9 @@
 //! Loads `latency.bpf.c` (log2 latency histograms aggregated in the kernel),
 //! attaches it to the requested operations and reads the histograms.
 
-use crate::latency_skel::{LatencySkel, LatencySkelBuilder, OpenLatencySkel};
+use crate::bindings::latency as c;
+use crate::bindings::{read, u16_of, u8_of};
+use crate::skel::latency::{LatencySkel, LatencySkelBuilder, OpenLatencySkel};
 use crate::Target;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, UprobeOpts};
@@ -10,42 +12,45 @@ use std::mem::MaybeUninit;
 use std::path::PathBuf;
 
 /// Buckets per histogram: bucket `s` holds latencies in `[2^s, 2^(s+1))` ns.
-pub const SLOTS: usize = 40;
+pub const SLOTS: usize = c::LAT_SLOTS as usize;
 /// Kernel functions that can be traced at once (fentry/fexit pairs).
-pub const MAX_KFUNCS: usize = 8;
+pub const MAX_KFUNCS: usize = c::LAT_KFUNC_SLOTS as usize;
 
 /// Causes, as in `latency.h`: off-CPU ones (I/O wait, futex wait,
 /// preempted, other blocking), then time taken by interrupts: the local
 /// timer, device interrupts (a slot each for the first few, then one for
 /// the rest) and each softirq vector.
-pub const CAUSES: usize = 20;
-pub const CAUSE_IRQ_TIMER: usize = 4;
-pub const CAUSE_IRQ_DEV: usize = 5;
-pub const IRQ_DEV_SLOTS: usize = 4;
-pub const CAUSE_IRQ_OTHER: usize = 9;
-pub const CAUSE_SOFTIRQ: usize = 10;
+pub const CAUSES: usize = c::LAT_CAUSES as usize;
+pub const CAUSE_IRQ_TIMER: usize = c::LAT_CAUSE_IRQ_TIMER as usize;
+pub const CAUSE_IRQ_DEV: usize = c::LAT_CAUSE_IRQ_DEV as usize;
+pub const IRQ_DEV_SLOTS: usize = c::LAT_IRQ_DEV_SLOTS as usize;
+pub const CAUSE_IRQ_OTHER: usize = c::LAT_CAUSE_IRQ_OTHER as usize;
+pub const CAUSE_SOFTIRQ: usize = c::LAT_CAUSE_SOFTIRQ as usize;
 
 /// Operation kinds, as in `latency.h`.
-pub const KIND_SYSCALL: u16 = 1;
-pub const KIND_KFUNC: u16 = 2;
-pub const KIND_UFUNC: u16 = 3;
-pub const KIND_BLOCK: u16 = 4;
-pub const KIND_LOCK: u16 = 5;
+pub const KIND_SYSCALL: u16 = u16_of(c::LAT_SYSCALL);
+pub const KIND_KFUNC: u16 = u16_of(c::LAT_KFUNC);
+pub const KIND_UFUNC: u16 = u16_of(c::LAT_UFUNC);
+pub const KIND_BLOCK: u16 = u16_of(c::LAT_BLOCK);
+pub const KIND_LOCK: u16 = u16_of(c::LAT_LOCK);
 
 /// Why an event was not counted (`enum latency_lost`), and what it is
 /// called in a latency file.
-pub const LOST: [(u32, &str); 4] = [
-    (0, "calls (histogram table full)"),
-    (1, "calls (no room for their start)"),
-    (2, "system-call waits (no kernel stack for their site)"),
+pub const LOST: [(u32, &str); c::LAT_LOST_KINDS as usize] = [
+    (c::LAT_LOST_HIST_FULL, "calls (histogram table full)"),
+    (c::LAT_LOST_START_FULL, "calls (no room for their start)"),
     (
-        3,
+        c::LAT_LOST_NO_STACK,
+        "system-call waits (no kernel stack for their site)",
+    ),
+    (
+        c::LAT_LOST_SITES_FULL,
         "system-call waits (more wait sites in one call than kept)",
     ),
 ];
 
 /// User functions that can be timed at once (operations and callees).
-pub const MAX_UFUNCS: usize = 64;
+pub const MAX_UFUNCS: usize = c::LAT_UFUNCS as usize;
 
 /// What a user function is timed for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,9 +73,9 @@ pub struct UserFunc {
 }
 
 /// Call paths below the roots that can be timed at once (DARC's fnodes).
-pub const MAX_FNODES: usize = 128;
+pub const MAX_FNODES: usize = c::LAT_FNODES as usize;
 /// `fnode_parent` of a root's node.
-const LAT_NO_PARENT: u8 = 0xff;
+const LAT_NO_PARENT: u8 = u8_of(c::LAT_NO_PARENT);
 
 /// A node of DARC's ftree: a call path below a root. A root's node has no
 /// parent; the child of `parent` that calls user function `func` (an
@@ -195,36 +200,9 @@ pub struct SiteRow {
 }
 
 /// Role bits of a uprobe cookie, as in `latency.h`.
-const UFUNC_ROOT: u64 = 1 << 16;
-const UFUNC_CALLEE: u64 = 1 << 17;
+const UFUNC_ROOT: u64 = c::LAT_UFUNC_ROOT as u64;
+const UFUNC_CALLEE: u64 = c::LAT_UFUNC_CALLEE as u64;
 
-/// `struct lat_key` in latency.h.
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct Key {
-    tgid: u32,
-    kind: u16,
-    pad: u16,
-    id: u32,
-    interval: u32,
-}
-const _: () = assert!(std::mem::size_of::<Key>() == 16);
-const HIST_BYTES: usize = SLOTS * 8 * (2 + CAUSES);
-
-impl Key {
-    fn parse(b: &[u8]) -> Option<Key> {
-        let u32_at = |o: usize| Some(u32::from_ne_bytes(b.get(o..o + 4)?.try_into().ok()?));
-        Some(Key {
-            tgid: u32_at(0)?,
-            kind: u16::from_ne_bytes(b.get(4..6)?.try_into().ok()?),
-            pad: 0,
-            id: u32_at(8)?,
-            interval: u32_at(12)?,
-        })
-    }
-}
-
-/// Whether `name` is a function in the running kernel's symbol table.
 /// Every key and value of a hash map.
 fn entries(map: &impl MapCore) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
     let mut out = Vec::new();
@@ -239,6 +217,14 @@ fn entries(map: &impl MapCore) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
     Ok(out)
 }
 
+/// The `fnode_children` key of the child of node `parent` that calls user
+/// function `func`.
+fn fnode_key(parent: u32, func: u32) -> [u8; 8] {
+    // SAFETY: two u32s, 8 bytes without padding (transmute checks the size).
+    unsafe { std::mem::transmute(c::lat_fnode_key { parent, func }) }
+}
+
+/// Whether `name` is a function in the running kernel's symbol table.
 fn kernel_has_function(name: &str) -> bool {
     let Ok(text) = std::fs::read_to_string("/proc/kallsyms") else {
         return true; // cannot tell: let the loader say
@@ -367,9 +353,9 @@ impl LatencyProbe {
         for n in &options.ftree {
             let (map, key) = match n.parent {
                 None => (&skel.maps.root_fnodes, n.func.to_ne_bytes().to_vec()),
-                Some(p) => (
+                Some(parent) => (
                     &skel.maps.fnode_children,
-                    [p.to_ne_bytes(), n.func.to_ne_bytes()].concat(),
+                    fnode_key(parent, n.func).to_vec(),
                 ),
             };
             map.update(&key, &n.id.to_ne_bytes(), MapFlags::ANY)
@@ -503,7 +489,9 @@ impl LatencyProbe {
         // would restart it.
         let keys: Vec<Vec<u8>> = map.keys().collect();
         for kb in keys {
-            let Some(key) = Key::parse(&kb) else { continue };
+            let Some(key) = read::<c::lat_key>(&kb) else {
+                continue;
+            };
             if key.interval >= before {
                 continue;
             }
@@ -522,17 +510,12 @@ impl LatencyProbe {
                 ns: [0; SLOTS],
                 cause_ns: [[0; SLOTS]; CAUSES],
             };
-            for v in per_cpu.iter().filter(|v| v.len() >= HIST_BYTES) {
-                // struct lat_slot: count, ns, cause_ns[CAUSES].
-                for s in 0..SLOTS {
-                    let at = |field: usize| {
-                        let o = (s * (2 + CAUSES) + field) * 8;
-                        u64::from_ne_bytes(v[o..o + 8].try_into().unwrap())
-                    };
-                    row.count[s] += at(0);
-                    row.ns[s] += at(1);
-                    for (c, cause) in row.cause_ns.iter_mut().enumerate() {
-                        cause[s] += at(2 + c);
+            for hist in per_cpu.iter().filter_map(|v| read::<c::lat_hist>(v)) {
+                for (s, slot) in hist.slots.iter().enumerate() {
+                    row.count[s] += slot.count;
+                    row.ns[s] += slot.ns;
+                    for (cause, ns) in row.cause_ns.iter_mut().zip(slot.cause_ns) {
+                        cause[s] += ns;
                     }
                 }
             }
@@ -548,27 +531,22 @@ impl LatencyProbe {
     pub fn callees(&self) -> Result<Vec<CalleeRow>> {
         let mut rows = Vec::new();
         for (kb, v) in entries(&self.skel.maps.callee_times)? {
-            // struct lat_callee_key: tgid u32, root u16, fnode u16, slot u32;
-            // struct lat_callee_time: calls, ns, cause_ns[CAUSES], largest,
-            // own_largest.
-            if kb.len() < 12 || v.len() < 8 * (4 + CAUSES) {
+            let (Some(k), Some(t)) = (
+                read::<c::lat_callee_key>(&kb),
+                read::<c::lat_callee_time>(&v),
+            ) else {
                 continue;
-            }
-            let u64_at = |i: usize| u64::from_ne_bytes(v[i * 8..i * 8 + 8].try_into().unwrap());
-            let mut cause_ns = [0; CAUSES];
-            for (c, n) in cause_ns.iter_mut().enumerate() {
-                *n = u64_at(2 + c);
-            }
+            };
             rows.push(CalleeRow {
-                tgid: u32::from_ne_bytes(kb[0..4].try_into().unwrap()),
-                root: u16::from_ne_bytes(kb[4..6].try_into().unwrap()) as u32,
-                fnode: u16::from_ne_bytes(kb[6..8].try_into().unwrap()) as u32,
-                slot: u32::from_ne_bytes(kb[8..12].try_into().unwrap()),
-                calls: u64_at(0),
-                ns: u64_at(1),
-                cause_ns,
-                largest: u64_at(2 + CAUSES),
-                own_largest: u64_at(3 + CAUSES),
+                tgid: k.tgid,
+                root: k.root.into(),
+                fnode: k.fnode.into(),
+                slot: k.slot,
+                calls: t.calls,
+                ns: t.ns,
+                cause_ns: t.cause_ns,
+                largest: t.largest,
+                own_largest: t.own_largest,
             });
         }
         Ok(rows)
@@ -579,15 +557,12 @@ impl LatencyProbe {
         let stacks = &self.skel.maps.wait_stacks;
         let mut rows = Vec::new();
         for (kb, v) in entries(&self.skel.maps.wait_sites)? {
-            // struct lat_site_key: tgid, nr, slot, stack (s32), cause;
-            // struct lat_site_time: count, ns.
-            if kb.len() < 20 || v.len() < 16 {
+            let (Some(k), Some(t)) = (read::<c::lat_site_key>(&kb), read::<c::lat_site_time>(&v))
+            else {
                 continue;
-            }
-            let u32_at = |o: usize| u32::from_ne_bytes(kb[o..o + 4].try_into().unwrap());
-            let u64_at = |o: usize| u64::from_ne_bytes(v[o..o + 8].try_into().unwrap());
+            };
             let stack = stacks
-                .lookup(&kb[12..16], MapFlags::ANY)
+                .lookup(&k.stack.to_ne_bytes(), MapFlags::ANY)
                 .ok()
                 .flatten()
                 .map(|b| {
@@ -598,13 +573,13 @@ impl LatencyProbe {
                 })
                 .unwrap_or_default();
             rows.push(SiteRow {
-                tgid: u32_at(0),
-                nr: u32_at(4),
-                slot: u32_at(8),
-                cause: u32_at(16),
+                tgid: k.tgid,
+                nr: k.nr,
+                slot: k.slot,
+                cause: k.cause,
                 stack,
-                count: u64_at(0),
-                ns: u64_at(8),
+                count: t.count,
+                ns: t.ns,
             });
         }
         Ok(rows)
@@ -616,14 +591,11 @@ impl LatencyProbe {
         let map = &self.skel.maps.irq_names;
         (0..IRQ_DEV_SLOTS as u32)
             .map(|slot| {
-                // struct lat_irq_name: irq u32, name char[28].
                 let v = map.lookup(&slot.to_ne_bytes(), MapFlags::ANY).ok()??;
-                let irq = u32::from_ne_bytes(v.get(..4)?.try_into().ok()?);
-                let b = v.get(4..)?;
-                let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
-                match &b[..end] {
-                    [] => Some(irq.to_string()),
-                    name => Some(String::from_utf8_lossy(name).into_owned()),
+                let n = read::<c::lat_irq_name>(&v)?;
+                match crate::records::c_str(&n.name) {
+                    name if name.is_empty() => Some(n.irq.to_string()),
+                    name => Some(name),
                 }
             })
             .collect()

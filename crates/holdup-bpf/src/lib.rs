@@ -3,23 +3,20 @@
 //! Without the default `loader` feature only [`records`] and [`ringbuf`] are
 //! built: the record layouts and a libc-only ring consumer.
 
+mod bindings;
 pub mod records;
 pub mod ringbuf;
 
 #[cfg(feature = "loader")]
-mod bpf_skel;
-#[cfg(feature = "loader")]
 pub mod cores;
 #[cfg(feature = "loader")]
-mod cores_skel;
-#[cfg(feature = "loader")]
 pub mod latency;
-#[cfg(feature = "loader")]
-mod latency_skel;
 #[cfg(feature = "loader")]
 pub mod perf;
 #[cfg(feature = "loader")]
 mod recorder;
+#[cfg(feature = "loader")]
+mod skel;
 #[cfg(feature = "loader")]
 mod tracked;
 

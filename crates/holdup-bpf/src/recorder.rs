@@ -1,9 +1,10 @@
 //! Loads and attaches the recorder, and gives access to what it records.
 
-use crate::bpf_skel::{OpenRecorderSkel, RecorderSkel, RecorderSkelBuilder};
+use crate::bindings::{intf::kstack_counts, read};
 use crate::perf::{self, AddressEvent, MmapEvents};
 use crate::records::{RawRecord, SyscallKey, SyscallTotals, LOST_CAUSES, REC_KINDS};
 use crate::ringbuf::RingReader;
+use crate::skel::recorder::{OpenRecorderSkel, RecorderSkel, RecorderSkelBuilder};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags};
 use std::io::Read;
@@ -389,13 +390,12 @@ impl Recorder {
             .kstack_counts
             .lookup_percpu(&key, MapFlags::ANY)
         {
-            for v in per_cpu {
-                let word = |i: usize| u64::from_ne_bytes(v[i * 8..i * 8 + 8].try_into().unwrap());
-                c.walked += word(0);
-                c.reused += word(1);
-                c.checked += word(2);
-                c.differed += word(3);
-                c.shared += word(4);
+            for v in per_cpu.iter().filter_map(|v| read::<kstack_counts>(v)) {
+                c.walked += v.walked;
+                c.reused += v.reused;
+                c.checked += v.checked;
+                c.differed += v.differed;
+                c.shared += v.shared;
             }
         }
         c

@@ -1,201 +1,73 @@
-//! Rust mirror of the ring-buffer records in `bpf/intf.h`, and their parser.
+//! The ring-buffer records of `bpf/intf.h` (their Rust types generated from
+//! it) and their parser.
 //!
 //! The parser is pure (no libbpf) so that consumers of the ring buffer outside
 //! the recorder, such as the causal runtime, can use it.
 
+use crate::bindings::intf as c;
+use crate::bindings::{u16_of, u8_of};
 use std::mem::size_of;
 
-pub const MAX_KSTACK: usize = 64;
-pub const MAX_FP: usize = 64;
-pub const STACK_COPY_MAX: usize = 4096;
-pub const COMM_LEN: usize = 16;
-pub const PATH_LEN: usize = 256;
+pub const MAX_KSTACK: usize = c::MAX_KSTACK as usize;
+pub const MAX_FP: usize = c::MAX_FP as usize;
+pub const STACK_COPY_MAX: usize = c::STACK_COPY_MAX as usize;
+pub const COMM_LEN: usize = c::COMM_LEN as usize;
+pub const PATH_LEN: usize = c::PATH_LEN as usize;
 
-pub const REC_SAMPLE: u32 = 1;
-pub const REC_SEGMENT: u32 = 2;
-pub const REC_FORK: u32 = 3;
-pub const REC_EXEC: u32 = 4;
-pub const REC_COMM: u32 = 5;
-pub const REC_EXIT: u32 = 6;
-pub const REC_BIO_ISSUE: u32 = 7;
-pub const REC_BIO_DONE: u32 = 8;
+pub const REC_SAMPLE: u32 = c::REC_SAMPLE;
+pub const REC_SEGMENT: u32 = c::REC_SEGMENT;
+pub const REC_FORK: u32 = c::REC_FORK;
+pub const REC_EXEC: u32 = c::REC_EXEC;
+pub const REC_COMM: u32 = c::REC_COMM;
+pub const REC_EXIT: u32 = c::REC_EXIT;
+pub const REC_BIO_ISSUE: u32 = c::REC_BIO_ISSUE;
+pub const REC_BIO_DONE: u32 = c::REC_BIO_DONE;
 /// The stack of the `REC_SYSCALL` that follows: a sample-shaped record.
-pub const REC_SYSCALL_STACK: u32 = 16;
-pub const REC_SYSCALL: u32 = 17;
+pub const REC_SYSCALL_STACK: u32 = c::REC_SYSCALL_STACK;
+pub const REC_SYSCALL: u32 = c::REC_SYSCALL;
 /// Record kinds are below this.
-pub const REC_KINDS: usize = 32;
+pub const REC_KINDS: usize = c::REC_KIND_SLOTS as usize;
 
 /// Why a record was not written (`enum lost_cause`): the ring buffer was
 /// full; the kernel could not allocate the thread's state; a kernel table
 /// (system-call totals) was full.
-pub const LOST_RING_FULL: u32 = 0;
-pub const LOST_NO_STATE: u32 = 1;
-pub const LOST_TABLE_FULL: u32 = 2;
-pub const LOST_CAUSES: usize = 3;
-pub const SYS_HIST: usize = 48;
+pub const LOST_RING_FULL: u32 = c::LOST_RING_FULL;
+pub const LOST_NO_STATE: u32 = c::LOST_NO_STATE;
+pub const LOST_TABLE_FULL: u32 = c::LOST_TABLE_FULL;
+pub const LOST_CAUSES: usize = c::LOST_CAUSES as usize;
+pub const SYS_HIST: usize = c::SYS_HIST as usize;
 
-pub const CLASS_CPU: u8 = 0;
-pub const CLASS_IO: u8 = 1;
-pub const CLASS_LOCK: u8 = 2;
-pub const CLASS_SCHED: u8 = 3;
-pub const CLASS_OTHER: u8 = 4;
+pub const CLASS_CPU: u8 = u8_of(c::CLASS_CPU);
+pub const CLASS_IO: u8 = u8_of(c::CLASS_IO);
+pub const CLASS_LOCK: u8 = u8_of(c::CLASS_LOCK);
+pub const CLASS_SCHED: u8 = u8_of(c::CLASS_SCHED);
+pub const CLASS_OTHER: u8 = u8_of(c::CLASS_OTHER);
 
-pub const WAKER_NONE: u8 = 0;
-pub const WAKER_THREAD: u8 = 1;
-pub const WAKER_IRQ: u8 = 2;
-pub const WAKER_SOFTIRQ: u8 = 3;
-pub const WAKER_TIMER: u8 = 4;
+pub const WAKER_NONE: u8 = u8_of(c::WAKER_NONE);
+pub const WAKER_THREAD: u8 = u8_of(c::WAKER_THREAD);
+pub const WAKER_IRQ: u8 = u8_of(c::WAKER_IRQ);
+pub const WAKER_SOFTIRQ: u8 = u8_of(c::WAKER_SOFTIRQ);
+pub const WAKER_TIMER: u8 = u8_of(c::WAKER_TIMER);
 /// `waker_id` of `WAKER_IRQ` for inter-processor interrupts and unknown vectors.
-pub const IRQ_IPI: u32 = 0xffff_fffe;
-pub const IRQ_UNKNOWN: u32 = 0xffff_ffff;
+pub const IRQ_IPI: u32 = c::IRQ_IPI;
+pub const IRQ_UNKNOWN: u32 = c::IRQ_UNKNOWN;
 
-pub const SF_KSTACK_LEAF_IS_IP: u16 = 1 << 0;
-pub const SF_USER_REGS: u16 = 1 << 1;
-pub const SF_BLOCKED_TAIL: u16 = 1 << 2;
-pub const SF_LATE_USTACK: u16 = 1 << 3;
-pub const SF_EXIT_TAIL: u16 = 1 << 4;
-pub const SF_SEGMENT: u16 = 1 << 5;
+pub const SF_KSTACK_LEAF_IS_IP: u16 = u16_of(c::SF_KSTACK_LEAF_IS_IP);
+pub const SF_USER_REGS: u16 = u16_of(c::SF_USER_REGS);
+pub const SF_BLOCKED_TAIL: u16 = u16_of(c::SF_BLOCKED_TAIL);
+pub const SF_LATE_USTACK: u16 = u16_of(c::SF_LATE_USTACK);
+pub const SF_EXIT_TAIL: u16 = u16_of(c::SF_EXIT_TAIL);
+pub const SF_SEGMENT: u16 = u16_of(c::SF_SEGMENT);
 
 /// `cpu` of a segment that was still open when the recording ended.
-pub const CPU_OPEN: u16 = 0xffff;
+pub const CPU_OPEN: u16 = u16_of(c::CPU_OPEN);
 
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct RecHdr {
-    pub kind: u32,
-    pub size: u32,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct SampleRec {
-    pub hdr: RecHdr,
-    pub pid: u32,
-    pub tid: u32,
-    pub start: u64,
-    pub wake: u64,
-    pub end: u64,
-    pub ip: u64,
-    pub sp: u64,
-    pub bp: u64,
-    pub weight: u32,
-    pub sched_weight: u32,
-    pub waker_id: u32,
-    pub cpu: u16,
-    pub class: u8,
-    pub waker_kind: u8,
-    pub flags: u16,
-    pub kstack_len: u16,
-    pub fp_len: u16,
-    pub copy_len: u16,
-    pub _pad: u32,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct SegmentRec {
-    pub hdr: RecHdr,
-    pub pid: u32,
-    pub tid: u32,
-    pub start: u64,
-    pub wake: u64,
-    pub end: u64,
-    pub waker_id: u32,
-    pub cpu: u16,
-    pub class: u8,
-    pub waker_kind: u8,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct ForkRec {
-    pub hdr: RecHdr,
-    pub time: u64,
-    pub parent_pid: u32,
-    pub parent_tid: u32,
-    pub pid: u32,
-    pub tid: u32,
-    pub comm: [u8; COMM_LEN],
-}
-
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct ExecRec {
-    pub hdr: RecHdr,
-    pub time: u64,
-    pub pid: u32,
-    pub tid: u32,
-    pub comm: [u8; COMM_LEN],
-    pub filename: [u8; PATH_LEN],
-}
-
-/// `REC_COMM` and `REC_EXIT`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct TaskRec {
-    pub hdr: RecHdr,
-    pub time: u64,
-    pub pid: u32,
-    pub tid: u32,
-    pub comm: [u8; COMM_LEN],
-}
-
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct BioRec {
-    pub hdr: RecHdr,
-    pub time: u64,
-    pub sector: u64,
-    pub dev: u32,
-    pub bytes: u32,
-    pub pid: u32,
-    pub tid: u32,
-    pub op: u8,
-    pub tracked: u8,
-    pub error: u16,
-    pub _pad: u32,
-}
-
-/// One system call invocation (`struct syscall_rec`).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct SyscallRec {
-    pub hdr: RecHdr,
-    pub pid: u32,
-    pub tid: u32,
-    pub start: u64,
-    pub end: u64,
-    /// Off-CPU time by subclass: io, lock, sched, other.
-    pub blocked: [u64; 4],
-    pub nr: u32,
-    pub sleeps: u32,
-    pub min_flt: u32,
-    pub maj_flt: u32,
-    pub waker_id: u32,
-    pub waker_kind: u8,
-    pub sampled: u8,
-    pub _pad: u16,
-}
-
-/// Key of the in-kernel per-process per-call totals.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct SyscallKey {
-    pub pid: u32,
-    pub nr: u32,
-}
-
-/// Value of the in-kernel totals (one per CPU).
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct SyscallTotals {
-    pub count: u64,
-    pub total_ns: u64,
-    pub blocked: [u64; 4],
-    pub min_flt: u64,
-    pub maj_flt: u64,
-    pub hist: [u64; SYS_HIST],
-}
+/// The records as C lays them out (`intf.h`, generated).
+pub use c::{
+    bio_rec as BioRec, exec_rec as ExecRec, fork_rec as ForkRec, rec_hdr as RecHdr,
+    sample_rec as SampleRec, segment_rec as SegmentRec, syscall_key as SyscallKey,
+    syscall_rec as SyscallRec, syscall_totals as SyscallTotals, task_rec as TaskRec,
+};
 
 impl SyscallTotals {
     pub fn add(&mut self, o: &SyscallTotals) {
@@ -211,16 +83,6 @@ impl SyscallTotals {
         }
     }
 }
-
-const _: () = assert!(size_of::<SyscallRec>() == 88);
-const _: () = assert!(size_of::<SyscallKey>() == 8);
-const _: () = assert!(size_of::<SyscallTotals>() == 8 * (8 + SYS_HIST));
-const _: () = assert!(size_of::<SampleRec>() == 96);
-const _: () = assert!(size_of::<SegmentRec>() == 48);
-const _: () = assert!(size_of::<ForkRec>() == 48);
-const _: () = assert!(size_of::<ExecRec>() == 296);
-const _: () = assert!(size_of::<TaskRec>() == 40);
-const _: () = assert!(size_of::<BioRec>() == 48);
 
 /// What a sample carries of a thread's user stack, for the unwinders (the
 /// recorder's and the causal runtime's).
@@ -335,13 +197,8 @@ pub fn syscall_totals(bytes: &[u8]) -> Result<SyscallTotals, ParseError> {
     read(bytes)
 }
 
-fn read<T: Copy>(bytes: &[u8]) -> Result<T, ParseError> {
-    if bytes.len() < size_of::<T>() {
-        return Err(ParseError::Short(bytes.len()));
-    }
-    // SAFETY: length checked; all record types are plain old data, and the
-    // read is unaligned-safe.
-    Ok(unsafe { std::ptr::read_unaligned(bytes.as_ptr() as *const T) })
+fn read<T: crate::bindings::Plain>(bytes: &[u8]) -> Result<T, ParseError> {
+    crate::bindings::read(bytes).ok_or(ParseError::Short(bytes.len()))
 }
 
 /// Parse one ring-buffer record.
@@ -478,56 +335,6 @@ mod tests {
         assert_eq!(
             fp_continue(&zero, 0, 0x100).unwrap().collect::<Vec<_>>(),
             vec![0xa]
-        );
-    }
-
-    /// The value of enum constant `name` in a header of src/bpf.
-    fn header_value(header: &str, name: &str) -> u64 {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/bpf/").to_string() + header;
-        let text = std::fs::read_to_string(&path).unwrap();
-        let at = text
-            .find(&format!("\t{name} = "))
-            .unwrap_or_else(|| panic!("no {name} in {header}"));
-        let value = text[at..].split('=').nth(1).unwrap();
-        let value = value.split([',', '\n']).next().unwrap().trim();
-        value.parse().unwrap_or_else(|_| panic!("{name} = {value}"))
-    }
-
-    /// The mirror and the header C and Rust share say the same.
-    #[test]
-    fn constants_match_the_shared_header() {
-        for (name, value) in [
-            ("REC_SAMPLE", REC_SAMPLE as u64),
-            ("REC_SEGMENT", REC_SEGMENT as u64),
-            ("REC_FORK", REC_FORK as u64),
-            ("REC_EXIT", REC_EXIT as u64),
-            ("REC_BIO_DONE", REC_BIO_DONE as u64),
-            ("REC_SYSCALL_STACK", REC_SYSCALL_STACK as u64),
-            ("REC_SYSCALL", REC_SYSCALL as u64),
-            ("REC_KIND_SLOTS", REC_KINDS as u64),
-            ("LOST_RING_FULL", LOST_RING_FULL as u64),
-            ("LOST_NO_STATE", LOST_NO_STATE as u64),
-            ("LOST_TABLE_FULL", LOST_TABLE_FULL as u64),
-            ("LOST_CAUSES", LOST_CAUSES as u64),
-            ("MAX_KSTACK", MAX_KSTACK as u64),
-            ("STACK_COPY_MAX", STACK_COPY_MAX as u64),
-        ] {
-            assert_eq!(header_value("intf.h", name), value, "{name}");
-        }
-        #[cfg(feature = "loader")]
-        for (kind, _) in crate::latency::LOST {
-            let names = [
-                "LAT_LOST_HIST_FULL",
-                "LAT_LOST_START_FULL",
-                "LAT_LOST_NO_STACK",
-                "LAT_LOST_SITES_FULL",
-            ];
-            assert_eq!(header_value("latency.h", names[kind as usize]), kind as u64);
-        }
-        #[cfg(feature = "loader")]
-        assert_eq!(
-            header_value("latency.h", "LAT_LOST_KINDS"),
-            crate::latency::LOST.len() as u64
         );
     }
 

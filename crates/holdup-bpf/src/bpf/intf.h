@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: (MIT OR Apache-2.0) */
 /*
  * The one header shared by the BPF recorder and its Rust loader: constants and
- * the ring-buffer records. Every record starts with `struct rec_hdr`. The Rust
- * mirror lives in src/records.rs and asserts the sizes below.
+ * the ring-buffer records. Every record starts with `struct rec_hdr`. build.rs
+ * turns it into Rust (bindgen), which src/records.rs wraps; strings are u8
+ * arrays so that Rust sees bytes.
  */
 #ifndef HOLDUP_INTF_H
 #define HOLDUP_INTF_H
@@ -137,7 +138,7 @@ struct fork_rec {
 	u32 parent_tid;
 	u32 pid;
 	u32 tid;
-	char comm[COMM_LEN];
+	u8 comm[COMM_LEN];
 };
 
 struct exec_rec {
@@ -145,8 +146,8 @@ struct exec_rec {
 	u64 time;
 	u32 pid;
 	u32 tid;
-	char comm[COMM_LEN];
-	char filename[PATH_LEN];
+	u8 comm[COMM_LEN];
+	u8 filename[PATH_LEN];
 };
 
 /* REC_COMM (thread renamed) and REC_EXIT share this layout. */
@@ -155,7 +156,7 @@ struct task_rec {
 	u64 time;
 	u32 pid;
 	u32 tid;
-	char comm[COMM_LEN];
+	u8 comm[COMM_LEN];
 };
 
 struct bio_rec {
@@ -259,6 +260,15 @@ struct syscall_totals {
 	u64 min_flt;
 	u64 maj_flt;
 	u64 hist[SYS_HIST];
+};
+
+/* How the kernel stacks of blocked samples were taken, per CPU. */
+struct kstack_counts {
+	u64 walked;
+	u64 reused;
+	u64 checked;		/* reuses walked anyway, to compare */
+	u64 differed;		/* checks that found the reused stack wrong */
+	u64 shared;		/* taken from another thread's walk */
 };
 
 #endif /* HOLDUP_INTF_H */

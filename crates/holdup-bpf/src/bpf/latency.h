@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: (MIT OR Apache-2.0) */
 /*
- * The layout shared by latency.bpf.c and its loader (holdup-bpf/src/latency.rs):
- * one log2 histogram of latencies per process, operation and interval.
+ * The layout shared by latency.bpf.c and its loader (holdup-bpf/src/latency.rs,
+ * through the Rust that build.rs generates from it): one log2 histogram of
+ * latencies per process, operation and interval.
  */
 #ifndef HOLDUP_LATENCY_H
 #define HOLDUP_LATENCY_H
@@ -61,7 +62,7 @@ enum latency_cause {
 /* The name of a device interrupt slot (the irqaction's). */
 struct lat_irq_name {
 	u32 irq;
-	char name[28];
+	u8 name[28];
 };
 
 /* Why an event was not counted (per-CPU counters, by kind). */

@@ -1,0 +1,136 @@
+/*
+ * Emitting a sample: built in the CPU's scratch, then written to the ring in
+ * one reservation with its variable tail. A blocked sample is parked in the
+ * thread's state at switch-in, because only the thread itself can have its
+ * user stack read: it is emitted on the way back to user space (rseq_update,
+ * or sys_exit for threads without rseq), or failing that at the thread's next
+ * sample or switch-out.
+ */
+
+static __always_inline struct scratch *scratch_at(enum scratch_slot slot)
+{
+	u32 key = slot;
+
+	return bpf_map_lookup_elem(&scratch_map, &key);
+}
+
+static __always_inline struct scratch *get_scratch(enum scratch_slot slot)
+{
+	struct scratch *s = scratch_at(slot);
+
+	if (s) {
+		__builtin_memset(&s->rec, 0, sizeof(s->rec));
+		s->rec.hdr.kind = REC_SAMPLE;
+	}
+	return s;
+}
+
+/* Write the sample in scratch, with `kstack` as its kernel stack. */
+static __always_inline void submit_sample(struct scratch *s, u64 *kstack)
+{
+	u32 klen = s->rec.kstack_len, fplen = s->rec.fp_len, clen = s->rec.copy_len;
+	u32 kbytes, fpbytes, size, off;
+	struct bpf_dynptr dp;
+
+	if (klen > MAX_KSTACK)
+		klen = MAX_KSTACK;
+	if (fplen > MAX_FP)
+		fplen = MAX_FP;
+	clen &= STACK_COPY_MAX * 2 - 1;
+	kbytes = klen * 8;
+	fpbytes = fplen * 16;
+	size = sizeof(s->rec) + kbytes + fpbytes + clen;
+	s->rec.hdr.size = size;
+	s->rec.kstack_len = klen;
+	s->rec.fp_len = fplen;
+	s->rec.copy_len = clen;
+
+	if (bpf_ringbuf_reserve_dynptr(&events, size, 0, &dp)) {
+		bpf_ringbuf_discard_dynptr(&dp, 0);
+		count_lost(LOST_RING_FULL, s->rec.hdr.kind);
+		if (s->rec.flags & SF_SEGMENT)
+			count_lost(LOST_RING_FULL, REC_SEGMENT);
+		return;
+	}
+	off = sizeof(s->rec);
+	bpf_dynptr_write(&dp, 0, &s->rec, sizeof(s->rec), 0);
+	if (kbytes <= MAX_KSTACK * 8)
+		bpf_dynptr_write(&dp, off, kstack, kbytes, 0);
+	off += kbytes;
+	if (fpbytes <= MAX_FP * 16)
+		bpf_dynptr_write(&dp, off, s->fp, fpbytes, 0);
+	off += fpbytes;
+	bpf_dynptr_write(&dp, off, s->copy, clen, 0);
+	bpf_ringbuf_submit_dynptr(&dp, BPF_RB_NO_WAKEUP);
+}
+
+/* Emit the parked blocked sample of `task`, with its user stack if `how`
+ * allows reading it. */
+static __always_inline void emit_pending(enum scratch_slot slot, struct thread_state *st,
+					 struct task_struct *task, enum user_access how, u16 flags)
+{
+	struct scratch *s;
+	struct kstack *k;
+
+	if (!__sync_lock_test_and_set(&st->pending, 0))
+		return;
+	if ((flags & SF_LATE_USTACK) && !task->rseq &&
+	    task->se.sum_exec_runtime > RSEQ_STARTUP_NS)
+		__sync_fetch_and_add(&late_without_rseq, 1);
+	s = get_scratch(slot);
+	if (!s)
+		return;
+	s->rec.pid = task->tgid;
+	s->rec.tid = task->pid;
+	s->rec.start = st->p_start;
+	s->rec.wake = st->p_wake;
+	s->rec.end = st->p_end;
+	s->rec.weight = st->p_weight;
+	s->rec.sched_weight = st->p_sched_weight;
+	s->rec.class = st->p_class;
+	s->rec.waker_kind = st->p_waker_kind;
+	s->rec.waker_id = st->p_waker_id;
+	s->rec.cpu = st->p_cpu;
+	s->rec.flags = flags | (st->p_segment ? SF_SEGMENT : 0);
+	k = &st->ks[st->p_slot & 1];
+	s->rec.kstack_len = k->len / 8;
+	if (how != USER_NONE)
+		capture_user(s, task, how);
+	submit_sample(s, k->ips);
+}
+
+/* Emit the sample parked at current's switch-in, if it has one: the
+ * per-CPU hint spares the state lookup on every other return. */
+static __always_inline void emit_parked(void)
+{
+	u32 *parked = this_parked_tid();
+	struct task_struct *task;
+	struct thread_state *st;
+
+	if (!parked || !*parked || *parked != (u32)bpf_get_current_pid_tgid())
+		return;
+	*parked = 0;
+	task = bpf_get_current_task_btf();
+	st = state_of(task, false);
+	if (st && st->pending)
+		emit_pending(SCRATCH_TASK, st, task, USER_LOADED, 0);
+}
+
+/* The thread is on its way back to user space after being switched in (rseq
+ * notifies every switched-out task that has registered rseq, as glibc does):
+ * its user stack is still the one it blocked with. */
+SEC("tp_btf/rseq_update")
+int BPF_PROG(on_rseq_update, struct task_struct *t)
+{
+	emit_parked();
+	return 0;
+}
+
+/* The same for threads without rseq, on their way out of a system call
+ * (attached only when such threads are seen). */
+SEC("tp_btf/sys_exit")
+int BPF_PROG(on_sys_exit)
+{
+	emit_parked();
+	return 0;
+}
