@@ -20,9 +20,9 @@
 //! # Ok::<(), holdup_analysis::waitgraph::Error>(())
 //! ```
 
-mod build;
 mod knots;
 mod merge;
+mod passes;
 mod ranking;
 mod source;
 pub mod sweep;
@@ -297,5 +297,5 @@ impl WaitGraph {
 
 /// Build the wait-for graph of a trace and find its knots.
 pub fn analyze(src: &mut dyn Source, opts: &Options) -> Result<WaitGraph, Error> {
-    build::run(src, opts)
+    passes::run(src, opts)
 }

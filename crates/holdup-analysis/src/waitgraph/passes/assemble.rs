@@ -1,4 +1,4 @@
-//! The end of the build: raw targets become vertices (irqs tied to their
+//! The end of the passes: raw targets become vertices (irqs tied to their
 //! disks, similar threads grouped, short-lived threads behind their
 //! creator), raw edges merge by vertex pair, then knots and notes.
 
