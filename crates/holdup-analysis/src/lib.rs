@@ -6,6 +6,6 @@ pub mod folded;
 pub use holdup_trace::fxhash;
 pub mod latency;
 pub mod profile;
-pub mod symbols;
+pub mod stacks;
 pub mod syscalls;
 pub mod waitgraph;

@@ -3,7 +3,7 @@
 
 use super::{cpu_bound_text, is_cpu_bound, pct};
 use crate::profile::ThreadProfile;
-use crate::symbols::LockKind;
+use crate::stacks::LockKind;
 use holdup_trace::Class;
 
 /// What a thread's off-CPU time went to, for advice: lock waits count

@@ -11,7 +11,7 @@
 
 mod names;
 
-use crate::symbols::{is_system_dso, wait_reason, Func, Resolver};
+use crate::stacks::{is_system_dso, wait_reason, Func, Resolver};
 use holdup_trace::{Syscall, Trace, Waker};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -535,7 +535,7 @@ fn invocation(trace: &Trace, resolver: &mut Resolver<'_>, s: &Syscall) -> Invoca
     let kernel_stack = funcs
         .iter()
         .take_while(|f| f.kernel)
-        .skip_while(|f| crate::symbols::is_scheduler_function(&f.name))
+        .skip_while(|f| crate::stacks::is_scheduler_function(&f.name))
         .map(|f| f.name.to_string())
         .collect();
     let user_stack = funcs

@@ -3,7 +3,7 @@
 
 use holdup_analysis::advice;
 use holdup_analysis::profile::{Profile, Tag, ThreadProfile};
-use holdup_analysis::symbols::LockKind;
+use holdup_analysis::stacks::LockKind;
 use holdup_trace::Class;
 use std::io::{self, Write};
 

@@ -672,7 +672,7 @@ fn stack_info(r: &mut Resolver, id: StackId, samples: u64) -> StackInfo {
     StackInfo {
         folded,
         short,
-        site: crate::symbols::site(&funcs).map(|s| s.label),
+        site: crate::stacks::site(&funcs).map(|s| s.label),
         reason,
         samples,
     }
