@@ -2,8 +2,8 @@
 //! into the trace while the target runs, flush and symbolize at the end.
 
 use crate::convert::{Counts, Drainer};
+use crate::embed_symbols;
 use crate::launch::{self, ExitStatus, Launched};
-use crate::symbols;
 use anyhow::Context;
 use holdup_bpf::{Lost as RecorderLost, Recorder, RecorderOptions, Target};
 use holdup_trace::{features, Finish, Header, Record, SyscallConfig, Writer};
@@ -388,9 +388,9 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
 
     let recorded_for = ended - began;
     let sym_began = Instant::now();
-    let sym = symbols::symbolize(&mut d)?;
+    let sym = embed_symbols::symbolize(&mut d)?;
     let sym_took = sym_began.elapsed();
-    for (irq, name) in symbols::irq_names() {
+    for (irq, name) in embed_symbols::irq_names() {
         d.writer.write(&Record::IrqName { irq, name })?;
     }
     d.writer.write(&Record::Finish(Finish {
