@@ -1,7 +1,7 @@
 //! One recording session: launch the command, load the recorder, drain it
 //! into the trace while the target runs, flush and symbolize at the end.
 
-use crate::convert::{Counts, Drainer};
+use crate::convert::{Converter, Counts};
 use crate::embed_symbols;
 use crate::launch::{self, ExitStatus, Launched};
 use anyhow::Context;
@@ -164,7 +164,7 @@ type Out = File;
 
 /// Take what cannot wait: the address-space events (their per-CPU buffers
 /// are small) and the fallbacks the threads seen so far need.
-fn collect(rec: &mut Recorder, d: &mut Drainer<Out>) -> anyhow::Result<()> {
+fn collect(rec: &mut Recorder, d: &mut Converter<Out>) -> anyhow::Result<()> {
     rec.attach_fallbacks()?;
     rec.drain_address_events(|ev| d.queue_address_event(ev));
     d.sort_address_events();
@@ -222,7 +222,7 @@ struct Losses {
 /// Move everything the recorder has into the trace, and with it the counts
 /// of what was lost so far (in the same chunk: a trace cut after it still
 /// says what was lost up to there).
-fn drain(rec: &mut Recorder, d: &mut Drainer<Out>, losses: &mut Losses) -> anyhow::Result<()> {
+fn drain(rec: &mut Recorder, d: &mut Converter<Out>, losses: &mut Losses) -> anyhow::Result<()> {
     collect(rec, d)?;
     let mut err = None;
     let stats = rec.drain_records(|r| {
@@ -288,7 +288,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         .with_context(|| format!("cannot create {}", cfg.output.display()))?;
     let writer =
         Writer::new(file, &header(cfg, start_ns), features).context("writing the trace")?;
-    let mut d = Drainer::new(writer);
+    let mut d = Converter::new(writer);
     if let Some(sc) = &cfg.options.syscalls {
         d.writer
             .write(&Record::SyscallConfig(SyscallConfig {
