@@ -16,7 +16,7 @@ use holdup_record::session::{catch_signals, SIGNALS};
 use holdup_symbolize::callgraph::{Follow, Func};
 use holdup_trace::latency::{
     read_latency, write_latency, CallPath, CalleeTime, IntervalHistogram, LatencyData, WaitSite,
-    LEGACY_CAUSES, OFF_CPU_CAUSES,
+    OFF_CPU_CAUSES, OFF_CPU_CAUSE_NAMES,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -574,9 +574,7 @@ fn wait_sites(rows: &[holdup_bpf::latency::SiteRow]) -> Vec<WaitSite> {
                 op: format!("syscall:{}", syscall_name(r.nr)),
                 pid: r.tgid,
                 slot: r.slot,
-                cause: LEGACY_CAUSES[..OFF_CPU_CAUSES]
-                    .get(r.cause as usize)?
-                    .to_string(),
+                cause: OFF_CPU_CAUSE_NAMES.get(r.cause as usize)?.to_string(),
                 frames,
                 count: r.count,
                 ns: r.ns,
@@ -599,7 +597,7 @@ fn keep_used_causes(
     };
     let name = |c: usize| -> String {
         match c {
-            _ if c < OFF_CPU_CAUSES => LEGACY_CAUSES[c].to_string(),
+            _ if c < OFF_CPU_CAUSES => OFF_CPU_CAUSE_NAMES[c].to_string(),
             CAUSE_IRQ_TIMER => "irq:timer".into(),
             CAUSE_IRQ_OTHER => "irq:other".into(),
             _ if c >= CAUSE_SOFTIRQ => format!(
