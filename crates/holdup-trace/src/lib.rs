@@ -9,6 +9,8 @@ pub mod model;
 pub mod output;
 pub mod record;
 pub mod symfile;
+#[cfg(feature = "synth")]
+pub mod synth;
 
 pub use file::{features, Damage, Error, Header, Reader, Writer};
 pub use model::{Thread, Trace};
