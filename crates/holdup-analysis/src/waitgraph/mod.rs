@@ -219,8 +219,6 @@ pub struct Knot {
     pub wait_ns: u64,
     /// Sum of the weights of its edges.
     pub weight_ns: u64,
-    /// One line of advice.
-    pub advice: String,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
