@@ -2,6 +2,7 @@
 //! written and read. No libbpf here: analyses and their tests need only this.
 
 pub mod codec;
+pub mod devices;
 pub mod file;
 pub mod fxhash;
 pub mod latency;

@@ -3,6 +3,7 @@
 //! creator), raw edges merge by vertex pair, then knots and notes.
 
 use super::*;
+use holdup_trace::devices::major_minor;
 use std::collections::BTreeSet;
 
 /// The vertex of what is left out of the graph.
@@ -676,10 +677,6 @@ fn stack_info(r: &mut Resolver, id: StackId, samples: u64) -> StackInfo {
         reason,
         samples,
     }
-}
-
-fn major_minor(dev: u32) -> (u32, u32) {
-    (dev >> 20, dev & 0xfffff)
 }
 
 /// A name for a NIC from its irq name: `virtio0-input.0` → `virtio0`,
