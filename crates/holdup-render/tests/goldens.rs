@@ -30,7 +30,9 @@ mod syscalls {
         let mut text = Vec::new();
         holdup_render::syscalls::render(&mut text, &r).unwrap();
         let mut json = Vec::new();
-        holdup_analysis::syscalls::write_json(&r, &mut json).unwrap();
+        holdup_render::syscalls::write_json(&r, &mut json).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        assert_eq!(v["schema"], "holdup.syscalls/1");
         json.push(b'\n');
         let d = dir("syscalls");
         assert_golden(&d, "overlapping.txt", &String::from_utf8(text).unwrap());

@@ -150,7 +150,6 @@ pub struct Invocation {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct SyscallReport {
-    pub schema: &'static str,
     pub duration_ns: u64,
     pub keep_ns: u64,
     pub sample_every: u32,
@@ -358,7 +357,6 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<SyscallReport, Error> {
         .collect();
 
     Ok(SyscallReport {
-        schema: "holdup.syscalls/1",
         duration_ns: trace.duration_ns(),
         keep_ns: config.keep_ns,
         sample_every: config.sample_every,
@@ -578,10 +576,6 @@ fn invocation(trace: &Trace, resolver: &mut Resolver<'_>, s: &Syscall) -> Invoca
         kernel_stack,
         user_stack,
     }
-}
-
-pub fn write_json(r: &SyscallReport, out: impl std::io::Write) -> serde_json::Result<()> {
-    serde_json::to_writer_pretty(out, r)
 }
 
 #[cfg(test)]
