@@ -250,9 +250,9 @@ impl TraceBuilder {
         w.finish().expect("writing to memory")
     }
 
-    /// The trace as a reader loads it, with this builder's header.
-    pub fn trace(&self, features: u32) -> Trace {
-        let bytes = self.bytes(&self.header(), features);
+    /// The trace as a reader loads it.
+    pub fn trace(&self, header: &Header, features: u32) -> Trace {
+        let bytes = self.bytes(header, features);
         let mut reader = Reader::new(&bytes[..], "synthetic").expect("a trace just written");
         Trace::read(&mut reader).expect("a trace just written")
     }
