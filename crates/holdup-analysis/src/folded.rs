@@ -6,7 +6,7 @@
 //! the `_[k]` suffix and inlined frames `_[i]`, as FlameGraph does.
 
 use crate::profile::{sample_parts, Filter};
-use crate::symbols::Resolver;
+use crate::stacks::Resolver;
 use holdup_trace::{Class, Trace};
 use std::collections::HashMap;
 use std::fmt::Write;

@@ -2,7 +2,7 @@
 
 use holdup_analysis::folded::{folded, FoldOptions};
 use holdup_analysis::profile::{profile, Filter, Tag};
-use holdup_analysis::symbols::LockKind;
+use holdup_analysis::stacks::LockKind;
 use holdup_render::report::to_json;
 use holdup_trace::*;
 

@@ -3,7 +3,7 @@
 mod cli;
 mod cmd;
 mod output;
-mod push;
+mod upload;
 
 use clap::Parser;
 use std::process::ExitCode;

@@ -651,6 +651,55 @@ fn svg_is_rendered_with_graphviz() {
     );
 }
 
+/// `waitgraph` and `html` name a disk alike: both by this machine's name
+/// for it when the trace was recorded here (a disk of this machine stands
+/// in for the synthetic one), by its numbers otherwise.
+#[test]
+fn waitgraph_and_html_name_the_same_disk_alike() {
+    use holdup_trace::devices::{block_devices, major_minor};
+    use holdup_trace::synth::{waits, DISK, WAIT_FEATURES};
+    let dir = scratch("wg_disk_names");
+    let here = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let (dev, name) = block_devices()
+        .into_iter()
+        .min()
+        .map_or((DISK, None), |(dev, name)| (dev, Some(name)));
+    let (ma, mi) = major_minor(dev);
+    let mut r = waits::figure_1();
+    for (_, rec) in &mut r.timed {
+        if let Record::BioIssue(b) | Record::BioDone(b) = rec {
+            b.dev = dev;
+        }
+    }
+    for (host, named) in [(here.trim(), name.as_deref()), ("elsewhere", None)] {
+        let data = dir.join("disk.data");
+        let header = Header {
+            hostname: host.into(),
+            ..r.header()
+        };
+        r.write(&data, &header, WAIT_FEATURES).unwrap();
+        let want = match named {
+            Some(n) => format!("{n} ({ma}:{mi})"),
+            None => format!("disk {ma}:{mi}"),
+        };
+        let g = waitgraph(&data, &[]);
+        assert_eq!(disk(&g)["label"], want.as_str());
+        let page = dir.join("disk.html");
+        run_ok(&[
+            "html",
+            "-i",
+            data.to_str().unwrap(),
+            "-o",
+            page.to_str().unwrap(),
+        ]);
+        let html = std::fs::read_to_string(&page).unwrap();
+        assert!(
+            html.contains(&want),
+            "the page does not name the disk {want}"
+        );
+    }
+}
+
 /// The raw waiting time of the edge `from → to`, as a share of `from`'s.
 fn wait_share(g: &Value, from: &Value, to: &Value) -> f64 {
     f(&edge(g, from, to)["wait_ns"]) / f(&from["wait_ns"]).max(1.0)

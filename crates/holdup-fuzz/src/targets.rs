@@ -164,7 +164,7 @@ pub fn trace(input: &[u8]) -> bool {
         },
     );
     if let Ok(r) = report {
-        let _ = syscalls::write_json(&r, sink());
+        let _ = holdup_render::syscalls::write_json(&r, sink());
         let _ = holdup_render::syscalls::render(&mut sink(), &r);
     }
     waitgraph_of(&input);

@@ -24,7 +24,10 @@ pub struct Counts {
     pub syscalls: u64,
 }
 
-pub struct Drainer<W: Write> {
+/// The converter: the recorder's raw records in, trace records out to
+/// `writer`, with the state that needs (address spaces, interned stacks
+/// and files, thread names).
+pub struct Converter<W: Write> {
     pub writer: trace::Writer<W>,
     spaces: AddressSpaces,
     unwinder: Unwinder,
@@ -69,7 +72,7 @@ pub struct Drainer<W: Write> {
 
 const VDSO: &str = "[vdso]";
 
-/// Frames remembered at most (see `Drainer::user_frames`).
+/// Frames remembered at most (see `Converter::user_frames`).
 const USER_FRAMES_MAX: usize = 1 << 16;
 
 /// The copy is an anonymous memory file (memfd), read through its
@@ -135,7 +138,7 @@ fn class(v: u8) -> Class {
     Class::from_u8(v).unwrap_or(Class::Other)
 }
 
-impl<W: Write> Drainer<W> {
+impl<W: Write> Converter<W> {
     pub fn new(writer: trace::Writer<W>) -> Self {
         Self {
             writer,
@@ -644,7 +647,7 @@ mod tests {
     /// The trace the converter makes of raw records.
     fn convert(records: &[&[u8]]) -> (Counts, trace::Trace) {
         let writer = trace::Writer::new(Vec::new(), &trace::Header::default(), 0).unwrap();
-        let mut d = Drainer::new(writer);
+        let mut d = Converter::new(writer);
         for bytes in records {
             d.record(&raw::parse(bytes).unwrap()).unwrap();
         }

@@ -6,7 +6,7 @@
 //!   (unwinding user stacks, interning stacks and files, naming threads).
 //! - [`jit`]: frames in generated code, named from the processes' perf
 //!   maps and jitdump files.
-//! - [`symbols`]: at the end, symbols for every frame seen, with
+//! - [`embed_symbols`]: at the end, symbols for every frame seen, with
 //!   [`symcache`] keeping them across runs.
 //! - [`causal`]: `holdup causal run`'s experiments, from a plain
 //!   [`causal::Config`] to a written profile.
@@ -20,11 +20,11 @@
 
 pub mod causal;
 pub mod convert;
+pub mod embed_symbols;
 pub mod jit;
 pub mod latency;
 pub mod launch;
 pub mod lost;
 pub mod recording;
 pub mod session;
-pub mod symbols;
 pub mod symcache;

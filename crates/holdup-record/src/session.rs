@@ -1,10 +1,10 @@
 //! One recording session: launch the command, load the recorder, drain it
 //! into the trace while the target runs, flush and symbolize at the end.
 
-use crate::convert::{Counts, Drainer};
+use crate::convert::{Converter, Counts};
+use crate::embed_symbols;
 use crate::launch::ExitStatus;
 use crate::recording::{Flow, Recording, Until};
-use crate::symbols;
 use anyhow::Context;
 use holdup_bpf::{Lost as RecorderLost, Recorder, RecorderOptions, Target};
 use holdup_trace::{features, Finish, Header, Record, SyscallConfig, Writer};
@@ -148,7 +148,7 @@ type Out = File;
 
 /// Take what cannot wait: the address-space events (their per-CPU buffers
 /// are small) and the fallbacks the threads seen so far need.
-fn collect(rec: &mut Recorder, d: &mut Drainer<Out>) -> anyhow::Result<()> {
+fn collect(rec: &mut Recorder, d: &mut Converter<Out>) -> anyhow::Result<()> {
     rec.attach_fallbacks()?;
     rec.drain_address_events(|ev| d.queue_address_event(ev));
     d.sort_address_events();
@@ -206,7 +206,7 @@ struct Losses {
 /// Move everything the recorder has into the trace, and with it the counts
 /// of what was lost so far (in the same chunk: a trace cut after it still
 /// says what was lost up to there).
-fn drain(rec: &mut Recorder, d: &mut Drainer<Out>, losses: &mut Losses) -> anyhow::Result<()> {
+fn drain(rec: &mut Recorder, d: &mut Converter<Out>, losses: &mut Losses) -> anyhow::Result<()> {
     collect(rec, d)?;
     let mut err = None;
     let stats = rec.drain_records(|r| {
@@ -269,7 +269,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         .with_context(|| format!("cannot create {}", cfg.output.display()))?;
     let writer =
         Writer::new(file, &header(cfg, start_ns), features).context("writing the trace")?;
-    let mut d = Drainer::new(writer);
+    let mut d = Converter::new(writer);
     if let Some(sc) = &cfg.options.syscalls {
         d.writer
             .write(&Record::SyscallConfig(SyscallConfig {
@@ -349,9 +349,9 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
 
     let recorded_for = ended - began;
     let sym_began = Instant::now();
-    let sym = symbols::symbolize(&mut d)?;
+    let sym = embed_symbols::symbolize(&mut d)?;
     let sym_took = sym_began.elapsed();
-    for (irq, name) in symbols::irq_names() {
+    for (irq, name) in embed_symbols::irq_names() {
         d.writer.write(&Record::IrqName { irq, name })?;
     }
     d.writer.write(&Record::Finish(Finish {

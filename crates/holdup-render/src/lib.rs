@@ -1,5 +1,6 @@
 //! Renderers: text tables, JSON, flame graphs, DOT.
 
+pub mod advice;
 pub mod causal;
 pub mod export;
 pub mod flame;

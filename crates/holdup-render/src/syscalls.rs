@@ -1,9 +1,28 @@
 //! `holdup syscalls` as text: per process a table of calls, the blocked
 //! time by wait reason × call (DeBox Table 4), call sites, log2 histograms;
-//! then the slowest invocations, each broken down (DeBox Figure 4).
+//! then the slowest invocations, each broken down (DeBox Figure 4). As
+//! JSON: schema `holdup.syscalls/1`.
 
 use holdup_analysis::syscalls::{CallStats, Invocation, ProcessStats, SyscallReport};
+use serde::Serialize;
 use std::io::{self, Write};
+
+/// `holdup.syscalls/1`: the schema's name, then the report's fields.
+#[derive(Serialize)]
+struct JsonSyscalls<'a> {
+    schema: &'static str,
+    #[serde(flatten)]
+    report: &'a SyscallReport,
+}
+
+/// Write `holdup.syscalls/1`, pretty-printed.
+pub fn write_json(r: &SyscallReport, out: impl Write) -> serde_json::Result<()> {
+    let json = JsonSyscalls {
+        schema: "holdup.syscalls/1",
+        report: r,
+    };
+    serde_json::to_writer_pretty(out, &json)
+}
 
 /// A duration with a unit that keeps three significant digits.
 pub fn dur(ns: u64) -> String {

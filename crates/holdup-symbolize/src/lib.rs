@@ -46,7 +46,7 @@ pub mod jitdump;
 mod kallsyms;
 mod maps;
 pub mod perfmap;
-mod symbolize;
+mod symbolizer;
 /// Opening traced processes' files (its own crate, which the causal
 /// runtime's line tables use too).
 pub use holdup_traced as traced;
@@ -55,7 +55,7 @@ mod unwind;
 pub use elf::read_build_id;
 pub use kallsyms::KernelSymbols;
 pub use maps::{parse_maps, AddressSpaces, Mapping};
-pub use symbolize::{Frame, Symbolizer};
+pub use symbolizer::{Frame, Symbolizer};
 pub use unwind::{UnwindStats, Unwinder, UserStack, MAX_FRAMES};
 
 use std::path::PathBuf;

@@ -60,7 +60,7 @@ pub struct LatencyData {
     /// `futex_wait`, `preempted`, `blocked`, then those interrupts that took
     /// time: `irq:timer`, `irq:NAME` (a device interrupt's handler),
     /// `irq:other`, `softirq:NAME`. An older file is given the columns its
-    /// format had ([`LEGACY_CAUSES`]) when read.
+    /// format had ([`CAUSES_BEFORE_1_4`]) when read.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub causes: Vec<String>,
     /// With `--decision-ops N`: the recording ended once each peak of
@@ -141,12 +141,12 @@ pub struct IntervalHistogram {
     pub cause_ns: Vec<Vec<u64>>,
 }
 
-/// The causes of `cause_ns` before format 1.4, which names them in
-/// [`LatencyData::causes`]: blocked with I/O wait, blocked in futex (lock),
-/// preempted (runnable, not running), other blocking (format 1.1, the
-/// first four only), then time taken by hard interrupts (the local timer
-/// included) and by softirqs while the thread was on a CPU (format 1.3).
-pub const LEGACY_CAUSES: [&str; 6] = [
+/// The columns of `cause_ns` in a file older than format 1.4, which does
+/// not name them in [`LatencyData::causes`]: the off-CPU causes (format
+/// 1.1, those four only), then time taken by hard interrupts (the local
+/// timer included) and by softirqs while the thread was on a CPU (format
+/// 1.3).
+pub const CAUSES_BEFORE_1_4: [&str; 6] = [
     causes::IOWAIT,
     causes::FUTEX_WAIT,
     causes::PREEMPTED,
@@ -248,13 +248,13 @@ pub fn parse_latency(bytes: &[u8], path: &str) -> Result<LatencyData, LatencyFil
             .chain(data.callees.iter().map(|c| c.cause_ns.len()))
             .find(|&w| w > 0)
             .unwrap_or(0);
-        if ![0, OFF_CPU_CAUSES, LEGACY_CAUSES.len()].contains(&width) {
+        if ![0, OFF_CPU_CAUSES, CAUSES_BEFORE_1_4.len()].contains(&width) {
             return Err(LatencyFileError::Corrupt {
                 path,
                 why: format!("{width} cause columns"),
             });
         }
-        data.causes = LEGACY_CAUSES[..width]
+        data.causes = CAUSES_BEFORE_1_4[..width]
             .iter()
             .map(|c| c.to_string())
             .collect();
@@ -422,7 +422,8 @@ mod tests {
         let mut buf = Vec::new();
         write_latency(&mut buf, &old).unwrap();
         let read = parse_latency(&buf, "x").unwrap();
-        assert_eq!(read.causes, LEGACY_CAUSES);
+        assert_eq!(read.causes, CAUSES_BEFORE_1_4);
+        assert_eq!(CAUSES_BEFORE_1_4[..OFF_CPU_CAUSES], causes::OFF_CPU);
         // Format 1.1: the four off-CPU causes.
         old.histograms[0].cause_ns.truncate(OFF_CPU_CAUSES);
         old.fnodes.clear();
@@ -431,7 +432,7 @@ mod tests {
         let mut buf = Vec::new();
         write_latency(&mut buf, &old).unwrap();
         let read = parse_latency(&buf, "x").unwrap();
-        assert_eq!(read.causes, LEGACY_CAUSES[..OFF_CPU_CAUSES]);
+        assert_eq!(read.causes, causes::OFF_CPU);
         assert_eq!(read.histograms, old.histograms);
         old.histograms[0].cause_ns.truncate(3);
         let mut buf = Vec::new();

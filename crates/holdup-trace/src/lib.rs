@@ -2,6 +2,7 @@
 //! written and read. No libbpf here: analyses and their tests need only this.
 
 pub mod codec;
+pub mod devices;
 pub mod file;
 pub mod fxhash;
 pub mod latency;
@@ -9,6 +10,8 @@ pub mod model;
 pub mod output;
 pub mod record;
 pub mod symfile;
+#[cfg(feature = "synth")]
+pub mod synth;
 
 pub use file::{features, Damage, Error, Header, Reader, Writer};
 pub use model::{Thread, Trace};

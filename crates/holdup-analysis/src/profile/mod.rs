@@ -4,7 +4,7 @@
 //! subclass and the runqueue part (`sched`).
 
 use crate::fxhash::FxHashMap;
-use crate::symbols::{lock_kind, site, wait_reason, Func, LockKind, Resolver};
+use crate::stacks::{lock_kind, site, wait_reason, Func, LockKind, Resolver};
 use holdup_trace::{Class, Sample, Trace, Waker};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -152,7 +152,7 @@ pub struct FunctionStats {
 
 /// One line of the perf-style table. A blocked row is named by its site
 /// (`LruCache::Release → Mutex::Lock → pthread_mutex_lock`, see
-/// `symbols::site`), or by its innermost function when the stack has no
+/// `stacks::site`), or by its innermost function when the stack has no
 /// application frame.
 #[derive(Clone, Debug)]
 pub struct Row {
@@ -210,7 +210,7 @@ pub fn self_function(funcs: &[Func], blocked: bool) -> Option<&Func> {
         if blocked {
             funcs
                 .iter()
-                .find(|f| !crate::symbols::is_scheduler_function(&f.name))
+                .find(|f| !crate::stacks::is_scheduler_function(&f.name))
         } else {
             funcs.first()
         }

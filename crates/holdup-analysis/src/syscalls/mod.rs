@@ -11,7 +11,7 @@
 
 mod names;
 
-use crate::symbols::{is_system_dso, wait_reason, Func, Resolver};
+use crate::stacks::{is_system_dso, wait_reason, Func, Resolver};
 use holdup_trace::{Syscall, Trace, Waker};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -150,7 +150,6 @@ pub struct Invocation {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct SyscallReport {
-    pub schema: &'static str,
     pub duration_ns: u64,
     pub keep_ns: u64,
     pub sample_every: u32,
@@ -358,7 +357,6 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<SyscallReport, Error> {
         .collect();
 
     Ok(SyscallReport {
-        schema: "holdup.syscalls/1",
         duration_ns: trace.duration_ns(),
         keep_ns: config.keep_ns,
         sample_every: config.sample_every,
@@ -535,7 +533,7 @@ fn invocation(trace: &Trace, resolver: &mut Resolver<'_>, s: &Syscall) -> Invoca
     let kernel_stack = funcs
         .iter()
         .take_while(|f| f.kernel)
-        .skip_while(|f| crate::symbols::is_scheduler_function(&f.name))
+        .skip_while(|f| crate::stacks::is_scheduler_function(&f.name))
         .map(|f| f.name.to_string())
         .collect();
     let user_stack = funcs
@@ -578,10 +576,6 @@ fn invocation(trace: &Trace, resolver: &mut Resolver<'_>, s: &Syscall) -> Invoca
         kernel_stack,
         user_stack,
     }
-}
-
-pub fn write_json(r: &SyscallReport, out: impl std::io::Write) -> serde_json::Result<()> {
-    serde_json::to_writer_pretty(out, r)
 }
 
 #[cfg(test)]

@@ -20,9 +20,9 @@
 //! # Ok::<(), holdup_analysis::waitgraph::Error>(())
 //! ```
 
-mod build;
 mod knots;
 mod merge;
+mod passes;
 mod ranking;
 mod source;
 pub mod sweep;
@@ -219,8 +219,6 @@ pub struct Knot {
     pub wait_ns: u64,
     /// Sum of the weights of its edges.
     pub weight_ns: u64,
-    /// One line of advice.
-    pub advice: String,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -297,5 +295,5 @@ impl WaitGraph {
 
 /// Build the wait-for graph of a trace and find its knots.
 pub fn analyze(src: &mut dyn Source, opts: &Options) -> Result<WaitGraph, Error> {
-    build::run(src, opts)
+    passes::run(src, opts)
 }

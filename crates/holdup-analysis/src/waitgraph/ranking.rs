@@ -4,7 +4,6 @@
 
 use super::knots::{find_knots, KnotGraph};
 use super::*;
-use crate::advice;
 
 /// Knots and sinks, most important first, and the number of edges too
 /// light to matter that were ignored while finding them.
@@ -106,7 +105,7 @@ pub(super) fn knots_of(
             k.nodes.sort_by_key(|&v| (rank(v), v));
             // Edge ids are the graph's again here.
             let sink = k.nodes.len() == 1 && !k.edges.iter().any(|&e| edges[e].from == edges[e].to);
-            let mut knot = Knot {
+            Knot {
                 kind: if sink { KnotKind::Sink } else { KnotKind::Knot },
                 background: k.aside && !unrecorded(&k.nodes),
                 unrecorded: unrecorded(&k.nodes),
@@ -131,10 +130,7 @@ pub(super) fn knots_of(
                 edges: k.edges,
                 refined_from: k.refined_from,
                 trimmed: k.trimmed,
-                advice: String::new(),
-            };
-            knot.advice = advice::knot::advise(nodes, edges, &knot, duration);
-            knot
+            }
         })
         .collect();
     add_cpu_bound(nodes, spans, duration, &mut knots);
@@ -183,12 +179,10 @@ fn add_cpu_bound(nodes: &[Node], spans: &[u64], duration: u64, knots: &mut Vec<K
                 runnable_ns: n.runnable_ns,
                 wait_ns: n.wait_ns,
                 weight_ns: 0,
-                advice: String::new(),
             },
         };
         knot.background = false;
         knot.cpu_bound = true;
-        knot.advice = advice::knot::cpu_bound(n);
         knots.push(knot);
     }
 }
@@ -198,5 +192,5 @@ fn add_cpu_bound(nodes: &[Node], spans: &[u64], duration: u64, knots: &mut Vec<K
 fn is_saturated(n: &Node, span: u64, duration: u64) -> bool {
     let busy = n.cpu_ns.saturating_add(n.runnable_ns);
     let life = busy.saturating_add(n.wait_ns);
-    advice::is_cpu_bound(busy, life) && life.max(span) as u128 * 10 >= duration as u128
+    crate::is_cpu_bound(busy, life) && life.max(span) as u128 * 10 >= duration as u128
 }

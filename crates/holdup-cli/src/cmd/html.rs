@@ -6,7 +6,7 @@ use super::report::FilterArgs;
 use anyhow::Context;
 use holdup_analysis::causal::{analyze, CozProfile};
 use holdup_analysis::profile;
-use holdup_analysis::waitgraph::{self, Options, TraceFile};
+use holdup_analysis::waitgraph::{self, Options, Source, TraceFile};
 use holdup_render::html::{self, Page, WaitGraph};
 use holdup_render::{export, waitgraph as wg};
 use std::io::BufReader;
@@ -34,7 +34,11 @@ fn wait_graph(path: &Path) -> WaitGraph {
     let g = match TraceFile::open(path)
         .map_err(|e| e.to_string())
         .and_then(|mut src| {
-            waitgraph::analyze(&mut src, &Options::default()).map_err(|e| e.to_string())
+            let opts = Options {
+                device_names: holdup_trace::devices::block_devices_of(src.header()),
+                ..Default::default()
+            };
+            waitgraph::analyze(&mut src, &opts).map_err(|e| e.to_string())
         }) {
         Ok(g) => g,
         Err(e) => return WaitGraph::Missing(e),

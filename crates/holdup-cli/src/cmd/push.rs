@@ -1,6 +1,6 @@
 //! `holdup push`: send a recorded trace's profile to Pyroscope or Parca.
 
-use crate::push::{self, PushArgs};
+use crate::upload::{self, PushArgs};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -18,7 +18,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
-    let to = push::Endpoint::new(&a.url, &a.to).map_err(|e| push::redacted(e, None))?;
-    push::push(&a.input, &to, &a.to)?;
+    let to = upload::Endpoint::new(&a.url, &a.to).map_err(|e| upload::redacted(e, None))?;
+    upload::push(&a.input, &to, &a.to)?;
     Ok(ExitCode::SUCCESS)
 }

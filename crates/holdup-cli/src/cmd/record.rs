@@ -59,7 +59,7 @@ pub struct Args {
     #[arg(long, value_name = "URL")]
     pub push: Option<String>,
     #[command(flatten)]
-    pub push_to: crate::push::PushArgs,
+    pub push_to: crate::upload::PushArgs,
     /// The command to run and record: after `--`, or from the first word
     /// that is not an option (an unknown option is an error, as in perf).
     #[arg(trailing_var_arg = true, value_name = "COMMAND")]
@@ -108,8 +108,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // runs.
     let push = match &args.push {
         Some(url) => Some((
-            crate::push::Endpoint::new(url, &args.push_to)
-                .map_err(|e| crate::push::redacted(e, None))?,
+            crate::upload::Endpoint::new(url, &args.push_to)
+                .map_err(|e| crate::upload::redacted(e, None))?,
             args.push_to.clone(),
         )),
         None => None,
@@ -121,7 +121,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let code = print_summary(&cfg, &summary);
     if let Some((to, args)) = push {
-        crate::push::after_record(&cfg.output, &to, &args);
+        crate::upload::after_record(&cfg.output, &to, &args);
     }
     Ok(code)
 }

@@ -39,7 +39,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     if a.json {
-        syscalls::write_json(&report, &mut out)?;
+        holdup_render::syscalls::write_json(&report, &mut out)?;
         writeln!(out)?;
     } else {
         holdup_render::syscalls::render(&mut out, &report)?;

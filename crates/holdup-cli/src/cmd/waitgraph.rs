@@ -5,7 +5,6 @@
 use anyhow::Context;
 use holdup_analysis::waitgraph::{self, Error, Options, Source, Threshold, TraceFile};
 use holdup_render::waitgraph::{self as render, DotOptions, TextOptions};
-use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -101,33 +100,6 @@ fn parse_threshold(s: &str) -> Result<Threshold, String> {
         .ok_or_else(bad)
 }
 
-/// Block device names (`vda`) by dev_t, when the trace was recorded on this
-/// machine.
-fn device_names(hostname: &str) -> HashMap<u32, String> {
-    let mut names = HashMap::new();
-    let here = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    if hostname.is_empty() || here.trim() != hostname {
-        return names;
-    }
-    let Ok(dir) = std::fs::read_dir("/sys/dev/block") else {
-        return names;
-    };
-    for ent in dir.flatten() {
-        let name = ent.file_name().to_string_lossy().to_string();
-        let Some((ma, mi)) = name.split_once(':') else {
-            continue;
-        };
-        let (Ok(ma), Ok(mi)) = (ma.parse::<u32>(), mi.parse::<u32>()) else {
-            continue;
-        };
-        let uevent = std::fs::read_to_string(ent.path().join("uevent")).unwrap_or_default();
-        if let Some(dev) = uevent.lines().find_map(|l| l.strip_prefix("DEVNAME=")) {
-            names.insert(ma << 20 | mi, dev.to_string());
-        }
-    }
-    names
-}
-
 fn peak_rss_mib() -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
@@ -148,7 +120,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         threshold: a.threshold,
         merge_similar: !a.no_merge_similar,
         merge_short: !a.no_merge_short,
-        device_names: device_names(&src.header().hostname.clone()),
+        device_names: holdup_trace::devices::block_devices_of(src.header()),
         ..Default::default()
     };
     if a.bench_in_memory {

@@ -21,7 +21,7 @@ pub fn wait_sites(rows: &[holdup_bpf::latency::SiteRow]) -> Vec<WaitSite> {
                 .stack
                 .iter()
                 .filter_map(|&ip| ksyms.find(ip).map(|(name, _)| name.to_string()))
-                .skip_while(|n| holdup_analysis::symbols::is_scheduler_function(n))
+                .skip_while(|n| holdup_analysis::stacks::is_scheduler_function(n))
                 .take(FRAMES)
                 .collect();
             Some(WaitSite {

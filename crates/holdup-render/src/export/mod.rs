@@ -12,7 +12,7 @@ pub mod protobuf;
 pub mod speedscope;
 
 use holdup_analysis::profile::{sample_parts, Filter};
-use holdup_analysis::symbols::{wait_reason, Func, Resolver};
+use holdup_analysis::stacks::{wait_reason, Func, Resolver};
 use holdup_trace::{Class, Frame, Trace};
 use std::rc::Rc;
 

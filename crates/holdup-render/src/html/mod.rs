@@ -375,7 +375,7 @@ pub fn render(page: &Page) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use holdup_analysis::symbols::Func;
+    use holdup_analysis::stacks::Func;
     use holdup_trace::Frame;
 
     fn func(name: &str) -> Func {

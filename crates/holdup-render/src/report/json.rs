@@ -3,7 +3,7 @@
 use holdup_analysis::profile::{
     ClassCounts, FunctionStats, LockSplit, Profile, Tag, ThreadProfile,
 };
-use holdup_analysis::symbols::LockKind;
+use holdup_analysis::stacks::LockKind;
 use serde::Serialize;
 
 #[derive(Serialize)]

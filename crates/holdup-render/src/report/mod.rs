@@ -1,9 +1,9 @@
 //! The perf-style text report: per thread, `Overhead Command Shared Object
 //! Symbol`, on-CPU rows `[.]`/`[k]` and blocked rows `[I] [L] [S] [B]`.
 
-use holdup_analysis::advice;
+use crate::advice;
 use holdup_analysis::profile::{Profile, Tag, ThreadProfile};
-use holdup_analysis::symbols::LockKind;
+use holdup_analysis::stacks::LockKind;
 use holdup_trace::Class;
 use std::io::{self, Write};
 

@@ -2,6 +2,7 @@
 //! widths, thin edges dashed; SVG by piping the DOT text through `dot`.
 
 use super::{dur, pct};
+use crate::advice;
 use holdup_analysis::waitgraph::{EdgeKind, KnotKind, NodeKind, WaitGraph};
 use std::io::{self, Write};
 use std::process::{Command, Stdio};
@@ -135,7 +136,7 @@ pub fn to_dot(g: &WaitGraph, o: &DotOptions) -> String {
         }
         s.push_str(&format!(
             "  subgraph cluster_knot{i} {{\n    label={}; color=\"#cb181d\"; penwidth=2; style=\"rounded\"; fontcolor=\"#cb181d\";\n",
-            q(&format!("knot {}: {}", i + 1, k.advice.split(':').next().unwrap_or("")))
+            q(&format!("knot {}: {}", i + 1, advice::knot(g, k).headline))
         ));
         for &n in &k.nodes {
             s.push_str(&format!("    {}\n", node_line(n)));

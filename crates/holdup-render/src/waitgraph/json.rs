@@ -1,6 +1,7 @@
 //! `holdup waitgraph --json`: schema `holdup.waitgraph/1` (docs/design.md). The
 //! contract fields come first in each object; the rest are additions.
 
+use crate::advice;
 use holdup_analysis::waitgraph::{Edge, StackInfo, WaitGraph};
 use holdup_trace::Class;
 use serde_json::{json, Value};
@@ -79,7 +80,7 @@ pub fn to_json(g: &WaitGraph) -> Value {
             "runnable_ns": k.runnable_ns,
             "wait_ns": k.wait_ns,
             "weight_ns": k.weight_ns,
-            "advice": k.advice,
+            "advice": advice::knot(g, k).to_string(),
         })).collect::<Vec<_>>(),
         "notes": g.notes,
         "stats": {

@@ -2,6 +2,7 @@
 //! advice; then the heavy waits outside the knots, then notes.
 
 use super::{dur, pct};
+use crate::advice;
 use holdup_analysis::waitgraph::{Edge, EdgeKind, Knot, KnotKind, NodeKind, WaitGraph};
 use std::io::{self, Write};
 
@@ -101,7 +102,7 @@ fn knot(
         KnotKind::Sink => "SINK",
     };
     writeln!(out, "{what} {}: {}", i + 1, knot_title(g, k))?;
-    writeln!(out, "  advice: {}", k.advice)?;
+    writeln!(out, "  advice: {}", advice::knot(g, k))?;
     writeln!(
         out,
         "  {:<42} {:>12} {:>12} {:>12}",
@@ -250,7 +251,7 @@ pub fn render(out: &mut impl Write, g: &WaitGraph, o: &TextOptions) -> io::Resul
             "Set aside (background threads, idle threads, or outside the recording):"
         )?;
         for k in aside.iter().take(10) {
-            writeln!(out, "  {}", k.advice)?;
+            writeln!(out, "  {}", advice::knot(g, k))?;
         }
         if aside.len() > 10 {
             writeln!(out, "  … and {} more", aside.len() - 10)?;

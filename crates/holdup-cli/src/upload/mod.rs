@@ -1,4 +1,4 @@
-//! Pushing a trace's profile, as pprof, to a continuous-profiling server:
+//! Uploading a trace's profile, as pprof, to a continuous-profiling server:
 //! Pyroscope through its HTTP ingest API (`POST /ingest?format=pprof`, the
 //! gzipped profile as the body) and Parca through its profile store's
 //! `WriteRaw` call, sent as gRPC-web over HTTP/1.1 (Parca serves gRPC-web

@@ -1,9 +1,10 @@
 //! Advice for one thread of the report: the kind of waiting that
 //! dominates it (bperf §3.2), or its CPU.
 
-use super::{cpu_bound_text, is_cpu_bound, pct};
-use crate::profile::ThreadProfile;
-use crate::symbols::LockKind;
+use super::{cpu_bound_text, pct};
+use holdup_analysis::is_cpu_bound;
+use holdup_analysis::profile::ThreadProfile;
+use holdup_analysis::stacks::LockKind;
 use holdup_trace::Class;
 
 /// What a thread's off-CPU time went to, for advice: lock waits count
@@ -71,5 +72,6 @@ fn cpu_bound(t: &ThreadProfile) -> Option<String> {
     if total < 20 || !is_cpu_bound(on + runnable, total) {
         return None;
     }
-    Some(cpu_bound_text(pct(on, total), pct(runnable, total)))
+    let (shares, rest) = cpu_bound_text(pct(on, total), pct(runnable, total));
+    Some(shares + rest)
 }

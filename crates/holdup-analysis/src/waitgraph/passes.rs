@@ -12,7 +12,7 @@ use super::merge::{self, Candidate, Dist, Life};
 use super::ranking::knots_of;
 use super::sweep::{Sweep, WaitSeg};
 use super::*;
-use crate::symbols::{wait_reason, Resolver};
+use crate::stacks::{wait_reason, Resolver};
 use holdup_trace::{
     features, Bio, Class, Record, Sample, Segment, StackId, Trace, Waker, SOFTIRQ_NAMES,
 };

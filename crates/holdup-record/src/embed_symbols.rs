@@ -2,7 +2,7 @@
 //! lines, written into the trace so that reports need neither the binaries
 //! nor this machine.
 
-use crate::convert::Drainer;
+use crate::convert::Converter;
 use crate::symcache::{FileSymbols, SymbolCache};
 use holdup_symbolize::debuginfo::DebugFiles;
 use holdup_symbolize::{KernelSymbols, Symbolizer};
@@ -158,7 +158,7 @@ fn why(e: &holdup_symbolize::Error) -> String {
     }
 }
 
-pub fn symbolize<W: Write>(d: &mut Drainer<W>) -> std::io::Result<SymbolStats> {
+pub fn symbolize<W: Write>(d: &mut Converter<W>) -> std::io::Result<SymbolStats> {
     let mut by_dso: BTreeMap<u32, BTreeSet<u64>> = BTreeMap::new();
     for f in d.frames() {
         if f.dso != UNKNOWN_DSO {

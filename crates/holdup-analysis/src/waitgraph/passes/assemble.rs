@@ -1,8 +1,9 @@
-//! The end of the build: raw targets become vertices (irqs tied to their
+//! The end of the passes: raw targets become vertices (irqs tied to their
 //! disks, similar threads grouped, short-lived threads behind their
 //! creator), raw edges merge by vertex pair, then knots and notes.
 
 use super::*;
+use holdup_trace::devices::major_minor;
 use std::collections::BTreeSet;
 
 /// The vertex of what is left out of the graph.
@@ -672,14 +673,10 @@ fn stack_info(r: &mut Resolver, id: StackId, samples: u64) -> StackInfo {
     StackInfo {
         folded,
         short,
-        site: crate::symbols::site(&funcs).map(|s| s.label),
+        site: crate::stacks::site(&funcs).map(|s| s.label),
         reason,
         samples,
     }
-}
-
-fn major_minor(dev: u32) -> (u32, u32) {
-    (dev >> 20, dev & 0xfffff)
 }
 
 /// A name for a NIC from its irq name: `virtio0-input.0` → `virtio0`,

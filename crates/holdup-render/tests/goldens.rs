@@ -1,0 +1,134 @@
+//! The renderers' outputs on synthetic traces whose answers are known by
+//! construction, compared with golden files (`HOLDUP_BLESS=1` rewrites
+//! them). The construction's numbers are asserted first, so a blessed file
+//! cannot hide a wrong answer. No root, no BPF, no clang.
+
+mod golden;
+
+mod syscalls {
+    use super::golden::{assert_golden, dir};
+    use holdup_analysis::syscalls::{analyze, Options};
+    use holdup_trace::synth;
+
+    /// `holdup syscalls` as text and as `holdup.syscalls/1`.
+    #[test]
+    fn text_and_json_match_the_golden_files() {
+        let r = synth::syscalls::overlapping_reads();
+        let trace = r.trace(&r.header(), 0);
+        let r = analyze(
+            &trace,
+            &Options {
+                pids: Vec::new(),
+                slowest: 2,
+            },
+        )
+        .unwrap();
+        let srv = &r.processes[0];
+        let read = srv.calls.iter().find(|c| c.name == "read").unwrap();
+        assert_eq!((read.count, read.total_ns), (40, 36_000_000));
+        assert_eq!(read.blocked_ns.other, 20_000_000);
+        assert_eq!(r.slowest.len(), 2);
+        let mut text = Vec::new();
+        holdup_render::syscalls::render(&mut text, &r).unwrap();
+        let mut json = Vec::new();
+        holdup_render::syscalls::write_json(&r, &mut json).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        assert_eq!(v["schema"], "holdup.syscalls/1");
+        json.push(b'\n');
+        let d = dir("syscalls");
+        assert_golden(&d, "overlapping.txt", &String::from_utf8(text).unwrap());
+        assert_golden(&d, "overlapping.json", &String::from_utf8(json).unwrap());
+    }
+}
+
+/// `holdup report` (text, callers view, sections by name, JSON), `script`
+/// and `flame` on the small trace.
+mod report {
+    use super::golden::{assert_golden, dir};
+    use holdup_analysis::folded::{self, FoldOptions};
+    use holdup_analysis::profile::{self, Filter, Section};
+    use holdup_render::flame::{self, FlameOptions};
+    use holdup_render::report::{self, ReportOptions};
+    use holdup_trace::synth::small;
+    use holdup_trace::{features, Trace};
+
+    fn small_trace() -> Trace {
+        small::trace("a").trace(&small::header(), features::SEGMENTS)
+    }
+
+    /// The report's text with the sections `section`, as
+    /// `holdup report -i small.data` shows it.
+    fn text(trace: &Trace, section: Section, children: bool) -> String {
+        let mut p = profile::profile(trace, &Filter::default());
+        p.threads = profile::group(std::mem::take(&mut p.threads), section);
+        let o = ReportOptions {
+            children,
+            source: "small.data".into(),
+            ..Default::default()
+        };
+        let mut out = Vec::new();
+        report::render(&mut out, &p, &o).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    /// The JSON report carries the trace's construction: thread a has 5
+    /// on-CPU and 3 lock points, b 3 on-CPU, 4 I/O and 2 of runqueue
+    /// (steal).
+    #[test]
+    fn report_json_has_the_constructed_totals() {
+        let p = profile::profile(&small_trace(), &Filter::default());
+        let mut out = Vec::new();
+        report::write_json(&p, &mut out).unwrap();
+        out.push(b'\n');
+        let got = String::from_utf8(out).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&got).unwrap();
+        let threads = v["threads"].as_array().expect("threads");
+        let by_tid = |tid: u64| {
+            threads
+                .iter()
+                .find(|t| t["tid"] == tid)
+                .unwrap_or_else(|| panic!("thread {tid} in {got}"))
+        };
+        let a = by_tid(10);
+        let b = by_tid(11);
+        let class = |t: &serde_json::Value, c: &str| t["samples"][c].as_u64().unwrap();
+        let counts = |t| ["cpu", "io", "lock", "sched", "other"].map(|c| class(t, c));
+        assert_eq!(counts(a), [5, 0, 3, 0, 0], "{a}");
+        assert_eq!(counts(b), [3, 4, 0, 2, 0], "{b}");
+        assert_golden(&dir("report"), "small.json", &got);
+    }
+
+    #[test]
+    fn report_text_and_views_match_the_golden_files() {
+        let trace = small_trace();
+        let d = dir("report");
+        assert_golden(&d, "small.txt", &text(&trace, Section::Thread, false));
+        assert_golden(
+            &d,
+            "small.children.txt",
+            &text(&trace, Section::Thread, true),
+        );
+        assert_golden(&d, "small.comm.txt", &text(&trace, Section::Comm, false));
+        let stacks = folded::folded(&trace, &FoldOptions::default());
+        let mut out = Vec::new();
+        folded::write_folded(&mut out, &stacks).unwrap();
+        assert_golden(&d, "small.script.folded", &String::from_utf8(out).unwrap());
+    }
+
+    /// The flame graph's SVG: every frame of the trace is in it with its
+    /// subclass colour, and the whole file is pinned.
+    #[test]
+    fn flame_svg_matches_the_golden_file() {
+        let stacks = folded::folded(&small_trace(), &FoldOptions::default());
+        let mut out = Vec::new();
+        let o = FlameOptions {
+            title: "small".into(),
+        };
+        flame::render(&stacks, &o, &mut out).unwrap();
+        let svg = String::from_utf8(out).unwrap();
+        for name in ["main", "work", "helper", "pthread_mutex_lock", "vfs_read"] {
+            assert!(svg.contains(name), "{name} missing from the flame graph");
+        }
+        assert_golden(&dir("report"), "small.flame.svg", &svg);
+    }
+}
