@@ -91,7 +91,7 @@ pub(crate) const fn u16_of(v: u32) -> u16 {
 macro_rules! assert_same_layout {
     ($a:ty, $b:ty, $($fa:ident = $fb:ident),* $(,)?) => {
         const _: () = {
-            assert!(size_of::<$a>() == size_of::<$b>());
+            assert!(std::mem::size_of::<$a>() == std::mem::size_of::<$b>());
             $(assert!(std::mem::offset_of!($a, $fa) == std::mem::offset_of!($b, $fb));)*
         };
     };
