@@ -8,29 +8,26 @@
 //! The rest of the crate wraps these in its own API (`records`, `latency`,
 //! `cores`); only plain data lives here.
 
-/// `src/bpf/intf.h`: the recorder's ring-buffer records and maps.
-#[allow(non_camel_case_types, non_upper_case_globals, dead_code, clippy::all)]
-pub mod intf {
-    include!(concat!(env!("OUT_DIR"), "/intf.rs"));
+/// One module per header, its generated file included.
+macro_rules! generated {
+    ($($(#[$doc:meta])* $module:ident),* $(,)?) => {$(
+        $(#[$doc])*
+        #[allow(non_camel_case_types, non_upper_case_globals, dead_code, clippy::all)]
+        pub mod $module {
+            include!(concat!(env!("OUT_DIR"), "/", stringify!($module), ".rs"));
+        }
+    )*};
 }
-
-/// `src/bpf/latency.h`: the latency histograms.
-#[allow(non_camel_case_types, non_upper_case_globals, dead_code, clippy::all)]
-pub mod latency {
-    include!(concat!(env!("OUT_DIR"), "/latency.rs"));
-}
-
-/// `src/bpf/cores.h`: the per-core delay state of core-level speedups.
-#[allow(non_camel_case_types, non_upper_case_globals, dead_code, clippy::all)]
-pub mod cores {
-    include!(concat!(env!("OUT_DIR"), "/cores.rs"));
-}
-
-/// `include/holdup_debox.h`: the in-band slot a recorded program maps.
-#[allow(non_camel_case_types, non_upper_case_globals, dead_code, clippy::all)]
-pub mod debox {
-    include!(concat!(env!("OUT_DIR"), "/debox.rs"));
-}
+generated!(
+    /// `src/bpf/intf.h`: the recorder's ring-buffer records and maps.
+    intf,
+    /// `src/bpf/latency.h`: the latency histograms.
+    latency,
+    /// `src/bpf/cores.h`: the per-core delay state of core-level speedups.
+    cores,
+    /// `include/holdup_debox.h`: the in-band slot a recorded program maps.
+    debox,
+);
 
 /// Plain data: every bit pattern of its size is a valid value (integers and
 /// arrays of them, as the generated structs are), so it may be read from
@@ -91,7 +88,7 @@ pub(crate) const fn u16_of(v: u32) -> u16 {
 macro_rules! assert_same_layout {
     ($a:ty, $b:ty, $($fa:ident = $fb:ident),* $(,)?) => {
         const _: () = {
-            assert!(size_of::<$a>() == size_of::<$b>());
+            assert!(std::mem::size_of::<$a>() == std::mem::size_of::<$b>());
             $(assert!(std::mem::offset_of!($a, $fa) == std::mem::offset_of!($b, $fb));)*
         };
     };

@@ -14,26 +14,19 @@ pub const STACK_COPY_MAX: usize = c::STACK_COPY_MAX as usize;
 pub const COMM_LEN: usize = c::COMM_LEN as usize;
 pub const PATH_LEN: usize = c::PATH_LEN as usize;
 
-pub const REC_SAMPLE: u32 = c::REC_SAMPLE;
-pub const REC_SEGMENT: u32 = c::REC_SEGMENT;
-pub const REC_FORK: u32 = c::REC_FORK;
-pub const REC_EXEC: u32 = c::REC_EXEC;
-pub const REC_COMM: u32 = c::REC_COMM;
-pub const REC_EXIT: u32 = c::REC_EXIT;
-pub const REC_BIO_ISSUE: u32 = c::REC_BIO_ISSUE;
-pub const REC_BIO_DONE: u32 = c::REC_BIO_DONE;
-/// The stack of the `REC_SYSCALL` that follows: a sample-shaped record.
-pub const REC_SYSCALL_STACK: u32 = c::REC_SYSCALL_STACK;
-pub const REC_SYSCALL: u32 = c::REC_SYSCALL;
+/// Record kinds (u32): `REC_SYSCALL_STACK` is the stack of the
+/// `REC_SYSCALL` that follows, a sample-shaped record.
+pub use c::{
+    REC_BIO_DONE, REC_BIO_ISSUE, REC_COMM, REC_EXEC, REC_EXIT, REC_FORK, REC_SAMPLE, REC_SEGMENT,
+    REC_SYSCALL, REC_SYSCALL_STACK,
+};
 /// Record kinds are below this.
 pub const REC_KINDS: usize = c::REC_KIND_SLOTS as usize;
 
 /// Why a record was not written (`enum lost_cause`): the ring buffer was
 /// full; the kernel could not allocate the thread's state; a kernel table
 /// (system-call totals) was full.
-pub const LOST_RING_FULL: u32 = c::LOST_RING_FULL;
-pub const LOST_NO_STATE: u32 = c::LOST_NO_STATE;
-pub const LOST_TABLE_FULL: u32 = c::LOST_TABLE_FULL;
+pub use c::{LOST_NO_STATE, LOST_RING_FULL, LOST_TABLE_FULL};
 pub const LOST_CAUSES: usize = c::LOST_CAUSES as usize;
 pub const SYS_HIST: usize = c::SYS_HIST as usize;
 
@@ -49,8 +42,7 @@ pub const WAKER_IRQ: u8 = u8_of(c::WAKER_IRQ);
 pub const WAKER_SOFTIRQ: u8 = u8_of(c::WAKER_SOFTIRQ);
 pub const WAKER_TIMER: u8 = u8_of(c::WAKER_TIMER);
 /// `waker_id` of `WAKER_IRQ` for inter-processor interrupts and unknown vectors.
-pub const IRQ_IPI: u32 = c::IRQ_IPI;
-pub const IRQ_UNKNOWN: u32 = c::IRQ_UNKNOWN;
+pub use c::{IRQ_IPI, IRQ_UNKNOWN};
 
 pub const SF_KSTACK_LEAF_IS_IP: u16 = u16_of(c::SF_KSTACK_LEAF_IS_IP);
 pub const SF_USER_REGS: u16 = u16_of(c::SF_USER_REGS);
