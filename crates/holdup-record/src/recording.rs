@@ -239,6 +239,23 @@ mod tests {
         r
     }
 
+    /// Run `r`, a Ctrl-C arriving after each drain numbered in `at`: how it
+    /// stopped, and after how many drains.
+    fn run_interrupted(r: &mut Recording, at: &[usize]) -> (Stop, usize) {
+        let mut ticks = 0;
+        let signals = r.signals;
+        let stop = r
+            .run(TICK, &[], || {
+                ticks += 1;
+                if at.contains(&ticks) {
+                    signals.fetch_add(1, Ordering::SeqCst);
+                }
+                Ok(Flow::Continue)
+            })
+            .unwrap();
+        (stop, ticks)
+    }
+
     fn kill(pid: u32, sig: i32) {
         assert_eq!(unsafe { libc::kill(pid as i32, sig) }, 0);
     }
@@ -263,17 +280,8 @@ mod tests {
         static S: AtomicU32 = AtomicU32::new(0);
         // The command outlives the first Ctrl-C by 300 ms (it ignores it).
         let mut r = recording(&sh("trap '' INT; sleep 0.3; exit 4"), Until::default(), &S);
-        let mut ticks = 0;
         let began = Instant::now();
-        let stop = r
-            .run(TICK, &[], || {
-                ticks += 1;
-                if ticks == 2 {
-                    S.fetch_add(1, Ordering::SeqCst);
-                }
-                Ok(Flow::Continue)
-            })
-            .unwrap();
+        let (stop, ticks) = run_interrupted(&mut r, &[2]);
         assert_eq!(stop, Stop::Exited(ExitStatus::Code(4)));
         assert!(began.elapsed() >= Duration::from_millis(250));
         assert!(ticks > 10, "drained every tick: {ticks}");
@@ -284,19 +292,9 @@ mod tests {
         static S: AtomicU32 = AtomicU32::new(0);
         let mut r = recording(&sh("trap '' INT; sleep 5"), Until::default(), &S);
         let pid = r.pid().unwrap();
-        let mut ticks = 0;
         let began = Instant::now();
-        let stop = r
-            .run(TICK, &[], || {
-                ticks += 1;
-                if ticks == 2 || ticks == 4 {
-                    S.fetch_add(1, Ordering::SeqCst);
-                }
-                Ok(Flow::Continue)
-            })
-            .unwrap();
-        assert_eq!(stop, Stop::Interrupted);
-        assert_eq!(ticks, 4);
+        let (stop, ticks) = run_interrupted(&mut r, &[2, 4]);
+        assert_eq!((stop, ticks), (Stop::Interrupted, 4));
         assert!(began.elapsed() < Duration::from_secs(2));
         // Stopped now, the untraced wait gives the command up at once.
         assert_eq!(r.wait_untraced(), None);
@@ -307,16 +305,7 @@ mod tests {
     fn without_a_command_the_first_ctrl_c_stops() {
         static S: AtomicU32 = AtomicU32::new(0);
         let mut r = recording(&[], Until::default(), &S);
-        let mut ticks = 0;
-        let stop = r
-            .run(TICK, &[], || {
-                ticks += 1;
-                if ticks == 3 {
-                    S.fetch_add(1, Ordering::SeqCst);
-                }
-                Ok(Flow::Continue)
-            })
-            .unwrap();
+        let (stop, ticks) = run_interrupted(&mut r, &[3]);
         assert_eq!((stop, ticks), (Stop::Interrupted, 3));
         assert_eq!(r.wait_untraced(), None);
     }

@@ -227,37 +227,27 @@ fn drain(rec: &mut Recorder, d: &mut Converter<Out>, losses: &mut Losses) -> any
     d.writer.flush_chunk().context("writing the trace")
 }
 
-/// Record as `cfg` says, writing the trace as it goes, until the command
-/// exits, the duration is over or a signal arrives.
-pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
-    let invoked = Instant::now();
-    // The command is forked first and held before exec, so that it can be
-    // tracked from its first instruction.
-    // The command is forked before the map exists, so it cannot inherit
-    // it: it takes it from us with pidfd_getfd(2), at a descriptor number
-    // chosen now and passed in its environment.
-    let debox_fd = match &cfg.options.syscalls {
-        Some(s) if s.inband => {
-            let fd = free_fd(500).context("no free descriptor for the in-band map")?;
-            std::env::set_var("HOLDUP_DEBOX", format!("{}:{fd}", std::process::id()));
-            Some(fd)
-        }
-        _ => None,
-    };
-    let until = Until::of(&cfg.target, cfg.duration);
-    let mut recording = Recording::launch(&cfg.command, until)?;
-    let mut rec = Recorder::start(cfg.options.clone()).context("starting the recorder")?;
-    if let Some(fd) = debox_fd {
-        use std::os::fd::AsRawFd;
-        if unsafe { libc::dup2(rec.debox_fd().as_raw_fd(), fd) } < 0 {
-            return Err(std::io::Error::last_os_error()).context("passing the in-band map");
-        }
+/// Each process's system call totals, which the kernel summed.
+fn write_syscall_totals(rec: &Recorder, d: &mut Drainer<Out>) -> anyhow::Result<()> {
+    for (k, t) in rec.syscall_totals() {
+        d.writer
+            .write(&Record::SyscallTotals(holdup_trace::SyscallTotals {
+                pid: k.pid,
+                nr: k.nr,
+                count: t.count,
+                total_ns: t.total_ns,
+                blocked: t.blocked,
+                min_flt: t.min_flt,
+                maj_flt: t.maj_flt,
+                hist: t.hist.to_vec(),
+            }))?;
     }
-    if let Some(pid) = recording.pid() {
-        rec.track(pid)?;
-    }
-    let start_ns = holdup_bpf::monotonic_ns();
-    rec.set_start(start_ns);
+    Ok(())
+}
+
+/// The trace file with its header and what comes before any record: the
+/// system call settings, the processes that exist already.
+fn open_trace(cfg: &Config, start_ns: u64) -> anyhow::Result<Drainer<Out>> {
     let mut features = 0;
     if cfg.options.segments {
         features |= features::SEGMENTS;
@@ -290,6 +280,41 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         d.load_existing(pid);
         let _ = d.name_existing(pid, start_ns);
     }
+    Ok(d)
+}
+
+/// Record as `cfg` says, writing the trace as it goes, until the command
+/// exits, the duration is over or a signal arrives.
+pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
+    let invoked = Instant::now();
+    // The command is forked first and held before exec, so that it can be
+    // tracked from its first instruction.
+    // The command is forked before the map exists, so it cannot inherit
+    // it: it takes it from us with pidfd_getfd(2), at a descriptor number
+    // chosen now and passed in its environment.
+    let debox_fd = match &cfg.options.syscalls {
+        Some(s) if s.inband => {
+            let fd = free_fd(500).context("no free descriptor for the in-band map")?;
+            std::env::set_var("HOLDUP_DEBOX", format!("{}:{fd}", std::process::id()));
+            Some(fd)
+        }
+        _ => None,
+    };
+    let until = Until::of(&cfg.target, cfg.duration);
+    let mut recording = Recording::launch(&cfg.command, until)?;
+    let mut rec = Recorder::start(cfg.options.clone()).context("starting the recorder")?;
+    if let Some(fd) = debox_fd {
+        use std::os::fd::AsRawFd;
+        if unsafe { libc::dup2(rec.debox_fd().as_raw_fd(), fd) } < 0 {
+            return Err(std::io::Error::last_os_error()).context("passing the in-band map");
+        }
+    }
+    if let Some(pid) = recording.pid() {
+        rec.track(pid)?;
+    }
+    let start_ns = holdup_bpf::monotonic_ns();
+    rec.set_start(start_ns);
+    let mut d = open_trace(cfg, start_ns)?;
     if let Some(pid) = recording.pid() {
         // Until it execs, the command is a copy of this process.
         d.load_existing(pid);
@@ -330,19 +355,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     let fallback = rec.fallback_attached();
     let kstacks = rec.kstack_counts();
     if cfg.options.syscalls.is_some() {
-        for (k, t) in rec.syscall_totals() {
-            d.writer
-                .write(&Record::SyscallTotals(holdup_trace::SyscallTotals {
-                    pid: k.pid,
-                    nr: k.nr,
-                    count: t.count,
-                    total_ns: t.total_ns,
-                    blocked: t.blocked,
-                    min_flt: t.min_flt,
-                    maj_flt: t.maj_flt,
-                    hist: t.hist.to_vec(),
-                }))?;
-        }
+        write_syscall_totals(&rec, &mut d)?;
     }
     let lost_mmaps = rec.lost_mmaps();
     drop(rec);
