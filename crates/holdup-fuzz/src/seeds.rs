@@ -252,15 +252,23 @@ fn syscalls(t: u64) -> Vec<Record> {
 }
 
 /// Traces: all records in one chunk, in chunks of 7 and of 3, without the
-/// segment and block-I/O features, and cut short.
+/// segment and block-I/O features, and cut short; and the shared synthetic
+/// workloads whose answers the tests know (a wait-for graph's knot, the
+/// small trace, system calls).
 pub fn traces() -> Vec<Vec<u8>> {
+    use holdup_trace::synth::{small, syscalls, waits, WAIT_FEATURES};
     let rich = rich();
     let all = holdup_trace::features::SEGMENTS | holdup_trace::features::BLOCK_IO;
+    let figure_1 = waits::figure_1();
+    let calls = syscalls::overlapping_reads();
     vec![
         trace(&rich, all, 1_000),
         trace(&rich, all, 7),
         trace(&rich, 0, 3),
         trace(&rich[..12], all, 4),
+        figure_1.bytes(&figure_1.header(), WAIT_FEATURES),
+        small::trace("a").bytes(&small::header(), features::SEGMENTS),
+        calls.bytes(&calls.header(), 0),
     ]
 }
 
