@@ -201,7 +201,7 @@ fn rich() -> Vec<Record> {
         what: "samples (no thread state)".into(),
         count: 2,
     }));
-    r.extend(syscalls(t));
+    r.extend(syscalls());
     r.push(Record::Exit {
         time: t + 1_000_000,
         pid: 10,
@@ -215,52 +215,38 @@ fn rich() -> Vec<Record> {
 }
 
 /// System calls of both threads, overlapping, asleep for the same reason
-/// (stack 1's wait reason).
-fn syscalls(t: u64) -> Vec<Record> {
-    let mut r = vec![Record::SyscallConfig(SyscallConfig {
-        keep_ns: 1_000_000,
-        sample_every: 64,
-    })];
-    for i in 0..6u32 {
-        let time = t + i as u64 * 300_000;
-        r.push(Record::Syscall(Syscall {
-            time,
-            end: time + 900_000,
-            pid: 10,
-            tid: 11 + i % 2,
-            nr: [0, 17, 202][i as usize % 3],
-            blocked: [500_000, 0, 100_000, 0],
-            sleeps: 1,
-            min_flt: 2,
-            maj_flt: i % 2,
-            waker: Waker::Thread(12),
-            stack: 1,
-            sampled: i == 5,
-        }));
-    }
-    r.push(Record::SyscallTotals(SyscallTotals {
-        pid: 10,
-        nr: 0,
-        count: 40,
-        total_ns: 36_000_000,
-        blocked: [20_000_000, 0, 4_000_000, 0],
-        min_flt: 80,
-        maj_flt: 20,
-        hist: [vec![0; 19], vec![30, 10]].concat(),
-    }));
-    r
+/// (stack 1's wait reason): the shared synthetic ones.
+fn syscalls() -> Vec<Record> {
+    holdup_trace::synth::syscalls::overlapping_reads()
+        .records()
+        .into_iter()
+        .filter(|r| {
+            matches!(
+                r,
+                Record::SyscallConfig(_) | Record::Syscall(_) | Record::SyscallTotals(_)
+            )
+        })
+        .collect()
 }
 
 /// Traces: all records in one chunk, in chunks of 7 and of 3, without the
-/// segment and block-I/O features, and cut short.
+/// segment and block-I/O features, and cut short; and the shared synthetic
+/// workloads whose answers the tests know (a wait-for graph's knot, the
+/// small trace, system calls).
 pub fn traces() -> Vec<Vec<u8>> {
+    use holdup_trace::synth::{small, syscalls, waits, WAIT_FEATURES};
     let rich = rich();
     let all = holdup_trace::features::SEGMENTS | holdup_trace::features::BLOCK_IO;
+    let figure_1 = waits::figure_1();
+    let calls = syscalls::overlapping_reads();
     vec![
         trace(&rich, all, 1_000),
         trace(&rich, all, 7),
         trace(&rich, 0, 3),
         trace(&rich[..12], all, 4),
+        figure_1.bytes(&figure_1.header(), WAIT_FEATURES),
+        small::trace("a").bytes(&small::header(), features::SEGMENTS),
+        calls.bytes(&calls.header(), 0),
     ]
 }
 
