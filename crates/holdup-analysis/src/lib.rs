@@ -3,6 +3,7 @@
 pub mod advice;
 pub mod causal;
 pub mod folded;
+pub mod holder;
 pub use holdup_trace::fxhash;
 pub mod latency;
 pub mod profile;
