@@ -20,11 +20,13 @@
 
 mod index;
 mod paths;
+mod rows;
 #[cfg(test)]
 mod tests;
 mod walk;
 
 pub use paths::{Hop, PathId, Paths, DIRECT};
+pub use rows::{annotate, Activity, RowHeld, Via};
 pub use walk::{End, Piece, MAX_DEPTH};
 
 use crate::fxhash::FxHashMap;

@@ -2,6 +2,7 @@
 //! construction: times in ms, one sampling point per ms.
 
 use super::*;
+use crate::profile::Tag;
 use holdup_trace::{Frame, Sample, Segment, SymFrame, Thread};
 
 const MS: u64 = 1_000_000;
@@ -447,4 +448,85 @@ fn rate_on_a_storm() {
         secs,
         a.stats.events as f64 / secs / 1e6
     );
+}
+
+/// The rows of a thread, annotated.
+fn rows_of(trace: &Trace, tid: u32) -> Vec<crate::profile::Row> {
+    let mut p = crate::profile::profile(trace, &Default::default());
+    annotate(trace, &mut p);
+    let t = p.threads.into_iter().find(|t| t.tid == tid).unwrap();
+    t.rows
+}
+
+/// (thread, via, class, site, samples) of a row's activities.
+fn activities(r: &crate::profile::Row) -> Vec<(String, usize, Class, String, f64)> {
+    r.while_held
+        .as_ref()
+        .unwrap()
+        .activities
+        .iter()
+        .map(|a| {
+            let site = a.site.clone().unwrap_or_default();
+            (a.thread.clone(), a.via.len(), a.class, site, a.samples)
+        })
+        .collect()
+}
+
+#[test]
+fn the_mutex_row_of_the_report_carries_what_the_holder_did() {
+    let trace = io_in_lock(50).t;
+    let rows = rows_of(&trace, WAITER);
+    let r = rows
+        .iter()
+        .find(|r| r.tag == Tag::Blocked(Class::Lock))
+        .unwrap();
+    assert_eq!(&*r.symbol, "take → pthread_mutex_lock");
+    let held = r.while_held.as_ref().unwrap();
+    assert_eq!(held.samples, 500.0);
+    let sync = "sync_under_lock → fdatasync".to_string();
+    let write = "sync_under_lock → write".to_string();
+    let k = "keeper:11".to_string();
+    let got = activities(r);
+    let want = [
+        (k.clone(), 0, Class::Io, sync.clone(), 300.0),
+        (k.clone(), 0, Class::Cpu, write, 150.0),
+        (k, 0, Class::Sched, sync, 50.0),
+    ];
+    assert_eq!(got.len(), want.len(), "{got:#?}");
+    for (g, w) in got.iter().zip(&want) {
+        assert_eq!((&g.0, g.1, g.2, &g.3), (&w.0, w.1, w.2, &w.3));
+        near(&g.3, g.4, w.4);
+    }
+    // JSON: per activity, with the interrupt that ended the disk wait.
+    let json = serde_json::to_value(&**held).unwrap();
+    let top = &json["activities"][0];
+    assert_eq!(top["state"], "interrupt");
+    assert_eq!(top["woken_by"], "irq:24");
+    assert_eq!(top["class"], "io");
+    // The keeper's own rows were woken by the disk: nothing to follow.
+    let keeper = rows_of(&trace, KEEPER);
+    assert!(keeper.iter().all(|r| r.while_held.is_none()));
+}
+
+#[test]
+fn a_row_whose_waits_went_through_a_chain_names_the_thread_at_its_end() {
+    let trace = chain().t;
+    let rows = rows_of(&trace, 1);
+    let got = activities(&rows[0]);
+    assert_eq!(
+        (&*got[0].0, got[0].1, got[0].2, &*got[0].3),
+        ("c:3", 1, Class::Io, "read_block → pread64")
+    );
+    near("disk", got[0].4, 5.0);
+    let held = rows[0].while_held.as_ref().unwrap();
+    assert_eq!(held.activities[0].via[0].thread, "b:2");
+    assert_eq!(held.activities[0].via[0].class, Class::Other);
+    let b = rows_of(&trace, 2);
+    let pipe = b
+        .iter()
+        .find(|r| r.tag == Tag::Blocked(Class::Other))
+        .unwrap();
+    let got = activities(pipe);
+    assert_eq!((&*got[0].0, got[0].1, got[0].2), ("c:3", 0, Class::Io));
+    near("b's wait on the disk", got[0].4, 5.0);
 }

@@ -85,11 +85,13 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     if a.json {
+        holdup_analysis::holder::annotate(&trace, &mut p);
         holdup_render::report::write_json(&p, &mut out)?;
         writeln!(out)?;
     } else {
         let (section, order) = parse_sort(&a.sort)?;
         p.threads = profile::group(std::mem::take(&mut p.threads), section);
+        holdup_analysis::holder::annotate(&trace, &mut p);
         match order {
             Some(Order::Class(class)) => p
                 .threads

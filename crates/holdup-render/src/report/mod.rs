@@ -7,6 +7,7 @@ use holdup_analysis::symbols::LockKind;
 use holdup_trace::Class;
 use std::io::{self, Write};
 
+mod held;
 mod json;
 pub use json::{to_json, write_json};
 
@@ -157,6 +158,7 @@ fn rows(out: &mut impl Write, t: &ThreadProfile, o: &ReportOptions) -> io::Resul
                 };
                 writeln!(out, "{pad}{who}: {wakers}")?;
             }
+            held::write(out, r, &pad, o.reasons)?;
         }
     }
     if hidden > 0 {
