@@ -18,6 +18,7 @@
 //! Cost: one sort of the segments and samples per thread, then per waiter
 //! sample a bisection and a walk over the intervals its chain overlaps.
 
+mod advice;
 mod index;
 mod paths;
 mod rows;
@@ -25,6 +26,7 @@ mod rows;
 mod tests;
 mod walk;
 
+pub use advice::advice;
 pub use paths::{Hop, PathId, Paths, DIRECT};
 pub use rows::{annotate, Activity, RowHeld, Via};
 pub use walk::{End, Piece, MAX_DEPTH};

@@ -530,3 +530,58 @@ fn a_row_whose_waits_went_through_a_chain_names_the_thread_at_its_end() {
     assert_eq!((&*got[0].0, got[0].1, got[0].2), ("c:3", 0, Class::Io));
     near("b's wait on the disk", got[0].4, 5.0);
 }
+
+fn advice_for(trace: &Trace, tid: u32) -> Option<String> {
+    let mut p = crate::profile::profile(trace, &Default::default());
+    annotate(trace, &mut p);
+    advice(p.threads.iter().find(|t| t.tid == tid).unwrap())
+}
+
+#[test]
+fn advice_names_the_io_inside_the_lock() {
+    assert_eq!(
+        advice_for(&io_in_lock(50).t, WAITER).unwrap(),
+        "50% waiting for a mutex; inside the critical section the holder spends 60% in fdatasync [I]: move the I/O out of the lock"
+    );
+    // The keeper waits for the disk, not for a mutex: no such advice.
+    assert_eq!(advice_for(&io_in_lock(50).t, KEEPER), None);
+}
+
+/// A waiter waits 10 ms per round for a holder that spends `runnable` ms
+/// of it on the runqueue and the rest running `stack`.
+fn holder_doing(runnable: f64, stack: &[&str]) -> Trace {
+    let mut b = Build::new(200);
+    b.thread(1, "w");
+    b.thread(2, "h");
+    b.stack(1, &["pthread_mutex_lock", "take"]);
+    b.stack(2, stack);
+    for k in 0..20 {
+        let c = 10.0 * f64::from(k);
+        b.off(
+            1,
+            c,
+            c + 10.0,
+            c + 10.0,
+            Class::Lock,
+            Waker::Thread(2),
+            Some(1),
+        );
+        b.off(2, c, c, c + runnable, Class::Sched, Waker::None, Some(2));
+        b.cpu(2, c + 9.5, 2);
+    }
+    b.t
+}
+
+#[test]
+fn advice_gives_a_runnable_holder_a_core_and_moves_allocations_out() {
+    let a = advice_for(&holder_doing(7.0, &["work", "hold"]), 1).unwrap();
+    assert_eq!(
+        a,
+        "100% waiting for a mutex; inside the critical section the holder is runnable but not running 70% of the time: give the holder a core (fewer runnable threads, or a higher priority for it)"
+    );
+    let a = advice_for(&holder_doing(1.0, &["malloc", "hold"]), 1).unwrap();
+    assert!(
+        a.contains("spends 90% allocating in malloc [.]: allocate before taking the lock"),
+        "{a}"
+    );
+}

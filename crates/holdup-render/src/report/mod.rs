@@ -83,7 +83,7 @@ fn thread_header(out: &mut impl Write, p: &Profile, t: &ThreadProfile) -> io::Re
         }
     }
     writeln!(out)?;
-    if let Some(a) = advice::thread(t) {
+    if let Some(a) = holdup_analysis::holder::advice(t).or_else(|| advice::thread(t)) {
         writeln!(out, "# advice: {a}")?;
     }
     writeln!(out, "#")
