@@ -53,6 +53,9 @@ fn pct(n: f64, total: f64) -> f64 {
     }
 }
 
+/// A site's name, its weight, and its weight per subclass tag.
+type SiteMix = (String, f64, Vec<(&'static str, f64)>);
+
 /// The activities of `held` as one line: up to `max` sites (each with its
 /// subclasses), shares of `weight`, those under 0.5% left out.
 pub fn line(held: &RowHeld, weight: u64, max: usize) -> String {
@@ -65,7 +68,7 @@ pub fn line(held: &RowHeld, weight: u64, max: usize) -> String {
         .collect();
     let several = direct.len() > 1;
     // Sites in order of weight, each with its subclasses.
-    let mut sites: Vec<(String, f64, Vec<(&'static str, f64)>)> = Vec::new();
+    let mut sites: Vec<SiteMix> = Vec::new();
     for a in &held.activities {
         let name = format!("{}{}", who(a, several), what(a));
         let i = match sites.iter().position(|s| s.0 == name) {
