@@ -102,7 +102,7 @@ impl Stats {
         );
         say(
             self.unrecorded_points,
-            "of chains lead to threads outside the recording (seen only as wakers)",
+            "of chains end at threads outside the recording (seen only as wakers: another process, a kernel thread)",
         );
         say(
             self.not_alive_points,
@@ -228,7 +228,7 @@ pub fn attribute(trace: &Trace, keep: &dyn Fn(u32) -> bool, scope: Scope) -> Att
                     stats.open_points += points;
                 }
                 let end = if w.is_interrupt() {
-                    End::Interrupt(s.class, w)
+                    End::Outside(s.class, w)
                 } else {
                     End::Unwoken(s.class)
                 };
@@ -239,7 +239,9 @@ pub fn attribute(trace: &Trace, keep: &dyn Fn(u32) -> bool, scope: Scope) -> Att
     let mut parts = Vec::with_capacity(groups.len());
     for ((waiter, path, tid, end), g) in groups {
         match end {
-            End::Unrecorded => stats.unrecorded_points += g.points,
+            End::Unrecorded | End::Outside(_, Waker::Thread(_)) => {
+                stats.unrecorded_points += g.points
+            }
             End::NotAlive => stats.not_alive_points += g.points,
             End::Cut => stats.cut_points += g.points,
             _ => {}

@@ -30,10 +30,12 @@ pub struct Activity {
     /// `cpu` on a CPU, `sched` runnable, else the subclass of its wait.
     pub class: Class,
     /// `cpu`, `runnable`, `interrupt` (a wait a device or timer ended),
+    /// `woken_from_outside` (a wait a thread outside the recording ended),
     /// `unwoken` (no wakeup before the recording ended), `unrecorded`,
     /// `not_alive` (before its creation or after its exit), `cut` (cycle).
     pub state: &'static str,
-    /// For `interrupt`: which one (`irq:virtio1-req.0`, `irq:timer`).
+    /// For `interrupt` and `woken_from_outside`: what ended the wait
+    /// (`irq:virtio1-req.0`, `irq:timer`, `tid:812`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub woken_by: Option<String>,
     /// Where it ran or waited, as the report names sites; none when no
@@ -47,7 +49,10 @@ impl Activity {
     /// The tag the report uses: `[.]` on a CPU, `[S]` runnable, the
     /// subclass of a wait.
     pub fn tag(&self) -> &'static str {
-        self.class.tag()
+        match self.state {
+            "unrecorded" | "not_alive" | "cut" => "[?]",
+            _ => self.class.tag(),
+        }
     }
 }
 
@@ -64,7 +69,8 @@ fn state_name(end: End) -> &'static str {
     match end {
         End::Cpu => "cpu",
         End::Runnable => "runnable",
-        End::Interrupt(..) => "interrupt",
+        End::Outside(_, w) if w.is_interrupt() => "interrupt",
+        End::Outside(..) => "woken_from_outside",
         End::Unwoken(_) => "unwoken",
         End::Unrecorded => "unrecorded",
         End::NotAlive => "not_alive",
@@ -76,7 +82,7 @@ fn end_class(end: End) -> Class {
     match end {
         End::Cpu => Class::Cpu,
         End::Runnable => Class::Sched,
-        End::Interrupt(c, _) | End::Unwoken(c) => c,
+        End::Outside(c, _) | End::Unwoken(c) => c,
         End::Unrecorded | End::NotAlive | End::Cut => Class::Other,
     }
 }
@@ -165,7 +171,7 @@ impl<'t> Names<'t> {
             class: end_class(end),
             state: state_name(end),
             woken_by: match end {
-                End::Interrupt(_, w) => Some(trace.waker_name(w)),
+                End::Outside(_, w) => Some(trace.waker_name(w)),
                 _ => None,
             },
             site: site.as_ref().map(|s| s.to_string()),

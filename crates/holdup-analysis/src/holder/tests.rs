@@ -203,7 +203,7 @@ fn the_holders_io_inside_the_lock_is_what_the_waiter_waited_for() {
     // Every point of the waiter's mutex time is placed, and only once.
     near("sum", sum(&a, WAITER, |_| true), total);
     let io = sum(&a, WAITER, |p| {
-        p.end == End::Interrupt(Class::Io, DISK_IRQ) && p.stack == Some(S_SYNC)
+        p.end == End::Outside(Class::Io, DISK_IRQ) && p.stack == Some(S_SYNC)
     });
     near("fdatasync [I]", io / total, 0.6);
     let runnable = sum(&a, WAITER, |p| {
@@ -255,7 +255,7 @@ fn a_wait_through_a_chain_ends_on_the_disk_reads_of_its_last_thread() {
     near("sum", sum(&a, 1, |_| true), 10.0);
     let via_b = a.paths.child(DIRECT, 2, Class::Other);
     let disk = sum(&a, 1, |p| {
-        p.tid == 3 && p.path == via_b && p.end == End::Interrupt(Class::Io, DISK_IRQ)
+        p.tid == 3 && p.path == via_b && p.end == End::Outside(Class::Io, DISK_IRQ)
     });
     near("c's disk reads", disk, 5.0);
     assert!(a
@@ -289,7 +289,7 @@ fn a_wait_through_a_chain_ends_on_the_disk_reads_of_its_last_thread() {
     near(
         "b's wait on c's disk",
         sum(&a, 2, |p| {
-            p.tid == 3 && p.path == DIRECT && matches!(p.end, End::Interrupt(..))
+            p.tid == 3 && p.path == DIRECT && matches!(p.end, End::Outside(..))
         }),
         5.0,
     );
@@ -584,4 +584,25 @@ fn advice_gives_a_runnable_holder_a_core_and_moves_allocations_out() {
         a.contains("spends 90% allocating in malloc [.]: allocate before taking the lock"),
         "{a}"
     );
+}
+
+#[test]
+fn a_holders_wait_that_a_thread_outside_the_recording_ended_stays_the_holders() {
+    // The keeper's disk waits are ended by the file system's journal
+    // thread, which the recording does not hold.
+    let mut b = io_in_lock(10);
+    for s in &mut b.t.segments {
+        if s.tid == KEEPER {
+            s.waker = Waker::Thread(999);
+        }
+    }
+    let a = attribute(&b.t, &|tid| tid == WAITER, Scope::Held);
+    let io = sum(&a, WAITER, |p| {
+        p.tid == KEEPER
+            && p.end == End::Outside(Class::Io, Waker::Thread(999))
+            && p.stack == Some(S_SYNC)
+    });
+    near("fdatasync [I]", io, 60.0);
+    near("unrecorded", a.stats.unrecorded_points, 60.0);
+    assert!(a.parts.iter().all(|p| p.tid == KEEPER));
 }

@@ -24,14 +24,16 @@ pub enum End {
     Cpu,
     /// Runnable, waiting for a core (after a wakeup, or preempted).
     Runnable,
-    /// Waiting in `class` until an interrupt (a device, a timer) ended the
-    /// wait: the interrupt, never the thread it interrupted.
-    Interrupt(Class, Waker),
+    /// Waiting in `class` until something outside the recorded threads
+    /// ended the wait: an interrupt (a device, a timer; never the thread it
+    /// interrupted), or a thread the recording does not hold (a kernel
+    /// thread such as the file system's journal, another process).
+    Outside(Class, Waker),
     /// Waiting in `class` with no wakeup seen: still waiting when the
     /// recording ended, or woken by nothing the recorder saw.
     Unwoken(Class),
     /// A thread whose time the recording does not hold (another process,
-    /// a kernel thread): seen only as a waker.
+    /// a kernel thread), seen only as the waker of the wait explained.
     Unrecorded,
     /// Before the thread was created or after it exited.
     NotAlive,
@@ -123,6 +125,10 @@ impl Walker {
                 let wait_to = o.wake.min(to);
                 if cursor < wait_to {
                     match o.waker {
+                        Waker::Thread(t) if !index.threads.contains_key(&t) => emit(
+                            piece(End::Outside(o.class, o.waker), o.stack, cursor, wait_to),
+                            Some(tl),
+                        ),
                         Waker::Thread(t) if t != w.tid && w.depth < MAX_DEPTH => {
                             self.todo.push(Todo {
                                 tid: t,
@@ -140,7 +146,7 @@ impl Walker {
                             Some(tl),
                         ),
                         irq => emit(
-                            piece(End::Interrupt(o.class, irq), o.stack, cursor, wait_to),
+                            piece(End::Outside(o.class, irq), o.stack, cursor, wait_to),
                             Some(tl),
                         ),
                     }
