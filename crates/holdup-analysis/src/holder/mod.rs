@@ -19,6 +19,7 @@
 //! sample a bisection and a walk over the intervals its chain overlaps.
 
 mod advice;
+mod critical;
 mod index;
 mod paths;
 mod rows;
@@ -27,6 +28,7 @@ mod tests;
 mod walk;
 
 pub use advice::advice;
+pub use critical::{critical_folded, critical_paths, CriticalPath};
 pub use paths::{Hop, PathId, Paths, DIRECT};
 pub use rows::{annotate, Activity, RowHeld, Via};
 pub use walk::{End, Piece, MAX_DEPTH};

@@ -606,3 +606,50 @@ fn a_holders_wait_that_a_thread_outside_the_recording_ended_stays_the_holders() 
     near("unrecorded", a.stats.unrecorded_points, 60.0);
     assert!(a.parts.iter().all(|p| p.tid == KEEPER));
 }
+
+#[test]
+fn the_critical_path_of_a_thread_ends_its_waits_on_the_chain_behind_them() {
+    let mut t = chain();
+    t.t.end_ns = ns(12.0);
+    t.cpu(1, 11.0, 1);
+    t.cpu(1, 12.0, 1);
+    let (paths, stats) = critical_paths(&t.t, &|tid| tid == 1);
+    assert_eq!(paths.len(), 1);
+    let a = &paths[0];
+    assert_eq!(a.thread, "a:1");
+    near("all of a's time", a.samples, 12.0);
+    let top = &a.activities[0];
+    assert_eq!((top.tid, top.class, top.state), (3, Class::Io, "interrupt"));
+    assert_eq!(top.site.as_deref(), Some("read_block → pread64"));
+    let via: Vec<(u32, Class)> = top.via.iter().map(|v| (v.tid, v.class)).collect();
+    assert_eq!(via, vec![(1, Class::Lock), (2, Class::Other)]);
+    near("disk", top.samples, 5.0);
+    let own: f64 = a
+        .activities
+        .iter()
+        .filter(|x| x.via.is_empty())
+        .map(|x| x.samples)
+        .sum();
+    near("own", own, 2.0);
+    // A's wait starts with the recording: it may have begun before.
+    assert_eq!(stats.cut_by_start, 1);
+    assert_eq!(stats.notes().len(), 1, "{:?}", stats.notes());
+
+    let folded = critical_folded(&t.t, &|tid| tid == 1);
+    let get = |line: &str| folded.iter().find(|(l, _)| l == line).map(|(_, n)| *n);
+    assert_eq!(
+        get("a;a_main;pthread_mutex_lock;[L] wait for b:2;[B] wait for c:3;c_main;read_block;pread64;[I] io wait"),
+        Some(5),
+        "{folded:#?}"
+    );
+    assert_eq!(
+        get("a;a_main;pthread_mutex_lock;[L] wait for b:2;b_main;relay"),
+        Some(2)
+    );
+    assert_eq!(
+        get("a;a_main;pthread_mutex_lock"),
+        Some(2),
+        "a's own on-CPU time"
+    );
+    assert_eq!(folded.iter().map(|(_, n)| n).sum::<u64>(), 12);
+}
