@@ -171,4 +171,50 @@ fn a_wait_through_a_mutex_and_a_pipe_ends_on_the_disk_reads() {
             .any(|l| l.contains("while held: feeder:") && l.contains("via relay:")),
         "{text}"
     );
+    // The critical path of the waiter: the same reads, through both waits.
+    let data = dir.join("holdup.data");
+    let data = data.to_str().unwrap();
+    let cp = json(&[
+        "report",
+        "-i",
+        data,
+        "--critical-path",
+        "--json",
+        "--comm",
+        "waiter",
+    ]);
+    assert_eq!(cp["schema"], "holdup.critical_path/1");
+    let w = &cp["threads"][0];
+    let via_reads: f64 = w["activities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["tid"] == feeder && a["via"].as_array().unwrap().len() == 2)
+        .filter(|a| site_has(a, &["read_block"]))
+        .map(|a| n(&a["samples"]))
+        .sum();
+    assert!(
+        (via_reads - reads).abs() <= 0.02 * locked,
+        "critical path {via_reads} vs rows {reads}"
+    );
+    let svg = dir.join("cp.svg");
+    run_ok(&[
+        "flame",
+        "-i",
+        data,
+        "--critical-path",
+        "--comm",
+        "waiter",
+        "-o",
+        svg.to_str().unwrap(),
+    ]);
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        svg.contains(&format!("[L] wait for relay:{relay}")),
+        "no wait edge in the flame graph"
+    );
+    assert!(
+        svg.contains(&format!("[B] wait for feeder:{feeder}")),
+        "no wait edge in the flame graph"
+    );
 }

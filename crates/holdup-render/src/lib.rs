@@ -1,6 +1,7 @@
 //! Renderers: text tables, JSON, flame graphs, DOT.
 
 pub mod causal;
+pub mod critical;
 pub mod export;
 pub mod flame;
 pub mod html;
