@@ -20,7 +20,6 @@ pub fn lead(kind: Option<LockKind>) -> &'static str {
 /// or what kept it from having one.
 fn what(a: &Activity) -> String {
     match a.state {
-        "unrecorded" => "(not in the recording)".into(),
         "not_alive" => "(not yet created or exited)".into(),
         "cut" => "(a cycle: damaged trace)".into(),
         _ => a.site.clone().unwrap_or_else(|| "(no sample)".into()),
@@ -69,7 +68,9 @@ pub fn line(held: &RowHeld, weight: u64, max: usize) -> String {
     let several = direct.len() > 1;
     // Sites in order of weight, each with its subclasses.
     let mut sites: Vec<SiteMix> = Vec::new();
-    for a in &held.activities {
+    // A waker outside the recording is named by the row's waker line
+    // already; there is nothing to say about what it did.
+    for a in held.activities.iter().filter(|a| a.state != "unrecorded") {
         let name = format!("{}{}", who(a, several), what(a));
         let i = match sites.iter().position(|s| s.0 == name) {
             Some(i) => i,
@@ -192,5 +193,14 @@ mod tests {
             "feeder:3 via relay:2 [B]: read_block → pread64 [I] 50%; relay:2: relay [.] 30%"
         );
         assert_eq!(lead(Some(LockKind::Signal)), "until signalled");
+        // A waker outside the recording: nothing to say beyond its name.
+        let mut outside = act("tid:9", &[], Class::Other, "", 10.0);
+        outside.state = "unrecorded";
+        outside.site = None;
+        let held = RowHeld {
+            samples: 10.0,
+            activities: vec![outside],
+        };
+        assert_eq!(line(&held, 10, 3), "");
     }
 }
