@@ -14,16 +14,7 @@ fn the_critical_path_of_the_small_trace_keeps_every_point() {
     let data = dir.join("small.data");
     small_trace(&data);
     let data = data.to_str().unwrap();
-    let cp = json(&[
-        "report",
-        "-i",
-        data,
-        "--critical-path",
-        "--json",
-        "--tid",
-        "11",
-    ]);
-    assert_eq!(cp["schema"], "holdup.critical_path/1");
+    let cp = critical_path(data, &["--tid", "11"]);
     let b = &cp["threads"][0];
     // b: 3 on-CPU points, 4 of I/O (its sample names no waker), 2 of steal.
     assert_eq!(b["samples"], 9.0, "{b}");

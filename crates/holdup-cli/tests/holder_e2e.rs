@@ -174,16 +174,7 @@ fn a_wait_through_a_mutex_and_a_pipe_ends_on_the_disk_reads() {
     // The critical path of the waiter: the same reads, through both waits.
     let data = dir.join("holdup.data");
     let data = data.to_str().unwrap();
-    let cp = json(&[
-        "report",
-        "-i",
-        data,
-        "--critical-path",
-        "--json",
-        "--comm",
-        "waiter",
-    ]);
-    assert_eq!(cp["schema"], "holdup.critical_path/1");
+    let cp = critical_path(data, &["--comm", "waiter"]);
     let w = &cp["threads"][0];
     let via_reads: f64 = w["activities"]
         .as_array()
