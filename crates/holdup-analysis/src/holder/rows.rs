@@ -203,7 +203,14 @@ pub fn annotate(trace: &Trace, profile: &mut Profile) {
         .filter(|t| t.threads == 1 && t.tid != 0)
         .map(|t| t.tid)
         .collect();
-    if tids.is_empty() {
+    // Most reports have no wait another thread ended: skip the index.
+    let followed = |s: &holdup_trace::Sample| {
+        tids.contains(&s.tid)
+            && s.class != Class::Cpu
+            && matches!(s.waker, Waker::Thread(_))
+            && s.wake > s.time
+    };
+    if !trace.samples.iter().any(followed) {
         return;
     }
     let a = attribute(trace, &|tid| tids.contains(&tid), Scope::Held);
@@ -213,11 +220,7 @@ pub fn annotate(trace: &Trace, profile: &mut Profile) {
     // The points of every followed wait, per row, including waits whose
     // chain splits into no part worth keeping.
     for s in &trace.samples {
-        if tids.contains(&s.tid)
-            && s.class != Class::Cpu
-            && matches!(s.waker, Waker::Thread(_))
-            && s.wake > s.time
-        {
+        if followed(s) {
             let key = (s.tid, s.class, names.row(s.stack, s.class));
             rows.entry(key).or_default().0 += f64::from(s.weight);
         }
