@@ -29,6 +29,23 @@ pub fn leaf_name(class: Class) -> Option<&'static str> {
     }
 }
 
+/// Append a stack (leaf first) to a folded line, root first: `;` before
+/// each frame, kernel frames suffixed `_[k]` and inlined ones `_[i]`.
+pub fn push_frames(line: &mut String, funcs: &[crate::stacks::Func]) {
+    for f in funcs.iter().rev() {
+        line.push(';');
+        // ';' separates frames and ' ' the count: keep names clean.
+        for ch in f.name.chars() {
+            line.push(if ch == ';' { ':' } else { ch });
+        }
+        if f.kernel {
+            line.push_str("_[k]");
+        } else if f.inlined {
+            line.push_str("_[i]");
+        }
+    }
+}
+
 /// Folded stacks with their weights (in sampling points), sorted by stack.
 pub fn folded(trace: &Trace, opts: &FoldOptions) -> Vec<(String, u64)> {
     let mut resolver = Resolver::new(trace);
@@ -48,18 +65,7 @@ pub fn folded(trace: &Trace, opts: &FoldOptions) -> Vec<(String, u64)> {
         } else {
             line.push_str(root);
         }
-        for f in funcs.iter().rev() {
-            line.push(';');
-            // ';' separates frames and ' ' the count: keep names clean.
-            for ch in f.name.chars() {
-                line.push(if ch == ';' { ':' } else { ch });
-            }
-            if f.kernel {
-                line.push_str("_[k]");
-            } else if f.inlined {
-                line.push_str("_[i]");
-            }
-        }
+        push_frames(&mut line, &funcs);
         for (class, n) in sample_parts(s) {
             let key = match leaf_name(class) {
                 Some(leaf) => format!("{line};{leaf}"),

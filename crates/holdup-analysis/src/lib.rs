@@ -2,6 +2,7 @@
 
 pub mod causal;
 pub mod folded;
+pub mod holder;
 pub use holdup_trace::fxhash;
 pub mod latency;
 pub mod profile;

@@ -228,7 +228,7 @@ fn drain(rec: &mut Recorder, d: &mut Converter<Out>, losses: &mut Losses) -> any
 }
 
 /// Each process's system call totals, which the kernel summed.
-fn write_syscall_totals(rec: &Recorder, d: &mut Drainer<Out>) -> anyhow::Result<()> {
+fn write_syscall_totals(rec: &Recorder, d: &mut Converter<Out>) -> anyhow::Result<()> {
     for (k, t) in rec.syscall_totals() {
         d.writer
             .write(&Record::SyscallTotals(holdup_trace::SyscallTotals {
@@ -247,7 +247,7 @@ fn write_syscall_totals(rec: &Recorder, d: &mut Drainer<Out>) -> anyhow::Result<
 
 /// The trace file with its header and what comes before any record: the
 /// system call settings, the processes that exist already.
-fn open_trace(cfg: &Config, start_ns: u64) -> anyhow::Result<Drainer<Out>> {
+fn open_trace(cfg: &Config, start_ns: u64) -> anyhow::Result<Converter<Out>> {
     let mut features = 0;
     if cfg.options.segments {
         features |= features::SEGMENTS;

@@ -2,6 +2,7 @@
 
 pub mod advice;
 pub mod causal;
+pub mod critical;
 pub mod export;
 pub mod flame;
 pub mod html;

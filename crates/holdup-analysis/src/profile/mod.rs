@@ -165,6 +165,9 @@ pub struct Row {
     /// For blocked rows: wait reasons and wakers, heaviest first.
     pub wait_reasons: Vec<(Rc<str>, u64)>,
     pub wakers: Vec<(String, u64)>,
+    /// For blocked rows that other threads ended: what those threads did
+    /// meanwhile (`holder::annotate` fills it in).
+    pub while_held: Option<Rc<crate::holder::RowHeld>>,
 }
 
 #[derive(Clone, Debug)]
@@ -548,6 +551,7 @@ pub fn profile(trace: &Trace, filter: &Filter) -> Profile {
                                 .map(|(id, n)| (cat.reasons[id as usize].clone(), n)),
                         ),
                         wakers: sorted(r.wakers.into_iter().map(|(w, n)| (trace.waker_name(w), n))),
+                        while_held: None,
                     }
                 })
                 .collect();

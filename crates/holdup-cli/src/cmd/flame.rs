@@ -16,10 +16,18 @@ pub struct Args {
     /// Title of the graph.
     #[arg(long)]
     pub title: Option<String>,
+    /// Each wait another thread ended replaced by what the chain behind it
+    /// did, the wait a frame naming its subclass and the thread waited for.
+    #[arg(long)]
+    pub critical_path: bool,
 }
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
-    let (trace, stacks) = a.stacks.load()?;
+    let (trace, stacks) = if a.critical_path {
+        a.stacks.load_with(super::critical::folded)?
+    } else {
+        a.stacks.load()?
+    };
     let title = a.title.unwrap_or_else(|| {
         let what = if trace.header.command.is_empty() {
             trace.header.target.clone()

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod causal;
+pub mod critical;
 pub mod export;
 pub mod flame;
 pub mod html;

@@ -74,6 +74,10 @@ pub struct Args {
     /// Hide rows below this share of their thread, in percent.
     #[arg(long, default_value_t = 0.5)]
     pub percent_limit: f64,
+    /// Per thread, where its time went once each wait another thread ended
+    /// is followed down the chain of waits (JSON: holdup.critical_path/1).
+    #[arg(long, conflicts_with = "children")]
+    pub critical_path: bool,
 }
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
@@ -84,12 +88,19 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     }
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    if a.json {
+    if a.critical_path {
+        let filter = a.filter.clone().into();
+        if !super::critical::report(&trace, &filter, a.json, a.percent_limit, &mut out)? {
+            return Err(a.filter.nothing_left(&trace));
+        }
+    } else if a.json {
+        holdup_analysis::holder::annotate(&trace, &mut p);
         holdup_render::report::write_json(&p, &mut out)?;
         writeln!(out)?;
     } else {
         let (section, order) = parse_sort(&a.sort)?;
         p.threads = profile::group(std::mem::take(&mut p.threads), section);
+        holdup_analysis::holder::annotate(&trace, &mut p);
         match order {
             Some(Order::Class(class)) => p
                 .threads

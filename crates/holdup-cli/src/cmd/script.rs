@@ -3,6 +3,7 @@
 use super::input::load_trace;
 use super::report::FilterArgs;
 use holdup_analysis::folded::{self, FoldOptions};
+use holdup_analysis::profile::Filter;
 use holdup_trace::Trace;
 use std::io::Write;
 use std::path::PathBuf;
@@ -24,14 +25,25 @@ pub struct StackArgs {
 impl StackArgs {
     /// The trace and its folded stacks; an error if no sample is left.
     pub fn load(self) -> anyhow::Result<(Trace, Vec<(String, u64)>)> {
+        let per_thread = self.per_thread;
+        self.load_with(|trace, filter| {
+            Ok(folded::folded(
+                trace,
+                &FoldOptions {
+                    per_thread,
+                    filter: filter.clone(),
+                },
+            ))
+        })
+    }
+
+    /// The trace and the stacks `fold` makes of it (with the filter).
+    pub fn load_with(
+        self,
+        fold: impl FnOnce(&Trace, &Filter) -> anyhow::Result<Vec<(String, u64)>>,
+    ) -> anyhow::Result<(Trace, Vec<(String, u64)>)> {
         let trace = load_trace(&self.input)?;
-        let stacks = folded::folded(
-            &trace,
-            &FoldOptions {
-                per_thread: self.per_thread,
-                filter: self.filter.clone().into(),
-            },
-        );
+        let stacks = fold(&trace, &self.filter.clone().into())?;
         if stacks.is_empty() {
             return Err(self.filter.nothing_left(&trace));
         }

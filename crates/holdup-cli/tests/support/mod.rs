@@ -226,6 +226,16 @@ pub fn report(data: &Path) -> serde_json::Value {
     json(&["report", "--json", "-i", data.to_str().unwrap()])
 }
 
+/// `holdup report --critical-path --json` of a trace, threads chosen by
+/// `filter` (`--tid 11`), its schema checked.
+pub fn critical_path(data: &str, filter: &[&str]) -> serde_json::Value {
+    let mut args = vec!["report", "-i", data, "--critical-path", "--json"];
+    args.extend_from_slice(filter);
+    let cp = json(&args);
+    assert_eq!(cp["schema"], "holdup.critical_path/1");
+    cp
+}
+
 /// The threads of a `report --json`.
 pub fn threads(r: &serde_json::Value) -> &Vec<serde_json::Value> {
     r["threads"].as_array().expect("threads")

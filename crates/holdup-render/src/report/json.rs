@@ -36,6 +36,9 @@ struct JsonSite<'a> {
     wait_reasons: Vec<JsonCount<'a>>,
     /// For a mutex, the holder that released it.
     wakers: Vec<JsonCount<'a>>,
+    /// What the threads that ended the waits did meanwhile, down the chain.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    while_held: Option<&'a holdup_analysis::holder::RowHeld>,
 }
 
 fn json_sites(t: &ThreadProfile) -> Vec<JsonSite<'_>> {
@@ -64,6 +67,7 @@ fn json_sites(t: &ThreadProfile) -> Vec<JsonSite<'_>> {
                         samples: *samples,
                     })
                     .collect(),
+                while_held: r.while_held.as_deref(),
             }),
             _ => None,
         })

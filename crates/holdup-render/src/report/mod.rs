@@ -7,6 +7,7 @@ use holdup_analysis::stacks::LockKind;
 use holdup_trace::Class;
 use std::io::{self, Write};
 
+mod held;
 mod json;
 pub use json::{to_json, write_json};
 
@@ -82,7 +83,7 @@ fn thread_header(out: &mut impl Write, p: &Profile, t: &ThreadProfile) -> io::Re
         }
     }
     writeln!(out)?;
-    if let Some(a) = advice::thread(t) {
+    if let Some(a) = holdup_analysis::holder::advice(t).or_else(|| advice::thread(t)) {
         writeln!(out, "# advice: {a}")?;
     }
     writeln!(out, "#")
@@ -157,6 +158,7 @@ fn rows(out: &mut impl Write, t: &ThreadProfile, o: &ReportOptions) -> io::Resul
                 };
                 writeln!(out, "{pad}{who}: {wakers}")?;
             }
+            held::write(out, r, &pad, o.reasons)?;
         }
     }
     if hidden > 0 {
