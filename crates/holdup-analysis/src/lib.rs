@@ -5,6 +5,7 @@ pub mod causal;
 pub mod folded;
 pub use holdup_trace::fxhash;
 pub mod latency;
+pub mod lock_rules;
 pub mod profile;
 pub mod symbols;
 pub mod syscalls;
