@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 mod group;
+mod retries;
 pub use group::{group, Section};
 
 /// Weighted sample counts per class.
@@ -455,7 +456,8 @@ struct ThreadAcc {
     samples: ClassCounts,
     stacks: FxHashMap<u32, StackCounts>,
     /// Wakers per blocked row: (subclass, stack) → waker → weight.
-    wakers: FxHashMap<(Class, u32, Waker), u64>,
+    wakers: retries::Wakers,
+    retries: retries::Retries,
 }
 
 /// Heaviest first.
@@ -470,6 +472,7 @@ fn sorted<K>(m: impl IntoIterator<Item = (K, u64)>) -> Vec<(K, u64)> {
 }
 
 pub fn profile(trace: &Trace, filter: &Filter) -> Profile {
+    let mut cat = Catalog::new(trace);
     let mut threads: FxHashMap<u32, ThreadAcc> = FxHashMap::default();
     let filtering = !(filter.tids.is_empty() && filter.pids.is_empty() && filter.comms.is_empty());
     for s in &trace.samples {
@@ -490,13 +493,23 @@ pub fn profile(trace: &Trace, filter: &Filter) -> Profile {
                 sc.steal += n;
             } else if class == Class::Sched && s.class != Class::Sched {
                 sc.sched_after_wakeup += n;
-            } else if class != Class::Cpu && s.waker != Waker::None {
-                *acc.wakers.entry((class, s.stack, s.waker)).or_default() += n;
+            } else if class == Class::Lock && cat.stack(s.stack).lock_kind == LockKind::Mutex {
+                acc.retries.contended(&mut acc.wakers, s.stack, s.waker, n);
+            } else if class != Class::Cpu {
+                // A preemption is no wait of its own: a retry chain goes on.
+                if class != Class::Sched {
+                    acc.retries.end(&mut acc.wakers);
+                }
+                if s.waker != Waker::None {
+                    *acc.wakers.entry((class, s.stack, s.waker)).or_default() += n;
+                }
             }
         }
     }
+    for acc in threads.values_mut() {
+        acc.retries.end(&mut acc.wakers);
+    }
 
-    let mut cat = Catalog::new(trace);
     struct Spread {
         rows: FxHashMap<RowKey, RowAcc>,
         funcs: FxHashMap<FuncId, FuncAcc>,
