@@ -144,7 +144,7 @@ pub const RUNTIME_RULES: &[Rule] = &[
     rule(
         &["uv__io_poll"],
         Idle,
-        "an event loop (libuv) waiting for events",
+        "a libuv event loop waiting for events",
     ),
 ];
 
@@ -393,10 +393,7 @@ mod tests {
             ("node", "uv_run"),
             ("node", "node::SpinEventLoop(node::Environment*)"),
         ]);
-        assert_eq!(
-            idle_why(&s),
-            Some("an event loop (libuv) waiting for events")
-        );
+        assert_eq!(idle_why(&s), Some("a libuv event loop waiting for events"));
     }
 
     #[test]
