@@ -326,8 +326,10 @@ fn note_single_stepped(funcs: &[UserFunc]) {
     }
 }
 
-/// `--func` arguments as (binary, symbol).
-fn user_funcs(a: &RecordArgs) -> anyhow::Result<Vec<UserFunc>> {
+/// `--func` arguments as (binary, symbol), and the operations of each
+/// `--func` that several functions answer to (its overloads: one of them
+/// called is enough).
+fn user_funcs(a: &RecordArgs) -> anyhow::Result<(Vec<UserFunc>, Vec<Vec<String>>)> {
     let default_binary = || -> anyhow::Result<PathBuf> {
         if let Some(argv0) = a.command.first() {
             return holdup_record::launch::resolve_program(argv0)
@@ -339,38 +341,50 @@ fn user_funcs(a: &RecordArgs) -> anyhow::Result<Vec<UserFunc>> {
         }
         bail!("--func SYMBOL needs a command or -p PID to find it in; with -a give BINARY:SYMBOL")
     };
-    a.funcs
-        .iter()
-        .map(|f| {
-            let (binary, symbol) = func_spec(f, &default_binary)?;
-            Ok(UserFunc {
-                binary,
-                symbol,
-                role: if a.callees > 0 {
-                    UfuncRole::Root
-                } else {
-                    UfuncRole::Operation
-                },
-            })
-        })
-        .collect()
+    let role = if a.callees > 0 {
+        UfuncRole::Root
+    } else {
+        UfuncRole::Operation
+    };
+    let (mut funcs, mut overloads) = (Vec::new(), Vec::new());
+    for f in &a.funcs {
+        let (binary, symbols) = func_spec(f, &default_binary)?;
+        if symbols.len() > 1 {
+            let readable: Vec<String> = symbols
+                .iter()
+                .map(|s| holdup_coz::names::readable(s))
+                .collect();
+            eprintln!(
+                "holdup latency: --func {f}: {} functions answer to it (overloads or instantiations), each timed: {}",
+                symbols.len(),
+                readable.join("; ")
+            );
+            overloads.push(symbols.iter().map(|s| format!("func:{s}")).collect());
+        }
+        funcs.extend(symbols.into_iter().map(|symbol| UserFunc {
+            binary: binary.clone(),
+            symbol,
+            role,
+        }));
+    }
+    Ok((funcs, overloads))
 }
 
-/// One `--func`: `[BINARY:]SYMBOL`, or `[BINARY:]FILE:LINE` for the
-/// function whose code holds that line; as (binary, symbol).
+/// One `--func`: `[BINARY:]FUNCTION`, or `[BINARY:]FILE:LINE` for the
+/// function whose code holds that line; as (binary, symbols): a C++ or
+/// Rust name without parameters may answer for several functions.
 fn func_spec(
     f: &str,
     default_binary: &dyn Fn() -> anyhow::Result<PathBuf>,
-) -> anyhow::Result<(PathBuf, String)> {
-    let is_line = f
-        .rsplit_once(':')
-        .is_some_and(|(head, n)| !head.is_empty() && n.parse::<u32>().is_ok());
-    let (binary, what) = match f.split_once(':') {
-        // BINARY:FILE:LINE, BINARY:SYMBOL; a FILE:LINE alone has one colon.
-        Some((bin, rest)) if !bin.is_empty() && (!is_line || rest.contains(':')) => {
-            (PathBuf::from(bin), rest)
-        }
-        _ => (default_binary()?, f),
+) -> anyhow::Result<(PathBuf, Vec<String>)> {
+    use holdup_coz::names::{is_file_line, split_binary};
+    // BINARY:FILE:LINE, BINARY:FUNCTION; a FILE:LINE alone has one colon,
+    // and the `::` of a C++ or Rust name splits nothing.
+    let (binary, what) = match split_binary(f, |head| {
+        !is_file_line(f) || is_file_line(&f[head.len() + 1..])
+    }) {
+        Some((bin, rest)) => (PathBuf::from(bin), rest),
+        None => (default_binary()?, f),
     };
     if what.is_empty() {
         bail!("--func '{f}': no symbol given");
@@ -378,12 +392,14 @@ fn func_spec(
     if !binary.is_file() {
         bail!("--func '{f}': no such file {}", binary.display());
     }
-    let symbol = if is_line {
-        holdup_coz::probe::function_at(&binary, what).map_err(|e| anyhow::anyhow!("--func {e}"))?
+    let symbols = if is_file_line(what) {
+        vec![holdup_coz::probe::function_at(&binary, what)
+            .map_err(|e| anyhow::anyhow!("--func {e}"))?]
     } else {
-        what.to_string()
+        holdup_coz::probe::functions_named(&binary, what)
+            .map_err(|e| anyhow::anyhow!("--func {e}"))?
     };
-    Ok((binary, symbol))
+    Ok((binary, symbols))
 }
 
 /// How far, and along what, the ftree goes below each root.
@@ -707,7 +723,7 @@ fn record(a: RecordArgs) -> anyhow::Result<ExitCode> {
     if a.interval < Duration::from_millis(10) {
         bail!("--interval must be at least 10ms");
     }
-    let mut ufuncs = user_funcs(&a)?;
+    let (mut ufuncs, overloads) = user_funcs(&a)?;
     if a.callees > 0 && ufuncs.is_empty() {
         bail!("--callees needs a user function to start from (--func)");
     }
@@ -933,10 +949,13 @@ fn record(a: RecordArgs) -> anyhow::Result<ExitCode> {
         lost_events,
         a.output.display()
     );
-    if let Some(never) = requested
-        .iter()
-        .find(|r| !data.histograms.iter().any(|h| &h.op == *r))
-    {
+    let called = |op: &String| data.histograms.iter().any(|h| &h.op == op);
+    if let Some(never) = requested.iter().find(|r| {
+        !called(r)
+            && !overloads
+                .iter()
+                .any(|o: &Vec<String>| o.contains(r) && o.iter().any(called))
+    }) {
         bail!(
             "{never} was never called during the recording (histograms of the rest are in {})",
             a.output.display()
