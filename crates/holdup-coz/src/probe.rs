@@ -77,16 +77,17 @@ pub fn functions_named(binary: &Path, name: &str) -> Result<Vec<String>, String>
 /// (symbol, address) of the functions answering to `name`; none is an
 /// error that lists the closest names.
 fn named(file: &object::File<'_>, binary: &Path, name: &str) -> Result<Vec<(String, u64)>, String> {
-    let mut found: Vec<(String, u64)> = text_symbols(file)
-        .filter_map(|s| Some((s.name().ok()?, s.address())))
-        .filter(|(n, _)| names::answers_to(n, name))
-        .map(|(n, a)| (n.to_string(), a))
+    let functions = functions(file)?;
+    let mut found: Vec<(String, u64)> = functions
+        .iter()
+        .filter(|f| names::answers_to(&f.name, name))
+        .map(|f| (f.name.clone(), f.address))
         .collect();
     // Both symbol tables, and aliases (a C++ constructor's C1 and C2).
     found.sort_by_key(|&(_, a)| a);
     found.dedup_by_key(|&mut (_, a)| a);
     if found.is_empty() {
-        let near = names::closest(name, text_symbols(file).filter_map(|s| s.name().ok()));
+        let near = names::closest(name, functions.iter().map(|f| f.name.as_str()));
         let hint = if near.is_empty() {
             String::new()
         } else {
@@ -169,6 +170,40 @@ fn with_elf<T>(
     f(&file, &data)
 }
 
+/// A function of a binary: its symbol and where its code is.
+struct Function {
+    name: String,
+    address: u64,
+    size: u64,
+}
+
+/// The functions `file` defines; for a stripped file (no `.symtab`), also
+/// those of its separate debug file, found by build-id (its addresses are
+/// the file's).
+fn functions(file: &object::File<'_>) -> Result<Vec<Function>, String> {
+    let of = |f: &object::File<'_>| -> Vec<Function> {
+        text_symbols(f)
+            .filter_map(|s| {
+                Some(Function {
+                    name: s.name().ok()?.to_string(),
+                    address: s.address(),
+                    size: s.size(),
+                })
+            })
+            .collect()
+    };
+    let mut all = of(file);
+    if file.section_by_name(".symtab").is_none() {
+        if let Some(debug) = lines::separate_debug_file(file) {
+            let data = read_binary(&debug)?;
+            let dfile =
+                object::File::parse(&*data).map_err(|e| format!("{}: {e}", debug.display()))?;
+            all.extend(of(&dfile));
+        }
+    }
+    Ok(all)
+}
+
 /// The functions a file defines, from both symbol tables.
 fn text_symbols<'a>(file: &'a object::File<'_>) -> impl Iterator<Item = object::Symbol<'a, 'a>> {
     file.symbols()
@@ -210,9 +245,10 @@ const NEXT_LINES: u32 = 19;
 pub fn function_at(binary: &Path, file_line: &str) -> Result<String, String> {
     let svma = line_address(binary, file_line, NEXT_LINES)?;
     with_elf(binary, |file, _| {
-        text_symbols(file)
-            .find(|s| s.address() <= svma && svma < s.address() + s.size())
-            .and_then(|s| s.name().ok().map(str::to_string))
+        functions(file)?
+            .into_iter()
+            .find(|f| f.address <= svma && svma < f.address.saturating_add(f.size))
+            .map(|f| f.name)
             .ok_or_else(|| {
                 format!(
                     "line {file_line} of {} is in no function of its symbol table (stripped?)",

@@ -717,6 +717,7 @@ fn wait_untraced(l: &Launched) -> Option<ExitStatus> {
 }
 
 fn record(a: RecordArgs) -> anyhow::Result<ExitCode> {
+    holdup_record::symbols::find_debug_files_for_specs();
     let (target, duration) = a
         .target
         .resolve(!a.command.is_empty(), ("time", "latency"))?;
