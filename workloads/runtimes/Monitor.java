@@ -24,20 +24,21 @@ public class Monitor {
         sink += x;
     }
 
-    /** The kernel's id of the calling thread. */
-    static long tid() throws Exception {
-        return Long.parseLong(Files.readSymbolicLink(Path.of("/proc/thread-self")).getFileName().toString());
+    /** Prints "KEY N", N the kernel's id of the calling thread. */
+    static void printTid(String key) {
+        try {
+            Path self = Files.readSymbolicLink(Path.of("/proc/thread-self"));
+            System.out.println(key + " " + self.getFileName());
+        } catch (Exception e) {
+            throw new RuntimeException(e);
+        }
     }
 
     public static void main(String[] args) throws Exception {
         long end = System.nanoTime() + (long) (Double.parseDouble(args[0]) * 1e9);
         long[] waited = new long[1];
         Thread holder = new Thread(() -> {
-            try {
-                System.out.println("holder_tid " + tid());
-            } catch (Exception e) {
-                throw new RuntimeException(e);
-            }
+            printTid("holder_tid");
             while (System.nanoTime() < end) {
                 synchronized (lock) {
                     spin(HOLD_MS * 1_000_000);
@@ -47,11 +48,7 @@ public class Monitor {
             }
         }, "holder");
         Thread waiter = new Thread(() -> {
-            try {
-                System.out.println("waiter_tid " + tid());
-            } catch (Exception e) {
-                throw new RuntimeException(e);
-            }
+            printTid("waiter_tid");
             while (System.nanoTime() < end) {
                 long t0 = System.nanoTime();
                 synchronized (lock) {

@@ -214,25 +214,8 @@ pub fn idle_why(funcs: &[Func]) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::rc::Rc;
+    use crate::symbols::tests::{stack, K, LIBC};
 
-    /// A stack from `(dso, name)` pairs, leaf first.
-    fn stack(frames: &[(&str, &str)]) -> Vec<Func> {
-        frames
-            .iter()
-            .map(|&(dso, name)| Func {
-                name: Rc::from(name),
-                dso: Rc::from(dso),
-                file: None,
-                line: 0,
-                kernel: dso == K,
-                inlined: false,
-            })
-            .collect()
-    }
-
-    const K: &str = "[kernel.kallsyms]";
-    const LIBC: &str = "libc.so.6";
     const JVM: &str = "libjvm.so";
     const JIT: &str = "[jit]";
 

@@ -225,11 +225,11 @@ fn entry_name(name: &str) -> &str {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A stack from `(dso, name)` pairs, leaf first.
-    fn stack(frames: &[(&str, &str)]) -> Vec<Func> {
+    pub(crate) fn stack(frames: &[(&str, &str)]) -> Vec<Func> {
         frames
             .iter()
             .map(|&(dso, name)| Func {
@@ -243,8 +243,8 @@ mod tests {
             .collect()
     }
 
-    const K: &str = "[kernel.kallsyms]";
-    const LIBC: &str = "libc.so.6";
+    pub(crate) const K: &str = "[kernel.kallsyms]";
+    pub(crate) const LIBC: &str = "libc.so.6";
 
     #[test]
     fn a_mutex_wait_in_a_library_is_named_by_the_application() {

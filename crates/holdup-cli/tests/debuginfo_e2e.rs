@@ -208,13 +208,7 @@ fn probe_specs_of_a_stripped_binary_come_from_its_debug_file() {
     let _serial = serial();
     let dir = scratch("debuginfod_specs");
     let src = repo_root().join("workloads/overloads.cpp");
-    let full = dir.join("overloads");
-    let status = Command::new("c++")
-        .args(["-O2", "-g", "-o"])
-        .arg(&full)
-        .arg(&src)
-        .bounded_status();
-    assert!(status.success(), "compiling {}", src.display());
+    let full = cxx(&src, &dir.join("overloads"), &["-O2"]);
     let bin = split(&full, &dir);
     let id = build_id(&bin);
     // Stripped, and no debug file found yet: no such function.

@@ -7,22 +7,14 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use support::*;
 
 /// The workload, built as `name` (tests run in parallel).
 fn overloads(name: &str) -> PathBuf {
-    let src = repo_root().join("workloads/overloads.cpp");
     let out_dir = repo_root().join("target/workloads");
     std::fs::create_dir_all(&out_dir).unwrap();
-    let bin = out_dir.join(name);
-    let status = Command::new("c++")
-        .args(["-O2", "-g", "-o"])
-        .arg(&bin)
-        .arg(&src)
-        .bounded_status();
-    assert!(status.success(), "compiling {}", src.display());
-    bin
+    let src = repo_root().join("workloads/overloads.cpp");
+    cxx(&src, &out_dir.join(name), &["-O2"])
 }
 
 #[test]

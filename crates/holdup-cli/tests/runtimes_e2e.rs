@@ -27,17 +27,6 @@ fn thread_by_tid(r: &Value, tid: u64) -> &Value {
         .unwrap_or_else(|| panic!("no thread {tid} in the report"))
 }
 
-/// Samples of a thread's sites whose label contains `part`, in `class`.
-fn site_samples(t: &Value, part: &str, class: &str) -> f64 {
-    t["sites"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|s| s["class"] == class && s["site"].as_str().unwrap().contains(part))
-        .map(|s| n(&s["samples"]))
-        .sum()
-}
-
 fn report_text(data: &Path) -> String {
     let out = run_ok(&["report", "-i", data.to_str().unwrap()]);
     String::from_utf8_lossy(&out.stdout).into_owned()

@@ -7,10 +7,7 @@
 /// A spec's optional `BINARY:` prefix and the rest: the first `:` that is
 /// not half of a `::` (C++ and Rust paths) splits them, and only when
 /// `is_binary` accepts the prefix (a source file is never one).
-pub fn split_binary<'a>(
-    spec: &'a str,
-    is_binary: impl Fn(&str) -> bool,
-) -> Option<(&'a str, &'a str)> {
+pub fn split_binary(spec: &str, is_binary: impl Fn(&str) -> bool) -> Option<(&str, &str)> {
     let b = spec.as_bytes();
     let at = (0..b.len())
         .find(|&i| b[i] == b':' && b.get(i + 1) != Some(&b':') && (i == 0 || b[i - 1] != b':'))?;
