@@ -5,6 +5,7 @@ pub mod folded;
 pub mod holder;
 pub use holdup_trace::fxhash;
 pub mod latency;
+pub mod lock_rules;
 pub mod profile;
 pub mod stacks;
 pub mod syscalls;

@@ -5,6 +5,9 @@ use holdup_trace::{Frame, StackId, Trace, KERNEL_DSO, UNKNOWN_DSO};
 use std::collections::HashMap;
 use std::rc::Rc;
 
+/// What lock waits wait for: decided by the rules of `lock_rules`.
+pub use crate::lock_rules::{lock_kind, LockKind};
+
 /// One function on a stack (inlined functions are frames of their own).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Func {
@@ -221,75 +224,12 @@ fn entry_name(name: &str) -> &str {
     n.strip_prefix("libc_").unwrap_or(n)
 }
 
-/// What a lock wait ([L]) waits for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum LockKind {
-    /// A mutex (or rwlock, or kernel lock) held by another thread: contention.
-    Mutex,
-    /// A signal from another thread: a condition variable, a join, a
-    /// barrier, a semaphore. Idle by design unless the signaller is late.
-    Signal,
-}
-
-impl LockKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            LockKind::Mutex => "mutex",
-            LockKind::Signal => "signal",
-        }
-    }
-}
-
-/// Classify a lock wait by its stack (leaf first). The innermost frame
-/// that names a primitive decides: a condition variable that re-takes its
-/// mutex after the signal (`__pthread_mutex_cond_lock → __lll_lock_wait`)
-/// is waiting for the mutex. Futex waits whose stack names no primitive
-/// (a raw `syscall(SYS_futex)`) stay mutexes: the conservative reading of
-/// `lock`.
-pub fn lock_kind(funcs: &[Func]) -> LockKind {
-    const SIGNAL: [&str; 13] = [
-        "cond_wait",
-        "cond_timedwait",
-        "cond_clockwait",
-        "condition_variable",
-        "condvar",
-        "pthread_join",
-        "clockjoin",
-        "timedjoin",
-        "thread::join",
-        "barrier",
-        "sem_wait",
-        "sem_timedwait",
-        "sem_clockwait",
-    ];
-    const MUTEX: [&str; 7] = [
-        "lll_lock",
-        "mutex_lock",
-        "mutex_cond_lock",
-        "mutex_timedlock",
-        "mutex::lock",
-        "rwlock",
-        "spin_lock",
-    ];
-    for f in funcs {
-        let name = f.name.to_ascii_lowercase();
-        // Checked first: `__pthread_mutex_cond_lock` would also match "cond".
-        if MUTEX.iter().any(|w| name.contains(w)) {
-            return LockKind::Mutex;
-        }
-        if SIGNAL.iter().any(|w| name.contains(w)) {
-            return LockKind::Signal;
-        }
-    }
-    LockKind::Mutex
-}
-
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A stack from `(dso, name)` pairs, leaf first.
-    fn stack(frames: &[(&str, &str)]) -> Vec<Func> {
+    pub(crate) fn stack(frames: &[(&str, &str)]) -> Vec<Func> {
         frames
             .iter()
             .map(|&(dso, name)| Func {
@@ -303,8 +243,8 @@ mod tests {
             .collect()
     }
 
-    const K: &str = "[kernel.kallsyms]";
-    const LIBC: &str = "libc.so.6";
+    pub(crate) const K: &str = "[kernel.kallsyms]";
+    pub(crate) const LIBC: &str = "libc.so.6";
 
     #[test]
     fn a_mutex_wait_in_a_library_is_named_by_the_application() {

@@ -78,8 +78,11 @@ impl Debuginfod {
 fn split(bin: &Path, dir: &Path) -> PathBuf {
     let served = dir.join("served");
     std::fs::create_dir_all(&served).unwrap();
-    let stripped = dir.join("stripped_work");
-    let debug = served.join("stripped_work.debug");
+    let stripped = dir.join(format!(
+        "{}-stripped",
+        bin.file_name().unwrap().to_string_lossy()
+    ));
+    let debug = served.join("work.debug");
     let steps: [(&str, Vec<&std::ffi::OsStr>); 2] = [
         (
             "objcopy",
@@ -192,4 +195,53 @@ fn a_stripped_binary_is_named_through_debuginfod_then_from_the_cache() {
         "{named} samples for {cpu} s: {err}"
     );
     assert!(file.ends_with("workloads/stripped_work.c"), "{file}");
+}
+
+/// Function and line specs of a stripped binary (`--progress` and
+/// `--latency` of causal runs, `--func` of latency) are found in its debug
+/// file, fetched from a debuginfod server as recordings fetch it: the C++
+/// overloads by their demangled name, at the offsets the unstripped binary
+/// gives them.
+#[test]
+fn probe_specs_of_a_stripped_binary_come_from_its_debug_file() {
+    use holdup_coz::probe::{function_at, resolve};
+    let _serial = serial();
+    let dir = scratch("debuginfod_specs");
+    let src = repo_root().join("workloads/overloads.cpp");
+    let full = cxx(&src, &dir.join("overloads"), &["-O2"]);
+    let bin = split(&full, &dir);
+    let id = build_id(&bin);
+    // Stripped, and no debug file found yet: no such function.
+    let e = resolve(Some(&bin), "ns::Cls::work").unwrap_err();
+    assert!(e.contains("no function 'ns::Cls::work'"), "{e}");
+
+    let server = Debuginfod::serve(&dir.join("served"), &id);
+    let cache = dir.join("cache");
+    std::fs::create_dir(&cache).unwrap();
+    std::fs::set_permissions(&cache, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    // What `holdup causal run` and `holdup latency` do first, with this
+    // test's cache and server.
+    std::env::set_var("XDG_CACHE_HOME", &cache);
+    std::env::set_var("DEBUGINFOD_URLS", &server.url);
+    holdup_record::embed_symbols::find_debug_files_for_specs();
+    let stripped = resolve(Some(&bin), "ns::Cls::work").unwrap();
+    let unstripped = resolve(Some(&full), "ns::Cls::work").unwrap();
+    assert_eq!(stripped.len(), 2);
+    let offsets = |s: &[holdup_coz::probe::Site]| s.iter().map(|s| s.offset).collect::<Vec<_>>();
+    assert_eq!(offsets(&stripped), offsets(&unstripped));
+    // A line of the source names its function too (latency's --func FILE:LINE).
+    let line = std::fs::read_to_string(&src)
+        .unwrap()
+        .lines()
+        .position(|l| l.starts_with("void Cls::work(int x)"))
+        .unwrap()
+        + 1;
+    assert_eq!(
+        function_at(&bin, &format!("overloads.cpp:{line}")),
+        Ok("_ZN2ns3Cls4workEi".to_string())
+    );
+    assert!(cache
+        .join("holdup/debuginfod")
+        .join(format!("{id}.debug"))
+        .is_file());
 }

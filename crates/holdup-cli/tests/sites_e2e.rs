@@ -89,17 +89,6 @@ fn top_site<'a>(t: &'a Value, class: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {class} site in thread {}", t["tid"]))
 }
 
-/// Samples of a thread's sites whose label contains `part`, in `class`.
-fn site_samples(t: &Value, part: &str, class: &str) -> f64 {
-    t["sites"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|s| s["class"] == class && s["site"].as_str().unwrap().contains(part))
-        .map(|s| n(&s["samples"]))
-        .sum()
-}
-
 /// The share of a site's waker samples that name one of `tids`.
 fn woken_by_share(site: &Value, tids: &[u64]) -> f64 {
     let wakers = site["wakers"].as_array().unwrap();

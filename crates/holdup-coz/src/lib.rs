@@ -9,6 +9,7 @@ pub mod experiment;
 pub mod frames;
 pub mod handoff;
 pub mod lines;
+pub mod names;
 pub mod points;
 pub mod probe;
 pub mod probe_list;

@@ -165,7 +165,23 @@ pub fn from_elf(
     from_object(&file, locs, keep)
 }
 
-fn separate_debug_file(file: &object::File<'_>) -> Option<PathBuf> {
+/// Finds the separate debug file of a build-id: set once by a program
+/// that can look further than `/usr/lib/debug` (debug files fetched from
+/// debuginfod servers).
+type DebugFileFinder = Box<dyn Fn(&[u8]) -> Option<PathBuf> + Send + Sync>;
+
+static DEBUG_FILES: std::sync::OnceLock<DebugFileFinder> = std::sync::OnceLock::new();
+
+/// Where [`separate_debug_file`] looks, beyond `/usr/lib/debug`; the first
+/// call wins.
+pub fn set_debug_file_finder(find: DebugFileFinder) {
+    let _ = DEBUG_FILES.set(find);
+}
+
+/// The separate debug file of an ELF file, by its build-id: under
+/// `/usr/lib/debug/.build-id`, or where the finder set by
+/// [`set_debug_file_finder`] finds it.
+pub fn separate_debug_file(file: &object::File<'_>) -> Option<PathBuf> {
     let id = file.build_id().ok()??;
     if id.len() < 2 {
         return None;
@@ -177,7 +193,9 @@ fn separate_debug_file(file: &object::File<'_>) -> Option<PathBuf> {
         &hex[2..]
     ));
     // Root's tree: distributions link the build id to the debug file.
-    p.canonicalize().ok()
+    p.canonicalize()
+        .ok()
+        .or_else(|| DEBUG_FILES.get().and_then(|find| find(id)))
 }
 
 fn from_object(

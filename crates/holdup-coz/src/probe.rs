@@ -2,6 +2,7 @@
 //! `SYMBOL` or a `FILE:LINE` of a binary, as an offset in the file.
 
 use crate::lines::{self, Locations};
+use crate::names;
 use object::{Object, ObjectSegment, ObjectSymbol};
 use std::path::{Path, PathBuf};
 
@@ -16,42 +17,88 @@ pub struct Site {
     pub single_stepped: bool,
 }
 
-/// `[BINARY:]SYMBOL` or `[BINARY:]FILE:LINE`; without a binary, the
-/// symbol or line is looked up in `default_binary`. A prefix is a binary
-/// when it names an ELF file (a source file never does).
-pub fn resolve(default_binary: Option<&Path>, spec: &str) -> Result<Site, String> {
-    let (binary, what) = match spec.split_once(':') {
-        Some((head, rest)) if is_elf(Path::new(head)) => (PathBuf::from(head), rest),
-        _ => match default_binary {
+/// `[BINARY:]FUNCTION` or `[BINARY:]FILE:LINE`; without a binary, the
+/// function or line is looked up in `default_binary`. A prefix is a binary
+/// when it names an ELF file (a source file never does), and a `::` of a
+/// C++ or Rust name splits nothing. A function is named as `names` reads
+/// names: every overload, instantiation or monomorphization that answers
+/// to it is a site (one for a mangled symbol or a C function).
+pub fn resolve(default_binary: Option<&Path>, spec: &str) -> Result<Vec<Site>, String> {
+    let (binary, what) = match names::split_binary(spec, |h| is_elf(Path::new(h))) {
+        Some((head, rest)) => (PathBuf::from(head), rest),
+        None => match default_binary {
             Some(b) => (b.to_path_buf(), spec),
             None => return Err(format!("'{spec}': give the binary as BINARY:{spec}")),
         },
     };
-    let line_svma = match what.rsplit_once(':') {
-        Some((_, n)) if n.parse::<u32>().is_ok() => Some(line_address(&binary, what, 0)?),
-        _ => None,
+    let line_svma = if names::is_file_line(what) {
+        Some(line_address(&binary, what, 0)?)
+    } else {
+        None
     };
-    let (offset, single_stepped) = with_elf(&binary, |file, data| {
-        let svma = match line_svma {
-            Some(svma) => svma,
-            None => text_symbols(file)
-                .find(|s| s.name() == Ok(what))
-                .map(|s| s.address())
-                .ok_or_else(|| format!("no function '{what}' in {}", binary.display()))?,
+    with_elf(&binary, |file, data| {
+        let svmas = match line_svma {
+            Some(svma) => vec![svma],
+            None => named(file, &binary, what)?
+                .into_iter()
+                .map(|(_, a)| a)
+                .collect(),
         };
-        let offset = file_offset(file, svma).ok_or_else(|| {
-            format!(
-                "'{what}' in {}: address {svma:#x} is in no loaded segment",
-                binary.display()
-            )
-        })?;
-        Ok((offset, stepped_at(file, data, offset)))
-    })?;
-    Ok(Site {
-        binary,
-        offset,
-        single_stepped,
+        svmas
+            .into_iter()
+            .map(|svma| {
+                let offset = file_offset(file, svma).ok_or_else(|| {
+                    format!(
+                        "'{what}' in {}: address {svma:#x} is in no loaded segment",
+                        binary.display()
+                    )
+                })?;
+                Ok(Site {
+                    binary: binary.clone(),
+                    offset,
+                    single_stepped: stepped_at(file, data, offset),
+                })
+            })
+            .collect()
     })
+}
+
+/// The symbols of the functions of `binary` that answer to `name` (see
+/// `names`): one per address, in address order.
+pub fn functions_named(binary: &Path, name: &str) -> Result<Vec<String>, String> {
+    with_elf(binary, |file, _| {
+        Ok(named(file, binary, name)?
+            .into_iter()
+            .map(|(s, _)| s)
+            .collect())
+    })
+}
+
+/// (symbol, address) of the functions answering to `name`; none is an
+/// error that lists the closest names.
+fn named(file: &object::File<'_>, binary: &Path, name: &str) -> Result<Vec<(String, u64)>, String> {
+    let functions = functions(file)?;
+    let mut found: Vec<(String, u64)> = functions
+        .iter()
+        .filter(|f| names::answers_to(&f.name, name))
+        .map(|f| (f.name.clone(), f.address))
+        .collect();
+    // Both symbol tables, and aliases (a C++ constructor's C1 and C2).
+    found.sort_by_key(|&(_, a)| a);
+    found.dedup_by_key(|&mut (_, a)| a);
+    if found.is_empty() {
+        let near = names::closest(name, functions.iter().map(|f| f.name.as_str()));
+        let hint = if near.is_empty() {
+            String::new()
+        } else {
+            format!("; closest: {}", near.join(", "))
+        };
+        return Err(format!(
+            "no function '{name}' in {}{hint}",
+            binary.display()
+        ));
+    }
+    Ok(found)
 }
 
 /// Which of `functions` of `binary` the kernel single-steps the first
@@ -123,6 +170,40 @@ fn with_elf<T>(
     f(&file, &data)
 }
 
+/// A function of a binary: its symbol and where its code is.
+struct Function {
+    name: String,
+    address: u64,
+    size: u64,
+}
+
+/// The functions `file` defines; for a stripped file (no `.symtab`), also
+/// those of its separate debug file, found by build-id (its addresses are
+/// the file's).
+fn functions(file: &object::File<'_>) -> Result<Vec<Function>, String> {
+    let of = |f: &object::File<'_>| -> Vec<Function> {
+        text_symbols(f)
+            .filter_map(|s| {
+                Some(Function {
+                    name: s.name().ok()?.to_string(),
+                    address: s.address(),
+                    size: s.size(),
+                })
+            })
+            .collect()
+    };
+    let mut all = of(file);
+    if file.section_by_name(".symtab").is_none() {
+        if let Some(debug) = lines::separate_debug_file(file) {
+            let data = read_binary(&debug)?;
+            let dfile =
+                object::File::parse(&*data).map_err(|e| format!("{}: {e}", debug.display()))?;
+            all.extend(of(&dfile));
+        }
+    }
+    Ok(all)
+}
+
 /// The functions a file defines, from both symbol tables.
 fn text_symbols<'a>(file: &'a object::File<'_>) -> impl Iterator<Item = object::Symbol<'a, 'a>> {
     file.symbols()
@@ -164,9 +245,10 @@ const NEXT_LINES: u32 = 19;
 pub fn function_at(binary: &Path, file_line: &str) -> Result<String, String> {
     let svma = line_address(binary, file_line, NEXT_LINES)?;
     with_elf(binary, |file, _| {
-        text_symbols(file)
-            .find(|s| s.address() <= svma && svma < s.address() + s.size())
-            .and_then(|s| s.name().ok().map(str::to_string))
+        functions(file)?
+            .into_iter()
+            .find(|f| f.address <= svma && svma < f.address.saturating_add(f.size))
+            .map(|f| f.name)
             .ok_or_else(|| {
                 format!(
                     "line {file_line} of {} is in no function of its symbol table (stripped?)",
@@ -233,10 +315,11 @@ mod tests {
         assert!(err.contains("no_such_function_anywhere"), "{err}");
         let err = resolve(None, "main").unwrap_err();
         assert!(err.contains("BINARY:main"), "{err}");
-        let site = resolve(Some(&exe), "main").unwrap();
-        assert!(site.offset > 0);
+        let sites = resolve(Some(&exe), "main").unwrap();
+        assert_eq!(sites.len(), 1);
+        assert!(sites[0].offset > 0);
         let with_binary = format!("{}:main", exe.display());
-        assert_eq!(resolve(None, &with_binary).unwrap(), site);
+        assert_eq!(resolve(None, &with_binary).unwrap(), sites);
     }
 
     #[test]

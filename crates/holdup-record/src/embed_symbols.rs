@@ -158,6 +158,16 @@ fn why(e: &holdup_symbolize::Error) -> String {
     }
 }
 
+/// Line and function specs of stripped binaries (causal targets, probes,
+/// `--func`) are looked up in debug files as recordings find them:
+/// installed, fetched before into the symbol cache, or from the servers of
+/// `DEBUGINFOD_URLS`.
+pub fn find_debug_files_for_specs() {
+    let fetched = SymbolCache::open().map(|c| c.subdir("debuginfod"));
+    let files = std::sync::Mutex::new(DebugFiles::from_env(fetched));
+    holdup_coz::lines::set_debug_file_finder(Box::new(move |id| files.lock().ok()?.find(id)));
+}
+
 pub fn symbolize<W: Write>(d: &mut Converter<W>) -> std::io::Result<SymbolStats> {
     let mut by_dso: BTreeMap<u32, BTreeSet<u64>> = BTreeMap::new();
     for f in d.frames() {

@@ -74,6 +74,7 @@ fn merge(ts: &[&ThreadProfile], by: Section) -> ThreadProfile {
         threads: 0,
         samples: ClassCounts::default(),
         lock_split: LockSplit::default(),
+        idle: Idle::default(),
         functions: Vec::new(),
         rows: Vec::new(),
     };
@@ -81,12 +82,18 @@ fn merge(ts: &[&ThreadProfile], by: Section) -> ThreadProfile {
     /// A row's identity across threads: tag, object, symbol (or site), lock kind.
     type MergedRow = (Tag, Rc<str>, Rc<str>, Option<LockKind>);
     let mut rows: HashMap<MergedRow, usize> = HashMap::new();
+    let mut heaviest_idle = 0;
     for t in ts {
         m.lifetime_ns = m.lifetime_ns.saturating_add(t.lifetime_ns);
         m.threads += t.threads;
         m.samples.add_all(&t.samples);
-        m.lock_split.mutex += t.lock_split.mutex;
-        m.lock_split.signal += t.lock_split.signal;
+        m.lock_split.add_all(&t.lock_split);
+        // The why of the thread idle the longest.
+        if t.idle.samples > heaviest_idle {
+            heaviest_idle = t.idle.samples;
+            m.idle.why = t.idle.why;
+        }
+        m.idle.samples += t.idle.samples;
         for f in &t.functions {
             let key = (f.dso.clone(), f.symbol.clone());
             match funcs.get(&key) {

@@ -4,6 +4,7 @@
 //! subclass and the runqueue part (`sched`).
 
 use crate::fxhash::FxHashMap;
+use crate::lock_rules::idle_why;
 use crate::stacks::{lock_kind, site, wait_reason, Func, LockKind, Resolver};
 use holdup_trace::{Class, Sample, Trace, Waker};
 use serde::Serialize;
@@ -11,6 +12,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 mod group;
+mod retries;
 pub use group::{group, Section};
 
 /// Weighted sample counts per class.
@@ -60,12 +62,14 @@ impl ClassCounts {
 }
 
 /// Lock waits ([L]) split by what they wait for: a mutex held by another
-/// thread (contention) or a signal (condition variable, join, barrier,
-/// semaphore: idle by design unless the signaller is late).
+/// thread (contention), a signal (condition variable, join, barrier,
+/// semaphore: idle by design unless the signaller is late), or nothing (a
+/// runtime's idle thread, a sleep; see `lock_rules`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct LockSplit {
     pub mutex: u64,
     pub signal: u64,
+    pub idle: u64,
 }
 
 impl LockSplit {
@@ -73,6 +77,7 @@ impl LockSplit {
         match k {
             LockKind::Mutex => self.mutex,
             LockKind::Signal => self.signal,
+            LockKind::Idle => self.idle,
         }
     }
 
@@ -80,7 +85,40 @@ impl LockSplit {
         *match k {
             LockKind::Mutex => &mut self.mutex,
             LockKind::Signal => &mut self.signal,
+            LockKind::Idle => &mut self.idle,
         } += n;
+    }
+
+    pub fn add_all(&mut self, o: &LockSplit) {
+        self.mutex += o.mutex;
+        self.signal += o.signal;
+        self.idle += o.idle;
+    }
+}
+
+/// Blocked samples of a thread with nothing to do: lock waits of the idle
+/// kind and other waits (epoll, sleeps) that a rule of `lock_rules` calls
+/// idle, as a runtime's event loop or scheduler waiting for work.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Idle {
+    pub samples: u64,
+    /// Why, for the heaviest rule.
+    pub why: Option<&'static str>,
+}
+
+impl Idle {
+    fn from_counts(counts: FxHashMap<&'static str, u64>) -> Self {
+        let samples = counts.values().sum();
+        let why = counts
+            .into_iter()
+            .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(a.0)))
+            .map(|(w, _)| w);
+        Idle { samples, why }
+    }
+
+    /// Of these, the samples that are not lock waits (class other).
+    pub fn other(&self, lock: &LockSplit) -> u64 {
+        self.samples.saturating_sub(lock.idle)
     }
 }
 
@@ -181,6 +219,7 @@ pub struct ThreadProfile {
     pub samples: ClassCounts,
     /// `samples.lock`, by what the waits were for.
     pub lock_split: LockSplit,
+    pub idle: Idle,
     pub functions: Vec<FunctionStats>,
     pub rows: Vec<Row>,
 }
@@ -242,6 +281,7 @@ struct StackInfo {
     blocked_row: FuncId,
     reason: Option<u32>,
     lock_kind: LockKind,
+    idle_why: Option<&'static str>,
 }
 
 /// Functions, source locations and wait reasons, interned to ids.
@@ -359,6 +399,7 @@ impl<'t> Catalog<'t> {
         };
         let reason = wait_reason(&funcs).map(|r| self.reason(r));
         let lock_kind = lock_kind(&funcs);
+        let idle_why = idle_why(&funcs);
         let info = Rc::new(StackInfo {
             funcs: ids,
             self_cpu,
@@ -367,6 +408,7 @@ impl<'t> Catalog<'t> {
             blocked_row,
             reason,
             lock_kind,
+            idle_why,
         });
         self.stacks.insert(id, info.clone());
         info
@@ -417,7 +459,8 @@ struct ThreadAcc {
     samples: ClassCounts,
     stacks: FxHashMap<u32, StackCounts>,
     /// Wakers per blocked row: (subclass, stack) → waker → weight.
-    wakers: FxHashMap<(Class, u32, Waker), u64>,
+    wakers: retries::Wakers,
+    retries: retries::Retries,
 }
 
 /// Heaviest first.
@@ -432,6 +475,7 @@ fn sorted<K>(m: impl IntoIterator<Item = (K, u64)>) -> Vec<(K, u64)> {
 }
 
 pub fn profile(trace: &Trace, filter: &Filter) -> Profile {
+    let mut cat = Catalog::new(trace);
     let mut threads: FxHashMap<u32, ThreadAcc> = FxHashMap::default();
     let filtering = !(filter.tids.is_empty() && filter.pids.is_empty() && filter.comms.is_empty());
     for s in &trace.samples {
@@ -452,18 +496,28 @@ pub fn profile(trace: &Trace, filter: &Filter) -> Profile {
                 sc.steal += n;
             } else if class == Class::Sched && s.class != Class::Sched {
                 sc.sched_after_wakeup += n;
-            } else if class != Class::Cpu && s.waker != Waker::None {
-                *acc.wakers.entry((class, s.stack, s.waker)).or_default() += n;
+            } else if class == Class::Lock && cat.stack(s.stack).lock_kind == LockKind::Mutex {
+                acc.retries.contended(&mut acc.wakers, s.stack, s.waker, n);
+            } else if class != Class::Cpu {
+                // A preemption is no wait of its own: a retry chain goes on.
+                if class != Class::Sched {
+                    acc.retries.end(&mut acc.wakers);
+                }
+                if s.waker != Waker::None {
+                    *acc.wakers.entry((class, s.stack, s.waker)).or_default() += n;
+                }
             }
         }
     }
+    for acc in threads.values_mut() {
+        acc.retries.end(&mut acc.wakers);
+    }
 
-    let mut cat = Catalog::new(trace);
     struct Spread {
         rows: FxHashMap<RowKey, RowAcc>,
         funcs: FxHashMap<FuncId, FuncAcc>,
     }
-    let spread: Vec<(u32, ClassCounts, LockSplit, Spread)> = threads
+    let spread: Vec<(u32, ClassCounts, LockSplit, Idle, Spread)> = threads
         .into_iter()
         .map(|(tid, acc)| {
             let mut sp = Spread {
@@ -471,6 +525,7 @@ pub fn profile(trace: &Trace, filter: &Filter) -> Profile {
                 funcs: FxHashMap::default(),
             };
             let mut split = LockSplit::default();
+            let mut idle: FxHashMap<&'static str, u64> = FxHashMap::default();
             for (&stack, sc) in &acc.stacks {
                 let info = cat.stack(stack);
                 for class in Class::ALL {
@@ -487,6 +542,9 @@ pub fn profile(trace: &Trace, filter: &Filter) -> Profile {
                     row.weight += n;
                     if class == Class::Lock {
                         split.add(info.lock_kind, n);
+                    }
+                    if let (Some(why), Class::Lock | Class::Other) = (info.idle_why, class) {
+                        *idle.entry(why).or_default() += n;
                     }
                     if class != Class::Cpu {
                         let (after, steal) = if class == Class::Sched {
@@ -518,7 +576,7 @@ pub fn profile(trace: &Trace, filter: &Filter) -> Profile {
                 let row = sp.rows.entry(info.blocked_row_key(class)).or_default();
                 *row.wakers.entry(waker).or_default() += n;
             }
-            (tid, acc.samples, split, sp)
+            (tid, acc.samples, split, Idle::from_counts(idle), sp)
         })
         .collect();
 
@@ -532,7 +590,7 @@ pub fn profile(trace: &Trace, filter: &Filter) -> Profile {
     };
     let mut out: Vec<ThreadProfile> = spread
         .into_iter()
-        .map(|(tid, samples, lock_split, acc)| {
+        .map(|(tid, samples, lock_split, idle, acc)| {
             let th = trace.threads.get(&tid);
             let mut rows: Vec<Row> = acc
                 .rows
@@ -597,6 +655,7 @@ pub fn profile(trace: &Trace, filter: &Filter) -> Profile {
                 threads: 1,
                 samples,
                 lock_split,
+                idle,
                 functions,
                 rows,
             }

@@ -136,7 +136,10 @@ pub struct ReportArgs {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.command {
-        Command::Run(a) => causal_run(*a),
+        Command::Run(a) => {
+            holdup_record::embed_symbols::find_debug_files_for_specs();
+            causal_run(*a)
+        }
         Command::Report(a) => report(a),
     }
 }

@@ -180,15 +180,17 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// The engine's settings from the flags.
-fn config(a: RecordArgs) -> anyhow::Result<latency::Config> {
+/// The engine's settings from the flags, and the operations of each
+/// `--func` that several functions answer to.
+fn config(a: RecordArgs) -> anyhow::Result<(latency::Config, Vec<Vec<String>>)> {
     let (target, duration) = a
         .target
         .resolve(!a.command.is_empty(), ("time", "latency"))?;
     if a.interval < Duration::from_millis(10) {
         bail!("--interval must be at least 10ms");
     }
-    let funcs = spec::user_funcs(&a.funcs, &a.command, &a.target.pid, a.callees)?;
+    holdup_record::embed_symbols::find_debug_files_for_specs();
+    let (funcs, overloads) = spec::user_funcs(&a.funcs, &a.command, &a.target.pid, a.callees)?;
     if a.callees > 0 && funcs.is_empty() {
         bail!("--callees needs a user function to start from (--func)");
     }
@@ -222,7 +224,7 @@ fn config(a: RecordArgs) -> anyhow::Result<latency::Config> {
     } else {
         None
     };
-    Ok(latency::Config {
+    let cfg = latency::Config {
         output: a.output,
         command: a.command,
         target,
@@ -235,11 +237,12 @@ fn config(a: RecordArgs) -> anyhow::Result<latency::Config> {
         funcs,
         callees,
         decision_ops: a.decision_ops,
-    })
+    };
+    Ok((cfg, overloads))
 }
 
 fn record(a: RecordArgs) -> anyhow::Result<ExitCode> {
-    let cfg = config(a)?;
+    let (cfg, overloads) = config(a)?;
     let out = latency::record(&cfg)?;
     let data = &out.data;
     let ops: HashSet<(&str, u32)> = data
@@ -255,10 +258,16 @@ fn record(a: RecordArgs) -> anyhow::Result<ExitCode> {
         data.lost_events,
         cfg.output.display()
     );
+    let called = |op: &String| data.histograms.iter().any(|h| &h.op == op);
+    let overload_called = |op: &String| {
+        overloads
+            .iter()
+            .any(|o| o.contains(op) && o.iter().any(called))
+    };
     if let Some(never) = data
         .requested
         .iter()
-        .find(|r| !data.histograms.iter().any(|h| &h.op == *r))
+        .find(|r| !called(r) && !overload_called(r))
     {
         bail!(
             "{never} was never called during the recording (histograms of the rest are in {})",

@@ -171,6 +171,31 @@ pub fn workload_with(name: &str, extra: &[&str]) -> PathBuf {
     bin
 }
 
+/// Compile the C++ file `src` to `bin` with `flags` (and -g).
+pub fn cxx(src: &Path, bin: &Path, flags: &[&str]) -> PathBuf {
+    let status = Command::new("c++")
+        .args(flags)
+        .arg("-g")
+        .arg("-o")
+        .arg(bin)
+        .arg(src)
+        .bounded_status();
+    assert!(status.success(), "compiling {}", src.display());
+    bin.to_path_buf()
+}
+
+/// The samples of a report thread's sites whose label contains `part`,
+/// in `class`.
+pub fn site_samples(t: &serde_json::Value, part: &str, class: &str) -> f64 {
+    t["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["class"] == class && s["site"].as_str().unwrap().contains(part))
+        .map(|s| s["samples"].as_f64().unwrap())
+        .sum()
+}
+
 pub fn workload(name: &str) -> PathBuf {
     workload_with(name, &[])
 }

@@ -100,17 +100,30 @@ pub fn list(probes: &[Probe]) -> String {
 }
 
 /// The uprobe counters (one per CPU) of a --progress or --latency place,
-/// `SYMBOL` or `FILE:LINE` of `program` unless the spec names its binary.
+/// `FUNCTION` or `FILE:LINE` of `program` unless the spec names its binary;
+/// a function with several overloads or instantiations is counted at each.
 fn open_counter(program: Option<&Path>, spec: &str, option: &str) -> anyhow::Result<Vec<OwnedFd>> {
-    let site = holdup_coz::probe::resolve(program, spec)
+    let sites = holdup_coz::probe::resolve(program, spec)
         .map_err(|e| anyhow::anyhow!("{option} {spec}: {e}"))?;
-    if site.single_stepped {
+    if sites.len() > 1 {
+        eprintln!(
+            "holdup causal: {option} {spec}: {} functions answer to it (overloads or instantiations): counting visits to each",
+            sites.len()
+        );
+    }
+    if sites.iter().any(|s| s.single_stepped) {
         // Its time counts in the program's, which waters down predictions
         // when visits are microseconds apart.
         eprintln!(
             "holdup causal: note: {option} {spec}: the kernel single-steps the probed instruction (it emulates only pushes, nops, calls and jumps), ~20 µs a visit on some virtual machines; a function that starts with a push, or a line at a call, counts visits cheaply"
         );
     }
-    holdup_bpf::perf::uprobe_counters(&site.binary, site.offset)
-        .with_context(|| format!("{option} {spec}: cannot attach a uprobe"))
+    let mut fds = Vec::new();
+    for site in sites {
+        fds.extend(
+            holdup_bpf::perf::uprobe_counters(&site.binary, site.offset)
+                .with_context(|| format!("{option} {spec}: cannot attach a uprobe"))?,
+        );
+    }
+    Ok(fds)
 }

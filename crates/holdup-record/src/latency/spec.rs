@@ -1,4 +1,5 @@
-//! The user functions `--func` names: `[BINARY:]SYMBOL`, or
+//! The user functions `--func` names: `[BINARY:]FUNCTION` (a C++ or Rust
+//! name without parameters answers for every overload), or
 //! `[BINARY:]FILE:LINE` for the function whose code holds that line; the
 //! binary is the command's (or the `-p` process's) executable by default.
 
@@ -6,13 +7,15 @@ use anyhow::{bail, Context};
 use holdup_bpf::latency::{UfuncRole, UserFunc};
 use std::path::PathBuf;
 
-/// `--func` arguments as (binary, symbol).
+/// `--func` arguments as (binary, symbol), and the operations of each
+/// `--func` that several functions answer to (its overloads: one of them
+/// called is enough).
 pub fn user_funcs(
     funcs: &[String],
     command: &[String],
     pids: &[u32],
     callees: usize,
-) -> anyhow::Result<Vec<UserFunc>> {
+) -> anyhow::Result<(Vec<UserFunc>, Vec<Vec<String>>)> {
     let default_binary = || -> anyhow::Result<PathBuf> {
         if let Some(argv0) = command.first() {
             return crate::launch::resolve_program(argv0)
@@ -24,38 +27,50 @@ pub fn user_funcs(
         }
         bail!("--func SYMBOL needs a command or -p PID to find it in; with -a give BINARY:SYMBOL")
     };
-    funcs
-        .iter()
-        .map(|f| {
-            let (binary, symbol) = func_spec(f, &default_binary)?;
-            Ok(UserFunc {
-                binary,
-                symbol,
-                role: if callees > 0 {
-                    UfuncRole::Root
-                } else {
-                    UfuncRole::Operation
-                },
-            })
-        })
-        .collect()
+    let role = if callees > 0 {
+        UfuncRole::Root
+    } else {
+        UfuncRole::Operation
+    };
+    let (mut out, mut overloads) = (Vec::new(), Vec::new());
+    for f in funcs {
+        let (binary, symbols) = func_spec(f, &default_binary)?;
+        if symbols.len() > 1 {
+            let readable: Vec<String> = symbols
+                .iter()
+                .map(|s| holdup_coz::names::readable(s))
+                .collect();
+            eprintln!(
+                "holdup latency: --func {f}: {} functions answer to it (overloads or instantiations), each timed: {}",
+                symbols.len(),
+                readable.join("; ")
+            );
+            overloads.push(symbols.iter().map(|s| format!("func:{s}")).collect());
+        }
+        out.extend(symbols.into_iter().map(|symbol| UserFunc {
+            binary: binary.clone(),
+            symbol,
+            role,
+        }));
+    }
+    Ok((out, overloads))
 }
 
-/// One `--func`: `[BINARY:]SYMBOL`, or `[BINARY:]FILE:LINE` for the
-/// function whose code holds that line; as (binary, symbol).
+/// One `--func`: `[BINARY:]FUNCTION`, or `[BINARY:]FILE:LINE` for the
+/// function whose code holds that line; as (binary, symbols): a C++ or
+/// Rust name without parameters may answer for several functions.
 fn func_spec(
     f: &str,
     default_binary: &dyn Fn() -> anyhow::Result<PathBuf>,
-) -> anyhow::Result<(PathBuf, String)> {
-    let is_line = f
-        .rsplit_once(':')
-        .is_some_and(|(head, n)| !head.is_empty() && n.parse::<u32>().is_ok());
-    let (binary, what) = match f.split_once(':') {
-        // BINARY:FILE:LINE, BINARY:SYMBOL; a FILE:LINE alone has one colon.
-        Some((bin, rest)) if !bin.is_empty() && (!is_line || rest.contains(':')) => {
-            (PathBuf::from(bin), rest)
-        }
-        _ => (default_binary()?, f),
+) -> anyhow::Result<(PathBuf, Vec<String>)> {
+    use holdup_coz::names::{is_file_line, split_binary};
+    // BINARY:FILE:LINE, BINARY:FUNCTION; a FILE:LINE alone has one colon,
+    // and the `::` of a C++ or Rust name splits nothing.
+    let (binary, what) = match split_binary(f, |head| {
+        !is_file_line(f) || is_file_line(&f[head.len() + 1..])
+    }) {
+        Some((bin, rest)) => (PathBuf::from(bin), rest),
+        None => (default_binary()?, f),
     };
     if what.is_empty() {
         bail!("--func '{f}': no symbol given");
@@ -63,10 +78,12 @@ fn func_spec(
     if !binary.is_file() {
         bail!("--func '{f}': no such file {}", binary.display());
     }
-    let symbol = if is_line {
-        holdup_coz::probe::function_at(&binary, what).map_err(|e| anyhow::anyhow!("--func {e}"))?
+    let symbols = if is_file_line(what) {
+        vec![holdup_coz::probe::function_at(&binary, what)
+            .map_err(|e| anyhow::anyhow!("--func {e}"))?]
     } else {
-        what.to_string()
+        holdup_coz::probe::functions_named(&binary, what)
+            .map_err(|e| anyhow::anyhow!("--func {e}"))?
     };
-    Ok((binary, symbol))
+    Ok((binary, symbols))
 }

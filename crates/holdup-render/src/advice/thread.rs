@@ -13,12 +13,15 @@ use holdup_trace::Class;
 enum Waiting {
     Class(Class),
     Lock(LockKind),
+    /// Nothing to do: lock waits of the idle kind and idle polls or sleeps.
+    Idle,
 }
 
 /// One line of advice when one kind of waiting dominates a thread (bperf
 /// §3.2). Waiting for a mutex is contention; waiting for a signal (a
 /// parked worker, a joiner, a timer thread) is idleness, not a lock
-/// problem.
+/// problem; a runtime's thread waiting for work (a Go scheduler thread, an
+/// event loop) is idle whatever it waits in.
 pub fn thread(t: &ThreadProfile) -> Option<String> {
     if let Some(a) = cpu_bound(t) {
         return Some(a);
@@ -28,14 +31,18 @@ pub fn thread(t: &ThreadProfile) -> Option<String> {
         Waiting::Class(Class::Io),
         Waiting::Lock(LockKind::Mutex),
         Waiting::Lock(LockKind::Signal),
+        Waiting::Idle,
         Waiting::Class(Class::Sched),
         Waiting::Class(Class::Other),
     ]
     .into_iter()
     .map(|w| {
         let n = match w {
+            // Idle polls and sleeps count as idle, not as other waits.
+            Waiting::Class(Class::Other) => t.samples.other - t.idle.other(&t.lock_split),
             Waiting::Class(c) => t.samples.get(c),
             Waiting::Lock(k) => t.lock_split.get(k),
+            Waiting::Idle => t.idle.samples,
         };
         (w, n)
     })
@@ -56,6 +63,10 @@ pub fn thread(t: &ThreadProfile) -> Option<String> {
         ),
         Waiting::Lock(LockKind::Signal) => format!(
             "{share:.0}% idle, waiting for a signal (condition variable, join, barrier, semaphore): not contention; it only costs if this thread should be busy, then its signaller is late (`holdup waitgraph` shows who signals it)"
+        ),
+        Waiting::Idle => format!(
+            "{share:.0}% idle ({}): not contention; it only costs if this thread should be busy",
+            t.idle.why.unwrap_or("waiting for work")
         ),
         _ => format!(
             "{share:.0}% blocked on sleeps, pipes, sockets or polls: `holdup waitgraph` shows whom it waits for"

@@ -12,7 +12,9 @@ pub fn lead(kind: Option<LockKind>) -> &'static str {
     match kind {
         Some(LockKind::Mutex) => "while held",
         Some(LockKind::Signal) => "until signalled",
-        None => "until woken",
+        // An idle thread waits for work: what the thread that gave it
+        // some did until then.
+        Some(LockKind::Idle) | None => "until woken",
     }
 }
 

@@ -1,7 +1,7 @@
 //! `holdup.report/1`: the per-thread profile as JSON, written as it goes.
 
 use holdup_analysis::profile::{
-    ClassCounts, FunctionStats, LockSplit, Profile, Tag, ThreadProfile,
+    ClassCounts, FunctionStats, Idle, LockSplit, Profile, Tag, ThreadProfile,
 };
 use holdup_analysis::stacks::LockKind;
 use serde::Serialize;
@@ -14,6 +14,7 @@ struct JsonThread<'a> {
     lifetime_ns: u64,
     samples: ClassCounts,
     lock_split: LockSplit,
+    idle: Idle,
     functions: &'a [FunctionStats],
     sites: Vec<JsonSite<'a>>,
 }
@@ -103,6 +104,7 @@ fn json_report(p: &Profile) -> JsonReport<'_> {
                 lifetime_ns: t.lifetime_ns,
                 samples: t.samples,
                 lock_split: t.lock_split,
+                idle: t.idle,
                 functions: &t.functions,
                 sites: json_sites(t),
             })

@@ -76,10 +76,18 @@ fn thread_header(out: &mut impl Write, p: &Profile, t: &ThreadProfile) -> io::Re
         if c == Class::Lock && t.samples.lock > 0 {
             write!(
                 out,
-                " (mutex {:.1}%, signal {:.1}%)",
+                " (mutex {:.1}%, signal {:.1}%",
                 pct(t.lock_split.mutex, total),
                 pct(t.lock_split.signal, total)
             )?;
+            if t.lock_split.idle > 0 {
+                write!(out, ", idle {:.1}%", pct(t.lock_split.idle, total))?;
+            }
+            write!(out, ")")?;
+        }
+        let idle_other = t.idle.other(&t.lock_split);
+        if c == Class::Other && idle_other > 0 {
+            write!(out, " (idle {:.1}%)", pct(idle_other, total))?;
         }
     }
     writeln!(out)?;
@@ -154,7 +162,7 @@ fn rows(out: &mut impl Write, t: &ThreadProfile, o: &ReportOptions) -> io::Resul
                 let who = match r.lock_kind {
                     Some(LockKind::Mutex) => "held by",
                     Some(LockKind::Signal) => "signalled by",
-                    None => "woken by",
+                    Some(LockKind::Idle) | None => "woken by",
                 };
                 writeln!(out, "{pad}{who}: {wakers}")?;
             }

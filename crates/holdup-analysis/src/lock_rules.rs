@@ -1,0 +1,398 @@
+//! What a wait is for, by the frames on its stack: one table of rules for
+//! the managed runtimes (the JVM, Go, libuv), whose locks, parks and idle
+//! loops all end in the same futex and epoll calls, then the C library's
+//! primitives. The runtime decides, not the glibc call underneath: a JVM
+//! thread entering a monitor sleeps in `pthread_cond_timedwait` yet waits
+//! for the monitor's holder.
+
+use crate::stacks::Func;
+
+/// What a lock wait ([L]) waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum LockKind {
+    /// A mutex (or rwlock, or kernel lock, or a runtime's monitor) held by
+    /// another thread: contention.
+    Mutex,
+    /// A signal from another thread: a condition variable, a join, a
+    /// barrier, a semaphore. Idle by design unless the signaller is late.
+    Signal,
+    /// A thread with nothing to do: a runtime's scheduler or event loop
+    /// waiting for work, a sleep.
+    Idle,
+}
+
+impl LockKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            LockKind::Mutex => "mutex",
+            LockKind::Signal => "signal",
+            LockKind::Idle => "idle",
+        }
+    }
+}
+
+/// One rule: a frame whose name contains every one of `words` means
+/// `kind`, for the reason `why` (shown in advice).
+#[derive(Debug, PartialEq, Eq)]
+pub struct Rule {
+    pub words: &'static [&'static str],
+    pub kind: LockKind,
+    pub why: &'static str,
+}
+
+const fn rule(words: &'static [&'static str], kind: LockKind, why: &'static str) -> Rule {
+    Rule { words, kind, why }
+}
+
+use LockKind::{Idle, Mutex, Signal};
+
+/// Runtime rules, by priority: the first rule that matches any frame of a
+/// stack decides, wherever the frame is (a monitor enter parks through
+/// the same `os::PlatformEvent::park` as a sleep, and a `java.util.concurrent`
+/// lock through the same `LockSupport.park` as an idle pool thread, so the
+/// outer frame must win over the inner one). Names are as the runtimes
+/// spell them: HotSpot's C++, Java frames from a perf map
+/// (`java.util.concurrent.locks.AbstractQueuedSynchronizer::acquire` or with
+/// `.`), Go's `runtime.` functions, libuv's C.
+pub const RUNTIME_RULES: &[Rule] = &[
+    // JVM: monitor enter (`synchronized`), also when `Object.wait` re-enters.
+    rule(
+        &["ObjectMonitor::EnterI"],
+        Mutex,
+        "a JVM thread entering a monitor another thread holds",
+    ),
+    rule(
+        &["ObjectMonitor::ReenterI"],
+        Mutex,
+        "a JVM thread re-entering its monitor after Object.wait",
+    ),
+    rule(
+        &["ObjectMonitor::enter"],
+        Mutex,
+        "a JVM thread entering a monitor another thread holds",
+    ),
+    // JVM: java.util.concurrent locks park under an AQS acquire.
+    rule(
+        &["AbstractQueuedSynchronizer", "acquire"],
+        Mutex,
+        "a JVM thread taking a java.util.concurrent lock another thread holds",
+    ),
+    rule(
+        &["ObjectMonitor::wait"],
+        Signal,
+        "a JVM thread in Object.wait, waiting for notify",
+    ),
+    rule(&["JavaThread::sleep"], Idle, "a JVM thread in Thread.sleep"),
+    rule(
+        &["ThreadPoolExecutor", "getTask"],
+        Idle,
+        "a JVM pool thread waiting for a task",
+    ),
+    rule(
+        &["ForkJoinPool", "awaitWork"],
+        Idle,
+        "a JVM fork-join worker waiting for a task",
+    ),
+    rule(
+        &["Parker::park"],
+        Signal,
+        "a JVM thread in LockSupport.park, waiting for unpark",
+    ),
+    // Go: the runtime's own locks are contention; an OS thread (M) parked
+    // in the scheduler has no goroutine to run.
+    rule(
+        &["runtime.lock2"],
+        Mutex,
+        "a Go runtime lock another thread holds",
+    ),
+    rule(
+        &["runtime.notesleep"],
+        Idle,
+        "a Go OS thread parked in the scheduler, with no goroutine to run",
+    ),
+    rule(
+        &["runtime.notetsleep"],
+        Idle,
+        "a Go OS thread parked in the scheduler, with no goroutine to run",
+    ),
+    rule(
+        &["runtime.stopm"],
+        Idle,
+        "a Go OS thread parked in the scheduler, with no goroutine to run",
+    ),
+    rule(
+        &["runtime.findRunnable"],
+        Idle,
+        "a Go OS thread looking for a goroutine to run",
+    ),
+    rule(
+        &["runtime.netpoll"],
+        Idle,
+        "a Go OS thread waiting in the network poller",
+    ),
+    rule(
+        &["runtime.sysmon"],
+        Idle,
+        "the Go runtime's monitor thread between its rounds",
+    ),
+    rule(
+        &["runtime.templateThread"],
+        Idle,
+        "the Go runtime's template thread",
+    ),
+    // libuv (Node): the event loop waiting in epoll for the next event.
+    rule(
+        &["uv__io_poll"],
+        Idle,
+        "a libuv event loop waiting for events",
+    ),
+];
+
+/// The C library's and the kernel's primitives, matched on lower-case
+/// names; the innermost frame that names one decides: a condition
+/// variable that re-takes its mutex after the signal
+/// (`__pthread_mutex_cond_lock → __lll_lock_wait`) waits for the mutex.
+/// Mutex words are tried first in a frame, as `__pthread_mutex_cond_lock`
+/// would also match "cond".
+pub const PRIMITIVE_RULES: &[Rule] = &[
+    rule(&["lll_lock"], Mutex, "a mutex another thread holds"),
+    rule(&["mutex_lock"], Mutex, "a mutex another thread holds"),
+    rule(&["mutex_cond_lock"], Mutex, "a mutex another thread holds"),
+    rule(&["mutex_timedlock"], Mutex, "a mutex another thread holds"),
+    rule(&["mutex::lock"], Mutex, "a mutex another thread holds"),
+    rule(
+        &["rwlock"],
+        Mutex,
+        "a reader-writer lock another thread holds",
+    ),
+    rule(&["spin_lock"], Mutex, "a spin lock another thread holds"),
+    rule(&["cond_wait"], Signal, "a condition variable"),
+    rule(&["cond_timedwait"], Signal, "a condition variable"),
+    rule(&["cond_clockwait"], Signal, "a condition variable"),
+    rule(&["condition_variable"], Signal, "a condition variable"),
+    rule(&["condvar"], Signal, "a condition variable"),
+    rule(&["pthread_join"], Signal, "a join"),
+    rule(&["clockjoin"], Signal, "a join"),
+    rule(&["timedjoin"], Signal, "a join"),
+    rule(&["thread::join"], Signal, "a join"),
+    rule(&["barrier"], Signal, "a barrier"),
+    rule(&["sem_wait"], Signal, "a semaphore"),
+    rule(&["sem_timedwait"], Signal, "a semaphore"),
+    rule(&["sem_clockwait"], Signal, "a semaphore"),
+];
+
+fn matches(rule: &Rule, name: &str) -> bool {
+    rule.words.iter().all(|w| name.contains(w))
+}
+
+/// The rule that says what a blocked stack (leaf first) waits for, if any.
+pub fn rule_for(funcs: &[Func]) -> Option<&'static Rule> {
+    let runtime = RUNTIME_RULES
+        .iter()
+        .find(|r| funcs.iter().any(|f| matches(r, &f.name)));
+    runtime.or_else(|| {
+        funcs.iter().find_map(|f| {
+            let name = f.name.to_ascii_lowercase();
+            PRIMITIVE_RULES.iter().find(|r| matches(r, &name))
+        })
+    })
+}
+
+/// Classify a lock wait by its stack (leaf first), with [`rule_for`].
+/// Futex waits whose stack names no primitive (a raw `syscall(SYS_futex)`)
+/// stay mutexes: the conservative reading of `lock`.
+pub fn lock_kind(funcs: &[Func]) -> LockKind {
+    rule_for(funcs).map_or(Mutex, |r| r.kind)
+}
+
+/// Why a blocked stack is idle (a runtime waiting for work, a sleep), or
+/// `None` when it is not known to be.
+pub fn idle_why(funcs: &[Func]) -> Option<&'static str> {
+    rule_for(funcs).filter(|r| r.kind == Idle).map(|r| r.why)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stacks::tests::{stack, K, LIBC};
+
+    const JVM: &str = "libjvm.so";
+    const JIT: &str = "[jit]";
+
+    /// The futex wait under a JVM park, then the given frames, outermost last.
+    fn jvm_park(outer: &[(&'static str, &'static str)]) -> Vec<Func> {
+        let mut f = vec![
+            (K, "futex_do_wait"),
+            (LIBC, "__futex_abstimed_wait_common"),
+            (LIBC, "___pthread_cond_timedwait64"),
+        ];
+        f.extend_from_slice(outer);
+        stack(&f)
+    }
+
+    fn go_futex(outer: &[(&'static str, &'static str)]) -> Vec<Func> {
+        let mut f = vec![
+            (K, "futex_do_wait"),
+            ("prog", "runtime.futex"),
+            ("prog", "runtime.futexsleep"),
+        ];
+        f.extend_from_slice(outer);
+        stack(&f)
+    }
+
+    #[test]
+    fn a_jvm_monitor_enter_is_contention_though_it_parks_on_a_condition_variable() {
+        for enter in [
+            "ObjectMonitor::EnterI(JavaThread*)",
+            "ObjectMonitor::enter(JavaThread*)",
+        ] {
+            let s = jvm_park(&[
+                (JVM, "os::PlatformEvent::park(long)"),
+                (JVM, enter),
+                (
+                    JVM,
+                    "ObjectSynchronizer::enter(Handle, BasicLock*, JavaThread*)",
+                ),
+                (JIT, "Monitor::lambda$main$1"),
+            ]);
+            assert_eq!(lock_kind(&s), Mutex, "{enter}");
+        }
+    }
+
+    #[test]
+    fn object_wait_is_a_signal_until_it_reenters_its_monitor() {
+        let waiting = jvm_park(&[
+            (JVM, "os::PlatformEvent::park(long)"),
+            (JVM, "ObjectMonitor::wait(long, bool, JavaThread*)"),
+            (JVM, "JVM_MonitorWait"),
+        ]);
+        assert_eq!(lock_kind(&waiting), Signal);
+        let reentering = jvm_park(&[
+            (JVM, "os::PlatformEvent::park()"),
+            (JVM, "ObjectMonitor::ReenterI(JavaThread*, ObjectWaiter*)"),
+            (JVM, "ObjectMonitor::wait(long, bool, JavaThread*)"),
+            (JVM, "JVM_MonitorWait"),
+        ]);
+        assert_eq!(lock_kind(&reentering), Mutex);
+    }
+
+    #[test]
+    fn a_juc_lock_acquire_is_contention_and_a_bare_park_a_signal() {
+        let park = [
+            (JVM, "Parker::park(bool, long)"),
+            (JVM, "Unsafe_Park"),
+            (JIT, "jdk.internal.misc.Unsafe::park"),
+            (JIT, "java.util.concurrent.locks.LockSupport::park"),
+        ];
+        let mut acquire = park.to_vec();
+        acquire.push((
+            JIT,
+            "java.util.concurrent.locks.AbstractQueuedSynchronizer::acquire",
+        ));
+        acquire.push((JIT, "java.util.concurrent.locks.ReentrantLock::lock"));
+        assert_eq!(lock_kind(&jvm_park(&acquire)), Mutex);
+        assert_eq!(lock_kind(&jvm_park(&park)), Signal);
+        // A condition's await is a signal; re-taking the lock after it is not.
+        let mut await_ = park.to_vec();
+        await_.push((
+            JIT,
+            "java.util.concurrent.locks.AbstractQueuedSynchronizer$ConditionObject::await",
+        ));
+        assert_eq!(lock_kind(&jvm_park(&await_)), Signal);
+    }
+
+    #[test]
+    fn jvm_sleeps_and_idle_pool_threads_are_idle() {
+        let sleep = jvm_park(&[
+            (JVM, "os::PlatformEvent::park(long)"),
+            (JVM, "JavaThread::sleep(long)"),
+            (JVM, "JVM_Sleep"),
+        ]);
+        assert_eq!(lock_kind(&sleep), Idle);
+        assert_eq!(idle_why(&sleep), Some("a JVM thread in Thread.sleep"));
+        for pool in [
+            "java.util.concurrent.ThreadPoolExecutor::getTask",
+            "java.util.concurrent.ForkJoinPool.awaitWork",
+        ] {
+            let s = jvm_park(&[
+                (JVM, "Parker::park(bool, long)"),
+                (JIT, "java.util.concurrent.locks.LockSupport::park"),
+                (JIT, pool),
+            ]);
+            assert_eq!(lock_kind(&s), Idle, "{pool}");
+        }
+    }
+
+    #[test]
+    fn go_threads_parked_in_the_scheduler_are_idle() {
+        for outer in [
+            &[("prog", "runtime.notesleep"), ("prog", "runtime.mPark")][..],
+            &[
+                ("prog", "runtime.notetsleep_internal"),
+                ("prog", "runtime.notetsleep"),
+                ("prog", "runtime.sysmon"),
+            ],
+            &[("prog", "runtime.stopm"), ("prog", "runtime.schedule")],
+            &[
+                ("prog", "runtime.findRunnable"),
+                ("prog", "runtime.schedule"),
+            ],
+            &[
+                ("prog", "runtime.netpoll"),
+                ("prog", "runtime.findRunnable"),
+            ],
+            &[
+                ("prog", "runtime.templateThread"),
+                ("prog", "runtime.mstart1"),
+            ],
+        ] {
+            let s = go_futex(outer);
+            assert_eq!(lock_kind(&s), Idle, "{outer:?}");
+            assert!(
+                idle_why(&s).unwrap().starts_with("a Go")
+                    || idle_why(&s).unwrap().starts_with("the Go")
+            );
+        }
+    }
+
+    #[test]
+    fn a_go_runtime_lock_is_contention_even_in_the_scheduler() {
+        let s = go_futex(&[
+            ("prog", "runtime.lock2"),
+            ("prog", "runtime.lockWithRank"),
+            ("prog", "runtime.findRunnable"),
+        ]);
+        assert_eq!(lock_kind(&s), Mutex);
+        assert_eq!(idle_why(&s), None);
+    }
+
+    #[test]
+    fn a_libuv_event_loop_in_epoll_is_idle() {
+        let s = stack(&[
+            (K, "ep_poll"),
+            (K, "do_epoll_wait"),
+            (LIBC, "epoll_wait"),
+            ("node", "uv__io_poll"),
+            ("node", "uv_run"),
+            ("node", "node::SpinEventLoop(node::Environment*)"),
+        ]);
+        assert_eq!(idle_why(&s), Some("a libuv event loop waiting for events"));
+    }
+
+    #[test]
+    fn every_rule_is_reachable_by_a_frame_that_names_only_it() {
+        // No rule is shadowed by an earlier one that matches the same name.
+        for (table, fold) in [(RUNTIME_RULES, false), (PRIMITIVE_RULES, true)] {
+            for r in table {
+                let name = r.words.join("::");
+                let name = if fold {
+                    name.to_ascii_lowercase()
+                } else {
+                    name
+                };
+                let first = table.iter().find(|q| matches(q, &name)).unwrap();
+                assert_eq!(first.kind, r.kind, "{name} is decided by {first:?}");
+            }
+        }
+    }
+}
