@@ -82,7 +82,9 @@ pub fn advice(t: &ThreadProfile) -> Option<String> {
     if inside < MIN_SHARE {
         return None;
     }
-    let head = format!("{share:.0}% waiting for a mutex; inside the critical section the holder");
+    let head = format!(
+        "{share:.0}% waiting for mutexes held by other threads; inside the critical section the holder"
+    );
     let name = callee(&site);
     Some(match class {
         Class::Sched => format!(

@@ -541,7 +541,7 @@ fn advice_for(trace: &Trace, tid: u32) -> Option<String> {
 fn advice_names_the_io_inside_the_lock() {
     assert_eq!(
         advice_for(&io_in_lock(50).t, WAITER).unwrap(),
-        "50% waiting for a mutex; inside the critical section the holder spends 60% in fdatasync [I]: move the I/O out of the lock"
+        "50% waiting for mutexes held by other threads; inside the critical section the holder spends 60% in fdatasync [I]: move the I/O out of the lock"
     );
     // The keeper waits for the disk, not for a mutex: no such advice.
     assert_eq!(advice_for(&io_in_lock(50).t, KEEPER), None);
@@ -577,7 +577,7 @@ fn advice_gives_a_runnable_holder_a_core_and_moves_allocations_out() {
     let a = advice_for(&holder_doing(7.0, &["work", "hold"]), 1).unwrap();
     assert_eq!(
         a,
-        "100% waiting for a mutex; inside the critical section the holder is runnable but not running 70% of the time: give the holder a core (fewer runnable threads, or a higher priority for it)"
+        "100% waiting for mutexes held by other threads; inside the critical section the holder is runnable but not running 70% of the time: give the holder a core (fewer runnable threads, or a higher priority for it)"
     );
     let a = advice_for(&holder_doing(1.0, &["malloc", "hold"]), 1).unwrap();
     assert!(
