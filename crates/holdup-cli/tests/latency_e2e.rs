@@ -894,7 +894,7 @@ fn bad_functions_are_one_clear_line() {
             bin.to_str().unwrap(),
             "10",
         ],
-        "function 'no_such_function' not found",
+        "no function 'no_such_function' in",
     );
     assert_one_line_error(
         &[
@@ -941,7 +941,7 @@ fn bad_functions_are_one_clear_line() {
             stripped.to_str().unwrap(),
             "10",
         ],
-        "--callees: function 'take_lock' not found",
+        "no function 'take_lock' in",
     );
     assert_one_line_error(
         &["latency", "-o", out, "--callees", "2", "--", "true"],

@@ -88,7 +88,10 @@ fn named(file: &object::File<'_>, binary: &Path, name: &str) -> Result<Vec<(Stri
     found.dedup_by_key(|&mut (_, a)| a);
     if found.is_empty() {
         let near = names::closest(name, functions.iter().map(|f| f.name.as_str()));
-        let hint = if near.is_empty() {
+        let stripped = file.section_by_name(".symtab").is_none();
+        let hint = if stripped {
+            " (it is stripped: no symbol table, and no debug file found by its build-id)".to_string()
+        } else if near.is_empty() {
             String::new()
         } else {
             format!("; closest: {}", near.join(", "))
