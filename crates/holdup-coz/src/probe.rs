@@ -90,7 +90,8 @@ fn named(file: &object::File<'_>, binary: &Path, name: &str) -> Result<Vec<(Stri
         let near = names::closest(name, functions.iter().map(|f| f.name.as_str()));
         let stripped = file.section_by_name(".symtab").is_none();
         let hint = if stripped {
-            " (it is stripped: no symbol table, and no debug file found by its build-id)".to_string()
+            " (it is stripped: no symbol table, and no debug file found by its build-id)"
+                .to_string()
         } else if near.is_empty() {
             String::new()
         } else {
