@@ -285,21 +285,11 @@ pub fn assert_near(what: &str, actual: f64, expected: f64, tol: f64) {
     );
 }
 
-/// Compare `got` with the golden file `dir/file`; with `HOLDUP_BLESS=1`
-/// set, rewrite the file instead and say so.
-#[track_caller]
-pub fn assert_golden(dir: &Path, file: &str, got: &str) {
-    let path = dir.join(file);
-    if std::env::var_os("HOLDUP_BLESS").is_some() {
-        std::fs::create_dir_all(dir).unwrap();
-        std::fs::write(&path, got).unwrap();
-        eprintln!("blessed {}", path.display());
-        return;
-    }
-    let want = std::fs::read_to_string(&path)
-        .unwrap_or_else(|_| panic!("{} missing: run with HOLDUP_BLESS=1", path.display()));
-    assert_eq!(got, want, "{file} differs (HOLDUP_BLESS=1 to accept)");
-}
+// The renderers' golden-file comparison, shared with their own tests.
+#[path = "../../../holdup-render/tests/golden/mod.rs"]
+mod render_golden;
+#[allow(unused_imports)] // not every test binary compares golden files
+pub use render_golden::assert_golden;
 
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
