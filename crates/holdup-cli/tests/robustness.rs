@@ -569,22 +569,16 @@ impl Drop for StarvedMaps {
 #[test]
 #[ignore = "needs root and BPF"]
 fn samples_dropped_for_want_of_thread_state_are_counted_and_shown() {
-    // Since the recorder's C was split by concern (same instructions, maps
-    // defined in another order), the starved memory cgroup no longer makes
-    // the thread-state allocation fail here: a known open problem, run on
-    // demand until the starving is made reliable again.
-    if std::env::var_os("HOLDUP_TEST_STARVED_MAPS").is_none() {
-        eprintln!("SKIPPED: set HOLDUP_TEST_STARVED_MAPS=1 (the starved cgroup no longer starves the recorder's maps)");
-        return;
-    }
     let _serial = serial();
     let dir = scratch("dropped");
     let data = dir.join("d.data");
     let cgroups = StarvedMaps::new("dropped");
-    // A thousand short processes, each a task the recorder needs new
-    // state for, once its maps may not grow.
+    // Four hundred processes alive at once, each a task the recorder needs
+    // new state for once its maps may not grow. They must overlap: states
+    // of tasks that come and go one after another are recycled from the
+    // allocator's per-CPU free lists and need no new memory.
     let script = format!(
-        "echo $$ > {}/cgroup.procs; exec {} record -o {} -- sh -c 'sleep 2; for i in $(seq 1000); do /bin/true; done'",
+        "echo $$ > {}/cgroup.procs; exec {} record -o {} -- sh -c 'sleep 2; for i in $(seq 400); do sleep 1 & done; wait'",
         cgroups.maps.display(),
         env!("CARGO_BIN_EXE_holdup"),
         data.display()
