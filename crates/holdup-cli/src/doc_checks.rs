@@ -12,8 +12,16 @@ fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// A Markdown file of the docs: its path, its name from the repository's
+/// root, its text.
+struct Doc {
+    path: PathBuf,
+    name: String,
+    text: String,
+}
+
 /// README.md and every Markdown file under docs/, in a stable order.
-fn doc_files() -> Vec<PathBuf> {
+fn docs() -> Vec<Doc> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
@@ -28,6 +36,17 @@ fn doc_files() -> Vec<PathBuf> {
     walk(&repo_root().join("docs"), &mut files);
     files.sort();
     files
+        .into_iter()
+        .map(|path| Doc {
+            name: path
+                .strip_prefix(repo_root())
+                .unwrap()
+                .display()
+                .to_string(),
+            text: std::fs::read_to_string(&path).unwrap(),
+            path,
+        })
+        .collect()
 }
 
 /// The lines of fenced code blocks, with their line numbers; a line ending
@@ -169,16 +188,10 @@ fn check(args: &[String]) -> Result<(), String> {
 /// Every documented command, as (where, arguments).
 fn documented_commands() -> Vec<(String, Vec<String>)> {
     let mut all = Vec::new();
-    for file in doc_files() {
-        let text = std::fs::read_to_string(&file).unwrap();
-        let name = file
-            .strip_prefix(repo_root())
-            .unwrap()
-            .display()
-            .to_string();
-        for (number, line) in code_lines(&text) {
+    for doc in docs() {
+        for (number, line) in code_lines(&doc.text) {
             for args in holdup_commands(&line) {
-                all.push((format!("{name}:{number}"), args));
+                all.push((format!("{}:{number}", doc.name), args));
             }
         }
     }
@@ -276,22 +289,21 @@ fn anchors(markdown: &str) -> Vec<String> {
 #[test]
 fn relative_links_lead_to_files_and_headings() {
     let mut broken = Vec::new();
-    for file in doc_files() {
-        let text = std::fs::read_to_string(&file).unwrap();
-        let name = file
-            .strip_prefix(repo_root())
-            .unwrap()
-            .display()
-            .to_string();
-        for target in text.split("](").skip(1).filter_map(|s| s.split(')').next()) {
+    for doc in docs() {
+        for target in doc
+            .text
+            .split("](")
+            .skip(1)
+            .filter_map(|s| s.split(')').next())
+        {
             if target.contains("://") || target.starts_with("mailto:") {
                 continue;
             }
             let (path, fragment) = target.split_once('#').unwrap_or((target, ""));
             let linked = if path.is_empty() {
-                file.clone()
+                doc.path.clone()
             } else {
-                file.parent().unwrap().join(path)
+                doc.path.parent().unwrap().join(path)
             };
             let found = if !linked.exists() {
                 false
@@ -302,7 +314,7 @@ fn relative_links_lead_to_files_and_headings() {
                 anchors(&text).iter().any(|a| a == fragment)
             };
             if !found {
-                broken.push(format!("{name}: {target}"));
+                broken.push(format!("{}: {target}", doc.name));
             }
         }
     }
@@ -373,4 +385,20 @@ fn completions_name_every_verb_and_flag() {
             assert!(script.contains(word), "{shell}: no {word}");
         }
     }
+}
+
+#[test]
+fn man_writes_every_page_into_a_directory_and_refuses_a_file() {
+    use crate::cmd::generate::{man, man_pages, ManArgs};
+    let dir = std::env::temp_dir().join(format!("holdup-man-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    man(ManArgs { dir: dir.clone() }).unwrap();
+    for (name, page) in man_pages().unwrap() {
+        assert_eq!(std::fs::read(dir.join(&name)).unwrap(), page, "{name}");
+    }
+    let file = dir.join("holdup.1");
+    let err = man(ManArgs { dir: file }).unwrap_err().to_string();
+    assert!(err.ends_with("holdup.1: not a directory"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }
