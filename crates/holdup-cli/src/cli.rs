@@ -38,6 +38,11 @@ pub enum Command {
     Syscalls(crate::cmd::syscalls::Args),
     /// Latency histograms of system calls and functions, with their peaks.
     Latency(crate::cmd::latency::Args),
+    /// Shell completions (bash, zsh, fish, elvish, PowerShell) on standard output.
+    Completions(crate::cmd::generate::CompletionsArgs),
+    /// Write the man pages into a directory.
+    #[command(hide = true)]
+    Man(crate::cmd::generate::ManArgs),
 }
 
 #[cfg(test)]

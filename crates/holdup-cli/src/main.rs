@@ -2,6 +2,8 @@
 
 mod cli;
 mod cmd;
+#[cfg(test)]
+mod doc_checks;
 mod output;
 mod upload;
 

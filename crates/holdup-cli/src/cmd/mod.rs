@@ -4,6 +4,7 @@ pub mod causal;
 pub mod critical;
 pub mod export;
 pub mod flame;
+pub mod generate;
 pub mod html;
 pub mod input;
 pub mod latency;
@@ -31,5 +32,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Causal(a) => causal::run(a),
         Command::Syscalls(a) => syscalls::run(a),
         Command::Latency(a) => latency::run(a),
+        Command::Completions(a) => generate::completions(a),
+        Command::Man(a) => generate::man(a),
     }
 }
