@@ -52,15 +52,19 @@ impl Blocked {
         }
     }
 
+    /// Saturating: the times come from the trace, which may be crafted.
     pub fn total(&self) -> u64 {
-        self.io + self.lock + self.sched + self.other
+        self.io
+            .saturating_add(self.lock)
+            .saturating_add(self.sched)
+            .saturating_add(self.other)
     }
 
     fn add(&mut self, b: [u64; 4]) {
-        self.io += b[0];
-        self.lock += b[1];
-        self.sched += b[2];
-        self.other += b[3];
+        self.io = self.io.saturating_add(b[0]);
+        self.lock = self.lock.saturating_add(b[1]);
+        self.sched = self.sched.saturating_add(b[2]);
+        self.other = self.other.saturating_add(b[3]);
     }
 }
 
