@@ -261,9 +261,11 @@ struct Build<'o> {
     index: FxMap<Key, u32>,
     /// tid → node, the hot path of `index`, and the last one looked up.
     tnodes: FxMap<u32, u32>,
-    last_tid: (u32, u32),
+    /// The last thread looked up and its node (tids are any u32 in a
+    /// crafted trace, so no tid can stand for "none").
+    last_tid: Option<(u32, u32)>,
     /// The last thread marked as recorded in pass 1.
-    last_info: u32,
+    last_info: Option<u32>,
     /// Stack id → class of its user part (threads doing the same work run
     /// the same user code paths), and user part → class.
     class_of: Vec<u32>,
@@ -296,8 +298,8 @@ impl<'o> Build<'o> {
             keys: Vec::new(),
             index: FxMap::default(),
             tnodes: FxMap::default(),
-            last_tid: (u32::MAX, 0),
-            last_info: u32::MAX,
+            last_tid: None,
+            last_info: None,
             class_of: Vec::new(),
             classes: FxMap::default(),
             acc: Vec::new(),
@@ -325,8 +327,10 @@ impl<'o> Build<'o> {
 
     #[inline]
     fn thread_node(&mut self, tid: u32) -> u32 {
-        if self.last_tid.0 == tid {
-            return self.last_tid.1;
+        if let Some((last, n)) = self.last_tid {
+            if last == tid {
+                return n;
+            }
         }
         let n = match self.tnodes.get(&tid) {
             Some(&n) => n,
@@ -336,7 +340,7 @@ impl<'o> Build<'o> {
                 n
             }
         };
-        self.last_tid = (tid, n);
+        self.last_tid = Some((tid, n));
         n
     }
 
@@ -484,9 +488,9 @@ impl<'o> Build<'o> {
         for r in batch {
             match r {
                 Record::Segment(s) => {
-                    if self.last_info != s.tid {
+                    if self.last_info != Some(s.tid) {
                         self.info(s.pid, s.tid).recorded = true;
-                        self.last_info = s.tid;
+                        self.last_info = Some(s.tid);
                     }
                     self.max_time = self.max_time.max(s.end);
                     if self.is_long(s) {
@@ -499,9 +503,9 @@ impl<'o> Build<'o> {
                     }
                 }
                 Record::Sample(s) => {
-                    if self.last_info != s.tid {
+                    if self.last_info != Some(s.tid) {
                         self.info(s.pid, s.tid).recorded = true;
-                        self.last_info = s.tid;
+                        self.last_info = Some(s.tid);
                     }
                     self.max_time = self.max_time.max(s.end);
                 }
