@@ -71,7 +71,18 @@ pub const RUNTIME_RULES: &[Rule] = &[
         Mutex,
         "a JVM thread entering a monitor another thread holds",
     ),
-    // JVM: java.util.concurrent locks park under an AQS acquire.
+    // JVM: java.util.concurrent locks park under an AQS acquire; so do a
+    // latch's await and a semaphore's acquire, which wait for a signal.
+    rule(
+        &["CountDownLatch", "await"],
+        Signal,
+        "a JVM thread waiting for a CountDownLatch to count down",
+    ),
+    rule(
+        &["Semaphore", "acquire"],
+        Signal,
+        "a JVM thread waiting for a Semaphore's permit",
+    ),
     rule(
         &["AbstractQueuedSynchronizer", "acquire"],
         Mutex,
@@ -299,6 +310,32 @@ mod tests {
             "java.util.concurrent.locks.AbstractQueuedSynchronizer$ConditionObject::await",
         ));
         assert_eq!(lock_kind(&jvm_park(&await_)), Signal);
+    }
+
+    #[test]
+    fn a_latch_or_a_semaphore_is_a_signal_though_it_parks_under_an_aqs_acquire() {
+        // Named as HotSpot's perf map names compiled methods.
+        let under = |outer: &'static str, acquire: &'static str| {
+            jvm_park(&[
+                (JVM, "Parker::park(bool, long)"),
+                (JVM, "Unsafe_Park"),
+                (JIT, acquire),
+                (JIT, outer),
+            ])
+        };
+        let shared =
+            "void java.util.concurrent.locks.AbstractQueuedSynchronizer.acquireSharedInterruptibly(int)";
+        for outer in [
+            "void java.util.concurrent.CountDownLatch.await()",
+            "void java.util.concurrent.Semaphore.acquire()",
+        ] {
+            assert_eq!(lock_kind(&under(outer, shared)), Signal, "{outer}");
+        }
+        // A read lock is a lock.
+        let read_lock = "void java.util.concurrent.locks.ReentrantReadWriteLock$ReadLock.lock()";
+        let acquire_shared =
+            "void java.util.concurrent.locks.AbstractQueuedSynchronizer.acquireShared(int)";
+        assert_eq!(lock_kind(&under(read_lock, acquire_shared)), Mutex);
     }
 
     #[test]
