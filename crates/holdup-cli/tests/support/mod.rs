@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod debug_split;
+pub mod runtimes;
 pub mod small_trace;
 
 use std::path::{Path, PathBuf};
