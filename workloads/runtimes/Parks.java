@@ -12,8 +12,6 @@
 // java Parks SECONDS: prints "waiter_tid N", "holder_tid N", "idle_tid N"
 // (one line per idle worker), and "waited_s X", the wall time the waiter
 // spent taking the lock after the warm-up.
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.ThreadPoolExecutor;
@@ -26,26 +24,6 @@ public class Parks {
     static final long HOLD_MS = 20;
     static final int IDLE = 2;
     static final int WARM_UP = 20_000;
-    static volatile long sink;
-
-    /** Burns CPU for about `nanos`. */
-    static void spin(long nanos) {
-        long end = System.nanoTime() + nanos;
-        long x = 0;
-        while (System.nanoTime() < end) {
-            x = x * 31 + 7;
-        }
-        sink += x;
-    }
-
-    /** The kernel's id of the calling thread. */
-    static String tid() {
-        try {
-            return Files.readSymbolicLink(Path.of("/proc/thread-self")).getFileName().toString();
-        } catch (Exception e) {
-            throw new RuntimeException(e);
-        }
-    }
 
     /** Contended lock() calls, so that the JIT compiles the AQS path. */
     static void warmLock() throws InterruptedException {
@@ -53,7 +31,7 @@ public class Parks {
             for (int i = 0; i < WARM_UP; i++) {
                 lock.lock();
                 try {
-                    sink++;
+                    Work.sink++;
                 } finally {
                     lock.unlock();
                 }
@@ -82,7 +60,7 @@ public class Parks {
         CountDownLatch told = new CountDownLatch(IDLE);
         for (int i = 0; i < IDLE; i++) {
             pool.execute(() -> {
-                System.out.println("idle_tid " + tid());
+                Work.printTid("idle_tid");
                 told.countDown();
                 // Both workers stay busy until each has said its id.
                 try {
@@ -98,30 +76,30 @@ public class Parks {
         long end = System.nanoTime() + (long) (seconds * 1e9);
         long[] waited = new long[1];
         Thread holder = new Thread(() -> {
-            System.out.println("holder_tid " + tid());
+            Work.printTid("holder_tid");
             while (System.nanoTime() < end) {
                 lock.lock();
                 try {
-                    spin(HOLD_MS * 1_000_000);
+                    Work.spin(HOLD_MS * 1_000_000);
                 } finally {
                     lock.unlock();
                 }
                 // Outside the lock long enough for the waiter to get in.
-                spin(2_000_000);
+                Work.spin(2_000_000);
             }
         }, "holder");
         Thread waiter = new Thread(() -> {
-            System.out.println("waiter_tid " + tid());
+            Work.printTid("waiter_tid");
             while (System.nanoTime() < end) {
                 long t0 = System.nanoTime();
                 lock.lock();
                 try {
                     waited[0] += System.nanoTime() - t0;
-                    sink++;
+                    Work.sink++;
                 } finally {
                     lock.unlock();
                 }
-                spin(500_000);
+                Work.spin(500_000);
             }
         }, "waiter");
         holder.start();

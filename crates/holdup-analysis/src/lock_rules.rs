@@ -88,6 +88,19 @@ pub const RUNTIME_RULES: &[Rule] = &[
         Mutex,
         "a JVM thread taking a java.util.concurrent lock another thread holds",
     ),
+    // The JIT compiles a lock's `lock()` long before the AQS code under
+    // it, which stays interpreted (unnamed) while contention is rare: a
+    // park under a lock's own frame is its acquisition (unlock never parks).
+    rule(
+        &["ReentrantLock"],
+        Mutex,
+        "a JVM thread taking a ReentrantLock another thread holds",
+    ),
+    rule(
+        &["ReentrantReadWriteLock"],
+        Mutex,
+        "a JVM thread taking a read-write lock another thread holds",
+    ),
     rule(
         &["ObjectMonitor::wait"],
         Signal,
@@ -303,6 +316,17 @@ mod tests {
         acquire.push((JIT, "java.util.concurrent.locks.ReentrantLock::lock"));
         assert_eq!(lock_kind(&jvm_park(&acquire)), Mutex);
         assert_eq!(lock_kind(&jvm_park(&park)), Signal);
+        // The AQS frames interpreted, the lock's compiled: as HotSpot's
+        // perf map names it.
+        for lock in [
+            "void java.util.concurrent.locks.ReentrantLock.lock()",
+            "void java.util.concurrent.locks.ReentrantLock.lockInterruptibly()",
+            "void java.util.concurrent.locks.ReentrantReadWriteLock$WriteLock.lock()",
+        ] {
+            let mut interpreted = park.to_vec();
+            interpreted.extend([(JIT, "Interpreter"), (JIT, lock)]);
+            assert_eq!(lock_kind(&jvm_park(&interpreted)), Mutex, "{lock}");
+        }
         // A condition's await is a signal; re-taking the lock after it is not.
         let mut await_ = park.to_vec();
         await_.push((

@@ -7,20 +7,16 @@
 
 mod support;
 
-use support::runtimes::{assert_waits_for_holder, javac, n, report_text, section, thread_by_tid};
+use support::runtimes::{
+    assert_waits_for_holder, n, record_java, report_text, section, thread_by_tid,
+};
 use support::*;
 
 #[test]
 #[ignore = "needs root and BPF"]
 fn a_monitor_waiter_waits_for_its_holder_in_the_wait_for_graph() {
     let _serial = serial();
-    let dir = scratch("jvm_monitor_waitgraph");
-    javac("Monitor.java", &dir);
-    let (data, stdout) = record_with_output(
-        &dir,
-        &[],
-        &["java", "-cp", dir.to_str().unwrap(), "Monitor", "2"],
-    );
+    let (data, stdout) = record_java("jvm_monitor_waitgraph", &[], "Monitor", &["2"]);
     let waiter = format!("t:{}", printed_value(&stdout, "waiter_tid"));
     let holder = format!("t:{}", printed_value(&stdout, "holder_tid"));
     let g = json(&["waitgraph", "--json", "-i", data.to_str().unwrap()]);
@@ -53,23 +49,13 @@ fn a_monitor_waiter_waits_for_its_holder_in_the_wait_for_graph() {
 #[ignore = "needs root and BPF"]
 fn a_reentrant_lock_waiter_waits_for_its_holder_and_idle_pool_threads_are_idle() {
     let _serial = serial();
-    let dir = scratch("jvm_parks");
-    javac("Parks.java", &dir);
     // Java frames have names only in compiled code, in a perf map.
-    let (data, stdout) = record_with_output(
-        &dir,
-        &[],
-        &[
-            "java",
-            "-XX:+PreserveFramePointer",
-            "-XX:+UnlockDiagnosticVMOptions",
-            "-XX:+DumpPerfMapAtExit",
-            "-cp",
-            dir.to_str().unwrap(),
-            "Parks",
-            "2",
-        ],
-    );
+    let perf_map = [
+        "-XX:+PreserveFramePointer",
+        "-XX:+UnlockDiagnosticVMOptions",
+        "-XX:+DumpPerfMapAtExit",
+    ];
+    let (data, stdout) = record_java("jvm_parks", &perf_map, "Parks", &["2"]);
     let tid = |key: &str| printed_value(&stdout, key) as u64;
     // A ReentrantLock parks its waiters in LockSupport.park under an AQS
     // acquire: contention, though the park is the same as a pool thread's.

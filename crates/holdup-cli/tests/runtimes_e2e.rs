@@ -10,20 +10,14 @@ mod support;
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
-use support::runtimes::{assert_waits_for_holder, javac, n, report_text, section, source};
+use support::runtimes::{assert_waits_for_holder, n, record_java, report_text, section, source};
 use support::*;
 
 #[test]
 #[ignore = "needs root and BPF"]
 fn a_jvm_thread_entering_a_held_monitor_waits_for_its_holder() {
     let _serial = serial();
-    let dir = scratch("runtimes_monitor");
-    javac("Monitor.java", &dir);
-    let (data, stdout) = record_with_output(
-        &dir,
-        &[],
-        &["java", "-cp", dir.to_str().unwrap(), "Monitor", "3"],
-    );
+    let (data, stdout) = record_java("runtimes_monitor", &[], "Monitor", &["3"]);
     let waiter = printed_value(&stdout, "waiter_tid") as u64;
     let holder = printed_value(&stdout, "holder_tid") as u64;
     let waited = printed_value(&stdout, "waited_s");

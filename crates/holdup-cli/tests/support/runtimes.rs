@@ -10,13 +10,22 @@ pub fn source(name: &str) -> PathBuf {
     repo_root().join("workloads/runtimes").join(name)
 }
 
-/// Compile `workloads/runtimes/<name>` into `dir` (the class path).
-pub fn javac(name: &str, dir: &Path) {
+/// Compile `workloads/runtimes/<class>.java`, with the classes it uses,
+/// into a scratch directory for `test`, and record `java FLAGS… CLASS
+/// ARGS…` there: the trace and what the program printed.
+pub fn record_java(test: &str, flags: &[&str], class: &str, args: &[&str]) -> (PathBuf, String) {
+    let dir = super::scratch(test);
     let status = Command::new("javac")
-        .args(["-d", dir.to_str().unwrap()])
-        .arg(source(name))
+        .args(["-d", dir.to_str().unwrap(), "-sourcepath"])
+        .arg(source(""))
+        .arg(source(&format!("{class}.java")))
         .bounded_status();
-    assert!(status.success(), "javac {name}");
+    assert!(status.success(), "javac {class}");
+    let mut cmd = vec!["java"];
+    cmd.extend_from_slice(flags);
+    cmd.extend(["-cp", dir.to_str().unwrap(), class]);
+    cmd.extend_from_slice(args);
+    super::record_with_output(&dir, &[], &cmd)
 }
 
 pub fn thread_by_tid(r: &Value, tid: u64) -> &Value {
