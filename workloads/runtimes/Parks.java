@@ -1,14 +1,18 @@
 // Two kinds of LockSupport.park whose truth is known by construction:
-// - contention on a java.util.concurrent lock: the thread "holder" keeps a
-//   ReentrantLock for HOLD_MS at a time and then works outside it; the
-//   thread "waiter" takes the same lock between short bursts of its own
-//   CPU work, so nearly all its waiting is for the lock the holder keeps;
+// - contention on a java.util.concurrent lock (Work.contend): the thread
+//   "holder" keeps a ReentrantLock for HOLD_MS at a time and then works
+//   outside it; the thread "waiter" takes the same lock between short
+//   bursts of its own CPU work, so nearly all its waiting is for the lock
+//   the holder keeps;
 // - idle pool threads: a ThreadPoolExecutor's IDLE workers ("idle-1", …)
 //   run a warm-up of small tasks, then get no task for the rest of the run:
 //   they wait in ThreadPoolExecutor.getTask, idle.
 // Both paths are warmed up first, so that the JIT compiles them and a perf
 // map names them (run with -XX:+PreserveFramePointer
-// -XX:+UnlockDiagnosticVMOptions -XX:+DumpPerfMapAtExit).
+// -XX:+UnlockDiagnosticVMOptions -XX:+DumpPerfMapAtExit). A perf map names
+// compiled methods, not what they inlined: ReentrantLock.lock and
+// ThreadPoolExecutor.getTask show only when compiled out of line
+// (-XX:CompileCommand=dontinline,CLASS::METHOD makes sure of it).
 // java Parks SECONDS: prints "waiter_tid N", "holder_tid N", "idle_tid N"
 // (one line per idle worker), and "waited_s X", the wall time the waiter
 // spent taking the lock after the warm-up.
@@ -21,20 +25,24 @@ import java.util.concurrent.locks.ReentrantLock;
 
 public class Parks {
     static final ReentrantLock lock = new ReentrantLock();
-    static final long HOLD_MS = 20;
     static final int IDLE = 2;
     static final int WARM_UP = 20_000;
+
+    /** Runs `body` holding the lock. */
+    static void locked(Runnable body) {
+        lock.lock();
+        try {
+            body.run();
+        } finally {
+            lock.unlock();
+        }
+    }
 
     /** Contended lock() calls, so that the JIT compiles the AQS path. */
     static void warmLock() throws InterruptedException {
         Runnable contend = () -> {
             for (int i = 0; i < WARM_UP; i++) {
-                lock.lock();
-                try {
-                    Work.sink++;
-                } finally {
-                    lock.unlock();
-                }
+                locked(() -> Work.sink++);
             }
         };
         Thread a = new Thread(contend);
@@ -73,41 +81,7 @@ public class Parks {
         told.await();
         warmLock();
 
-        long end = System.nanoTime() + (long) (seconds * 1e9);
-        long[] waited = new long[1];
-        Thread holder = new Thread(() -> {
-            Work.printTid("holder_tid");
-            while (System.nanoTime() < end) {
-                lock.lock();
-                try {
-                    Work.spin(HOLD_MS * 1_000_000);
-                } finally {
-                    lock.unlock();
-                }
-                // Outside the lock long enough for the waiter to get in.
-                Work.spin(2_000_000);
-            }
-        }, "holder");
-        Thread waiter = new Thread(() -> {
-            Work.printTid("waiter_tid");
-            while (System.nanoTime() < end) {
-                long t0 = System.nanoTime();
-                lock.lock();
-                try {
-                    waited[0] += System.nanoTime() - t0;
-                    Work.sink++;
-                } finally {
-                    lock.unlock();
-                }
-                Work.spin(500_000);
-            }
-        }, "waiter");
-        holder.start();
-        Thread.sleep(50);
-        waiter.start();
-        holder.join();
-        waiter.join();
+        Work.contend(seconds, Parks::locked);
         pool.shutdown();
-        System.out.println("waited_s " + waited[0] / 1e9);
     }
 }

@@ -49,13 +49,19 @@ fn a_monitor_waiter_waits_for_its_holder_in_the_wait_for_graph() {
 #[ignore = "needs root and BPF"]
 fn a_reentrant_lock_waiter_waits_for_its_holder_and_idle_pool_threads_are_idle() {
     let _serial = serial();
-    // Java frames have names only in compiled code, in a perf map.
-    let perf_map = [
+    // Java frames have names only in compiled code, in a perf map, which
+    // names a compiled method but not what it inlined: the frames the
+    // rules match on are kept out of line, as the JIT leaves them in
+    // programs whose callers of lock() or getTask are not compiled.
+    let flags = [
         "-XX:+PreserveFramePointer",
         "-XX:+UnlockDiagnosticVMOptions",
         "-XX:+DumpPerfMapAtExit",
+        "-XX:CompileCommand=quiet",
+        "-XX:CompileCommand=dontinline,java.util.concurrent.locks.ReentrantLock::lock",
+        "-XX:CompileCommand=dontinline,java.util.concurrent.ThreadPoolExecutor::getTask",
     ];
-    let (data, stdout) = record_java("jvm_parks", &perf_map, "Parks", &["2"]);
+    let (data, stdout) = record_java("jvm_parks", &flags, "Parks", &["2"]);
     let tid = |key: &str| printed_value(&stdout, key) as u64;
     // A ReentrantLock parks its waiters in LockSupport.park under an AQS
     // acquire: contention, though the park is the same as a pool thread's.
