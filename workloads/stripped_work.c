@@ -2,7 +2,9 @@
  * test keeps its debug information apart (objcopy --only-keep-debug) and
  * strips it, so only a debug file found by build-id can name `crunch` and
  * its line. Prints the CPU time the work took (seconds, this thread's).
- * usage: stripped_work SECONDS */
+ * Then NAPS calls of `nap`, each asleep 1.5 ms: what a uprobe on it counts
+ * and times.
+ * usage: stripped_work SECONDS [NAPS] */
 #include "common.h"
 
 static volatile unsigned long sink;
@@ -19,8 +21,20 @@ __attribute__((noinline)) static void crunch(double seconds)
 	printf("crunch_cpu_s %.3f\n", t.tv_sec + t.tv_nsec * 1e-9);
 }
 
+__attribute__((noinline)) void nap(void)
+{
+	struct timespec t = { 0, 1500000 };
+
+	nanosleep(&t, NULL);
+}
+
 int main(int argc, char **argv)
 {
+	int naps = argc > 2 ? atoi(argv[2]) : 0;
+
 	crunch(argc > 1 ? atof(argv[1]) : 1.0);
+	for (int i = 0; i < naps; i++)
+		nap();
+	printf("naps %d\n", naps);
 	return 0;
 }

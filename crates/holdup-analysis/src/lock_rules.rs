@@ -71,11 +71,35 @@ pub const RUNTIME_RULES: &[Rule] = &[
         Mutex,
         "a JVM thread entering a monitor another thread holds",
     ),
-    // JVM: java.util.concurrent locks park under an AQS acquire.
+    // JVM: java.util.concurrent locks park under an AQS acquire; so do a
+    // latch's await and a semaphore's acquire, which wait for a signal.
+    rule(
+        &["CountDownLatch", "await"],
+        Signal,
+        "a JVM thread waiting for a CountDownLatch to count down",
+    ),
+    rule(
+        &["Semaphore", "acquire"],
+        Signal,
+        "a JVM thread waiting for a Semaphore's permit",
+    ),
     rule(
         &["AbstractQueuedSynchronizer", "acquire"],
         Mutex,
         "a JVM thread taking a java.util.concurrent lock another thread holds",
+    ),
+    // The JIT compiles a lock's `lock()` long before the AQS code under
+    // it, which stays interpreted (unnamed) while contention is rare: a
+    // park under a lock's own frame is its acquisition (unlock never parks).
+    rule(
+        &["ReentrantLock"],
+        Mutex,
+        "a JVM thread taking a ReentrantLock another thread holds",
+    ),
+    rule(
+        &["ReentrantReadWriteLock"],
+        Mutex,
+        "a JVM thread taking a read-write lock another thread holds",
     ),
     rule(
         &["ObjectMonitor::wait"],
@@ -292,6 +316,17 @@ mod tests {
         acquire.push((JIT, "java.util.concurrent.locks.ReentrantLock::lock"));
         assert_eq!(lock_kind(&jvm_park(&acquire)), Mutex);
         assert_eq!(lock_kind(&jvm_park(&park)), Signal);
+        // The AQS frames interpreted, the lock's compiled: as HotSpot's
+        // perf map names it.
+        for lock in [
+            "void java.util.concurrent.locks.ReentrantLock.lock()",
+            "void java.util.concurrent.locks.ReentrantLock.lockInterruptibly()",
+            "void java.util.concurrent.locks.ReentrantReadWriteLock$WriteLock.lock()",
+        ] {
+            let mut interpreted = park.to_vec();
+            interpreted.extend([(JIT, "Interpreter"), (JIT, lock)]);
+            assert_eq!(lock_kind(&jvm_park(&interpreted)), Mutex, "{lock}");
+        }
         // A condition's await is a signal; re-taking the lock after it is not.
         let mut await_ = park.to_vec();
         await_.push((
@@ -299,6 +334,32 @@ mod tests {
             "java.util.concurrent.locks.AbstractQueuedSynchronizer$ConditionObject::await",
         ));
         assert_eq!(lock_kind(&jvm_park(&await_)), Signal);
+    }
+
+    #[test]
+    fn a_latch_or_a_semaphore_is_a_signal_though_it_parks_under_an_aqs_acquire() {
+        // Named as HotSpot's perf map names compiled methods.
+        let under = |outer: &'static str, acquire: &'static str| {
+            jvm_park(&[
+                (JVM, "Parker::park(bool, long)"),
+                (JVM, "Unsafe_Park"),
+                (JIT, acquire),
+                (JIT, outer),
+            ])
+        };
+        let shared =
+            "void java.util.concurrent.locks.AbstractQueuedSynchronizer.acquireSharedInterruptibly(int)";
+        for outer in [
+            "void java.util.concurrent.CountDownLatch.await()",
+            "void java.util.concurrent.Semaphore.acquire()",
+        ] {
+            assert_eq!(lock_kind(&under(outer, shared)), Signal, "{outer}");
+        }
+        // A read lock is a lock.
+        let read_lock = "void java.util.concurrent.locks.ReentrantReadWriteLock$ReadLock.lock()";
+        let acquire_shared =
+            "void java.util.concurrent.locks.AbstractQueuedSynchronizer.acquireShared(int)";
+        assert_eq!(lock_kind(&under(read_lock, acquire_shared)), Mutex);
     }
 
     #[test]

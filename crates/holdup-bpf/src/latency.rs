@@ -70,6 +70,10 @@ pub struct UserFunc {
     pub binary: PathBuf,
     pub symbol: String,
     pub role: UfuncRole,
+    /// Where its code starts in the file, when the caller found it (in a
+    /// separate debug file, for a stripped binary); otherwise the probe
+    /// looks `symbol` up in the binary's own symbol tables.
+    pub offset: Option<u64>,
 }
 
 /// Call paths below the roots that can be timed at once (DARC's fnodes).
@@ -431,14 +435,19 @@ impl LatencyProbe {
                     UfuncRole::Root => UFUNC_ROOT,
                     UfuncRole::Callee => UFUNC_CALLEE,
                 };
+                // libbpf adds the offset to the symbol's place, if named.
+                let (func_name, offset) = match f.offset {
+                    Some(offset) => (None, offset as usize),
+                    None => (Some(f.symbol.clone()), 0),
+                };
                 let opts = UprobeOpts {
                     cookie: op as u64 | role,
                     retprobe,
-                    func_name: Some(f.symbol.clone()),
+                    func_name,
                     ..Default::default()
                 };
                 let link = prog
-                    .attach_uprobe_with_opts(-1, &f.binary, 0, opts)
+                    .attach_uprobe_with_opts(-1, &f.binary, offset, opts)
                     .map_err(|e| {
                         let binary = f.binary.display().to_string();
                         if e.kind() == libbpf_rs::ErrorKind::NotFound {

@@ -7,9 +7,10 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use support::debug_split::{build_id, private_cache, split};
 use support::*;
 
 /// A debuginfod serving the files under a directory, on a free port.
@@ -74,46 +75,6 @@ impl Debuginfod {
     }
 }
 
-/// `bin`'s debug file into `served/`, and a stripped copy of `bin`.
-fn split(bin: &Path, dir: &Path) -> PathBuf {
-    let served = dir.join("served");
-    std::fs::create_dir_all(&served).unwrap();
-    let stripped = dir.join(format!(
-        "{}-stripped",
-        bin.file_name().unwrap().to_string_lossy()
-    ));
-    let debug = served.join("work.debug");
-    let steps: [(&str, Vec<&std::ffi::OsStr>); 2] = [
-        (
-            "objcopy",
-            vec![
-                "--only-keep-debug".as_ref(),
-                bin.as_os_str(),
-                debug.as_os_str(),
-            ],
-        ),
-        (
-            "strip",
-            vec!["-o".as_ref(), stripped.as_os_str(), bin.as_os_str()],
-        ),
-    ];
-    for (tool, args) in steps {
-        assert!(
-            Command::new(tool).args(args).bounded_status().success(),
-            "{tool}"
-        );
-    }
-    stripped
-}
-
-fn build_id(bin: &Path) -> String {
-    let out = Command::new("readelf").arg("-n").arg(bin).bounded_output();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("Build ID: ").map(str::to_string))
-        .expect("a build-id")
-}
-
 /// Record the stripped program with `env`; its `crunch` row of the report
 /// (on-CPU samples, file, line), the CPU time it measured, and stderr.
 fn record_crunch(dir: &Path, bin: &Path, env: &[(&str, &str)]) -> (f64, String, u64, f64, String) {
@@ -159,10 +120,7 @@ fn a_stripped_binary_is_named_through_debuginfod_then_from_the_cache() {
         .position(|l| l.contains("CRUNCH LINE"))
         .unwrap() as u64
         + 1;
-    // The recorder's cache: root's own directory, closed to others.
-    let cache = dir.join("cache");
-    std::fs::create_dir(&cache).unwrap();
-    std::fs::set_permissions(&cache, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let cache = private_cache(&dir);
     let xdg = ("XDG_CACHE_HOME", cache.to_str().unwrap());
 
     // Stripped and nothing to ask: no name.
@@ -216,9 +174,7 @@ fn probe_specs_of_a_stripped_binary_come_from_its_debug_file() {
     assert!(e.contains("no function 'ns::Cls::work'"), "{e}");
 
     let server = Debuginfod::serve(&dir.join("served"), &id);
-    let cache = dir.join("cache");
-    std::fs::create_dir(&cache).unwrap();
-    std::fs::set_permissions(&cache, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let cache = private_cache(&dir);
     // What `holdup causal run` and `holdup latency` do first, with this
     // test's cache and server.
     std::env::set_var("XDG_CACHE_HOME", &cache);

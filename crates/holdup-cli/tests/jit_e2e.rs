@@ -104,7 +104,12 @@ fn python(minor: u32) -> PathBuf {
         .flatten()
         .find(|e| e.file_name().to_string_lossy().starts_with(&prefix))
         .map(|e| e.path().join("bin/python"))
-        .unwrap_or_else(|| panic!("no CPython 3.{minor} under {}", versions.display()))
+        .unwrap_or_else(|| {
+            panic!(
+                "no CPython 3.{minor} under {} (scripts/deps builds it with pyenv)",
+                versions.display()
+            )
+        })
 }
 
 #[test]

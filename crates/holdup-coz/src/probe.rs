@@ -105,18 +105,24 @@ fn named(file: &object::File<'_>, binary: &Path, name: &str) -> Result<Vec<(Stri
     Ok(found)
 }
 
-/// Which of `functions` of `binary` the kernel single-steps the first
-/// instruction of (one read of the file for all; a name it does not define
-/// counts as emulated).
-pub fn single_stepped(binary: &Path, functions: &[&str]) -> Result<Vec<bool>, String> {
+/// Where uprobes go for `symbols` of `binary`, as
+/// [`functions_named`] gives them: found in its symbol tables or, when it
+/// is stripped, in its debug file by build-id (one read of the file for
+/// all); None for a name it does not define. The kernel takes a uprobe by
+/// file offset, so a function only a debug file names can be probed too.
+pub fn sites_of(binary: &Path, symbols: &[&str]) -> Result<Vec<Option<Site>>, String> {
     with_elf(binary, |file, data| {
-        Ok(functions
+        let defined = functions(file)?;
+        Ok(symbols
             .iter()
             .map(|name| {
-                text_symbols(file)
-                    .find(|s| s.name() == Ok(*name))
-                    .and_then(|s| file_offset(file, s.address()))
-                    .is_some_and(|offset| stepped_at(file, data, offset))
+                let f = defined.iter().find(|f| f.name == *name)?;
+                let offset = file_offset(file, f.address)?;
+                Some(Site {
+                    binary: binary.to_path_buf(),
+                    offset,
+                    single_stepped: stepped_at(file, data, offset),
+                })
             })
             .collect())
     })
@@ -324,6 +330,9 @@ mod tests {
         assert!(sites[0].offset > 0);
         let with_binary = format!("{}:main", exe.display());
         assert_eq!(resolve(None, &with_binary).unwrap(), sites);
+        // By symbol, the same place; a name it does not define is none.
+        let by_symbol = sites_of(&exe, &["main", "no_such_function_anywhere"]).unwrap();
+        assert_eq!(by_symbol, vec![Some(sites[0].clone()), None]);
     }
 
     #[test]

@@ -7,12 +7,13 @@ use crate::fxhash::FxHashMap;
 use crate::lock_rules::idle_why;
 use crate::stacks::{lock_kind, site, wait_reason, Func, LockKind, Resolver};
 use holdup_trace::{Class, Sample, Trace, Waker};
+use retries::Retries;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::rc::Rc;
 
 mod group;
-mod retries;
+pub(crate) mod retries;
 pub use group::{group, Section};
 
 /// Weighted sample counts per class.
@@ -459,8 +460,21 @@ struct ThreadAcc {
     samples: ClassCounts,
     stacks: FxHashMap<u32, StackCounts>,
     /// Wakers per blocked row: (subclass, stack) → waker → weight.
-    wakers: retries::Wakers,
-    retries: retries::Retries,
+    wakers: Wakers,
+    /// Timer-ended contended waits: (stack, weight).
+    retries: Retries<(u32, u64)>,
+}
+
+/// Where wakers go: (class, stack, waker) → weight.
+type Wakers = FxHashMap<(Class, u32, Waker), u64>;
+
+/// Credits a contended wait, (stack, weight), to the waker it settles with.
+fn credit(wakers: &mut Wakers) -> impl FnMut((u32, u64), Waker) + '_ {
+    |(stack, n), waker| {
+        if waker != Waker::None {
+            *wakers.entry((Class::Lock, stack, waker)).or_default() += n;
+        }
+    }
 }
 
 /// Heaviest first.
@@ -497,11 +511,12 @@ pub fn profile(trace: &Trace, filter: &Filter) -> Profile {
             } else if class == Class::Sched && s.class != Class::Sched {
                 sc.sched_after_wakeup += n;
             } else if class == Class::Lock && cat.stack(s.stack).lock_kind == LockKind::Mutex {
-                acc.retries.contended(&mut acc.wakers, s.stack, s.waker, n);
+                acc.retries
+                    .contended((s.stack, n), s.waker, credit(&mut acc.wakers));
             } else if class != Class::Cpu {
                 // A preemption is no wait of its own: a retry chain goes on.
                 if class != Class::Sched {
-                    acc.retries.end(&mut acc.wakers);
+                    acc.retries.end(credit(&mut acc.wakers));
                 }
                 if s.waker != Waker::None {
                     *acc.wakers.entry((class, s.stack, s.waker)).or_default() += n;
@@ -510,7 +525,7 @@ pub fn profile(trace: &Trace, filter: &Filter) -> Profile {
         }
     }
     for acc in threads.values_mut() {
-        acc.retries.end(&mut acc.wakers);
+        acc.retries.end(credit(&mut acc.wakers));
     }
 
     struct Spread {

@@ -20,6 +20,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::hash::Hasher;
 
 mod assemble;
+mod retried;
 use assemble::assemble;
 
 /// A request completion wakes its waiter within this long (same interrupt).
@@ -286,6 +287,12 @@ struct Build<'o> {
     stats: Stats,
     max_time: u64,
     finish: Option<u64>,
+    /// Pass 1: chains of timed re-checks of a lock, and the long waits
+    /// they may credit, kept until the chains are settled.
+    chains: retried::Chains,
+    long_retries: Vec<Segment>,
+    /// Pass 2: the waker each timer-ended re-check is credited with.
+    credited: retried::Credited,
 }
 
 impl<'o> Build<'o> {
@@ -315,6 +322,9 @@ impl<'o> Build<'o> {
             stats: Stats::default(),
             max_time: start_ns,
             finish: None,
+            chains: Default::default(),
+            long_retries: Vec::new(),
+            credited: Default::default(),
         }
     }
 
@@ -474,12 +484,32 @@ impl<'o> Build<'o> {
         }
     }
 
+    /// Keep the wait of a long segment, if it has a waker.
+    fn keep_long_wait(&mut self, long: &mut Vec<(WaitSeg, u64)>, s: &Segment) {
+        if let Some((k, start, wake)) = self.wait_of(s) {
+            let node = self.node(Key::Thread(s.tid));
+            let parent = self.node(k);
+            let seg = self.wait_seg(node, parent, EdgeKind::Wait, start, wake);
+            self.keep_long(long, seg, s.end - s.start);
+        }
+    }
+
     /// The wait of a segment: `(target, start, wake)`.
     fn wait_of(&self, s: &Segment) -> Option<(Key, u64, u64)> {
         if s.class == Class::Sched || s.wake <= s.start {
             return None;
         }
-        target(s.tid, s.class, s.waker, s.wake, &self.comps).map(|k| (k, s.start, s.wake))
+        let waker = self.credited_waker(s.tid, s.start, s.waker);
+        target(s.tid, s.class, waker, s.wake, &self.comps).map(|k| (k, s.start, s.wake))
+    }
+
+    /// The waker of a wait of `tid` that began at `start`: a timed
+    /// re-check of a contended lock takes that of its chain.
+    fn credited_waker(&self, tid: u32, start: u64, waker: Waker) -> Waker {
+        match waker {
+            Waker::Timer => self.credited.get(&(tid, start)).copied().unwrap_or(waker),
+            _ => waker,
+        }
     }
 
     // ---- pass 1 -------------------------------------------------------
@@ -493,13 +523,11 @@ impl<'o> Build<'o> {
                         self.last_info = Some(s.tid);
                     }
                     self.max_time = self.max_time.max(s.end);
-                    if self.is_long(s) {
-                        if let Some((k, start, wake)) = self.wait_of(s) {
-                            let node = self.node(Key::Thread(s.tid));
-                            let parent = self.node(k);
-                            let seg = self.wait_seg(node, parent, EdgeKind::Wait, start, wake);
-                            self.keep_long(long, seg, s.end - s.start);
-                        }
+                    if self.is_long(s) && s.class == Class::Lock && s.waker == Waker::Timer {
+                        // Its waker is known once the chains are settled.
+                        self.long_retries.push(s.clone());
+                    } else if self.is_long(s) {
+                        self.keep_long_wait(long, s);
                     }
                 }
                 Record::Sample(s) => {
@@ -508,6 +536,17 @@ impl<'o> Build<'o> {
                         self.last_info = Some(s.tid);
                     }
                     self.max_time = self.max_time.max(s.end);
+                    self.chains.sample(s);
+                }
+                // Names, for the lock kinds of the chains' stacks.
+                Record::Stack(s) => {
+                    self.names.stacks.insert(s.id, s.frames.clone());
+                }
+                Record::Symbol(s) => {
+                    self.names.symbols.insert(s.frame, s.frames.clone());
+                }
+                Record::Dso(d) => {
+                    self.names.dsos.insert(d.id, d.clone());
                 }
                 Record::Fork {
                     time,
@@ -635,7 +674,8 @@ impl<'o> Build<'o> {
         if s.class == Class::Sched || s.weight == 0 || s.wake <= s.time {
             return;
         }
-        let Some(k) = target(s.tid, s.class, s.waker, s.wake, &self.comps) else {
+        let waker = self.credited_waker(s.tid, s.time, s.waker);
+        let Some(k) = target(s.tid, s.class, waker, s.wake, &self.comps) else {
             return;
         };
         let parent = self.node(k);
@@ -690,16 +730,7 @@ impl<'o> Build<'o> {
                 self.comps.push(b.time, b.dev);
                 self.devs.entry(b.dev).or_default().done(b.time);
             }
-            Record::Stack(s) => {
-                self.add_stack(s.id, &s.frames);
-                self.names.stacks.insert(s.id, s.frames.clone());
-            }
-            Record::Symbol(s) => {
-                self.names.symbols.insert(s.frame, s.frames.clone());
-            }
-            Record::Dso(d) => {
-                self.names.dsos.insert(d.id, d.clone());
-            }
+            Record::Stack(s) => self.add_stack(s.id, &s.frames),
             Record::IrqName { irq, name } => {
                 self.names.irq_names.insert(*irq, name.clone());
             }
@@ -723,6 +754,12 @@ pub fn run(src: &mut dyn Source, opts: &Options) -> Result<WaitGraph, Error> {
     // Pass 1.
     let mut kept = Vec::new();
     src.pass(&mut |batch| b.learn(batch, &mut kept))?;
+    b.credited = std::mem::take(&mut b.chains).settle(&b.names);
+    for s in std::mem::take(&mut b.long_retries) {
+        if b.is_long(&s) {
+            b.keep_long_wait(&mut kept, &s);
+        }
+    }
     let mut long: Vec<WaitSeg> = kept.into_iter().map(|(s, _)| s).collect();
     b.stats.long_ns = b.long_ns;
     b.end_ns = b.finish.unwrap_or(b.max_time).max(b.start_ns);

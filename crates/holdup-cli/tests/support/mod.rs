@@ -5,6 +5,8 @@
 //! `scripts/test` runs them with `--include-ignored` as root.
 #![allow(dead_code)]
 
+pub mod debug_split;
+pub mod runtimes;
 pub mod small_trace;
 
 use std::path::{Path, PathBuf};

@@ -9,37 +9,8 @@ use holdup_symbolize::callgraph::plan::{self, Descent};
 use holdup_symbolize::callgraph::Func;
 use holdup_trace::latency::CallPath;
 use holdup_trace::Trace;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-
-/// Say which timed functions the kernel single-steps the first
-/// instruction of: that step comes after the entry probe's time stamp, so
-/// it counts in each of their calls (about 19 µs on a test VM, more in a
-/// process's first calls).
-pub fn note_single_stepped(funcs: &[UserFunc]) {
-    // Each binary is read once: --callees can time dozens of its functions.
-    let mut by_binary: BTreeMap<&Path, Vec<&str>> = BTreeMap::new();
-    for f in funcs {
-        by_binary.entry(&f.binary).or_default().push(&f.symbol);
-    }
-    let mut stepped = Vec::new();
-    for (binary, symbols) in by_binary {
-        let flags = holdup_coz::probe::single_stepped(binary, &symbols).unwrap_or_default();
-        stepped.extend(
-            symbols
-                .iter()
-                .zip(flags)
-                .filter(|(_, s)| *s)
-                .map(|(f, _)| *f),
-        );
-    }
-    if !stepped.is_empty() {
-        eprintln!(
-            "holdup latency: note: the kernel single-steps the first instruction of {} (it emulates only pushes, nops, calls and jumps): each call's time includes that trap (~20 µs on some virtual machines)",
-            stepped.join(", ")
-        );
-    }
-}
 
 /// DARC's ftree below each root in `funcs` (see
 /// [`holdup_symbolize::callgraph::plan`]): the callees are appended to
@@ -61,6 +32,7 @@ pub fn call_paths(
         binary: f.binary.clone(),
         symbol: f.symbol.clone(),
         role: UfuncRole::Callee,
+        offset: None,
     }));
     let tree = plan
         .nodes
@@ -163,6 +135,7 @@ mod tests {
             binary: "/bin/app".into(),
             symbol: symbol.into(),
             role,
+            offset: None,
         }
     }
 

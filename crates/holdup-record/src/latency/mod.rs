@@ -102,6 +102,7 @@ fn options(cfg: &Config) -> anyhow::Result<(LatencyOptions, Vec<holdup_trace::la
         }
         None => Default::default(),
     };
+    spec::place(&mut ufuncs)?;
     let syscalls =
         cfg.syscalls || (cfg.kfuncs.is_empty() && ufuncs.is_empty() && !cfg.block && !cfg.lock);
     let opts = LatencyOptions {
@@ -122,7 +123,6 @@ fn options(cfg: &Config) -> anyhow::Result<(LatencyOptions, Vec<holdup_trace::la
 /// Record as `cfg` says and write the latency file.
 pub fn record(cfg: &Config) -> anyhow::Result<Outcome> {
     let (mut opts, fnodes) = options(cfg)?;
-    darc::note_single_stepped(&opts.ufuncs);
     let until = Until::of(&cfg.target, cfg.duration);
     let mut recording = Recording::launch(&cfg.command, until)?;
     opts.start_ns = monotonic_ns();

@@ -5,6 +5,7 @@
 
 use anyhow::{bail, Context};
 use holdup_bpf::latency::{UfuncRole, UserFunc};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// `--func` arguments as (binary, symbol), and the operations of each
@@ -51,6 +52,7 @@ pub fn user_funcs(
             binary: binary.clone(),
             symbol,
             role,
+            offset: None,
         }));
     }
     Ok((out, overloads))
@@ -86,4 +88,44 @@ fn func_spec(
             .map_err(|e| anyhow::anyhow!("--func {e}"))?
     };
     Ok((binary, symbols))
+}
+
+/// Where each of `funcs` starts in its file, found as the specs were (in
+/// the symbol tables, or in the debug file of a stripped binary, which the
+/// kernel cannot look in: it takes an offset). Says which of them the
+/// kernel single-steps the first instruction of: that step comes after the
+/// entry probe's time stamp, so it counts in each of their calls (about
+/// 19 µs on a test VM, more in a process's first calls).
+pub fn place(funcs: &mut [UserFunc]) -> anyhow::Result<()> {
+    // Each binary is read once: --callees can time dozens of its functions.
+    let mut by_binary: BTreeMap<PathBuf, Vec<usize>> = BTreeMap::new();
+    for (i, f) in funcs.iter().enumerate() {
+        by_binary.entry(f.binary.clone()).or_default().push(i);
+    }
+    let mut stepped = Vec::new();
+    for (binary, indices) in by_binary {
+        let symbols: Vec<&str> = indices.iter().map(|&i| funcs[i].symbol.as_str()).collect();
+        let sites = holdup_coz::probe::sites_of(&binary, &symbols).map_err(anyhow::Error::msg)?;
+        for (i, site) in indices.into_iter().zip(sites) {
+            let f = &mut funcs[i];
+            let site = site.ok_or_else(|| {
+                anyhow::anyhow!(
+                    "function '{}' not found in {} (no such symbol: misspelled, or the binary is stripped)",
+                    f.symbol,
+                    binary.display()
+                )
+            })?;
+            if site.single_stepped {
+                stepped.push(f.symbol.clone());
+            }
+            f.offset = Some(site.offset);
+        }
+    }
+    if !stepped.is_empty() {
+        eprintln!(
+            "holdup latency: note: the kernel single-steps the first instruction of {} (it emulates only pushes, nops, calls and jumps): each call's time includes that trap (~20 µs on some virtual machines)",
+            stepped.join(", ")
+        );
+    }
+    Ok(())
 }
