@@ -13,12 +13,13 @@ pub const MAX_FP: usize = c::MAX_FP as usize;
 pub const STACK_COPY_MAX: usize = c::STACK_COPY_MAX as usize;
 pub const COMM_LEN: usize = c::COMM_LEN as usize;
 pub const PATH_LEN: usize = c::PATH_LEN as usize;
+pub const MAX_PY_FRAMES: usize = c::MAX_PY_FRAMES as usize;
 
 /// Record kinds (u32): `REC_SYSCALL_STACK` is the stack of the
 /// `REC_SYSCALL` that follows, a sample-shaped record.
 pub use c::{
-    REC_BIO_DONE, REC_BIO_ISSUE, REC_COMM, REC_EXEC, REC_EXIT, REC_FORK, REC_SAMPLE, REC_SEGMENT,
-    REC_SYSCALL, REC_SYSCALL_STACK,
+    REC_BIO_DONE, REC_BIO_ISSUE, REC_COMM, REC_EXEC, REC_EXIT, REC_FORK, REC_PY_CODE, REC_SAMPLE,
+    REC_SEGMENT, REC_SYSCALL, REC_SYSCALL_STACK,
 };
 /// Record kinds are below this.
 pub const REC_KINDS: usize = c::REC_KIND_SLOTS as usize;
@@ -60,6 +61,57 @@ pub use c::{
     sample_rec as SampleRec, segment_rec as SegmentRec, syscall_key as SyscallKey,
     syscall_rec as SyscallRec, syscall_totals as SyscallTotals, task_rec as TaskRec,
 };
+/// CPython: a code object's first sight, a process's interpreter layout,
+/// the walks' counts (`python.bpf.h`).
+pub use c::{py_code_rec as PyCodeRec, py_config as PyConfig, py_counts as PyCounts};
+pub use c::{PY_ENTRY_FLAG, PY_FRAME_OBJECT, PY_NO_CFRAME, PY_SHIM_OWNER};
+
+/// One interpreter frame of a sample, innermost first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PyFrame {
+    /// The code object's address in the process.
+    pub code: u64,
+    /// 3.10: `f_lasti`; 3.11+: code units from the start of the code;
+    /// `u32::MAX` when unknown.
+    pub instr: u32,
+    /// The last frame one evaluator call runs (`PYF_GROUP_END`).
+    pub group_end: bool,
+}
+
+/// The strings of a code record, decoded.
+impl PyCodeRec {
+    /// The qualified name (the name on 3.10).
+    pub fn name(&self) -> String {
+        py_string(&self.name, self.name_len, self.name_kind)
+    }
+
+    pub fn file(&self) -> String {
+        py_string(&self.file, self.file_len, self.file_kind)
+    }
+
+    /// The line table as far as it was copied.
+    pub fn table(&self) -> &[u8] {
+        &self.table[..(self.table_len as usize).min(self.table.len())]
+    }
+}
+
+/// Characters of `width` bytes each (1: Latin-1, 2: UCS-2, 4: UCS-4), as
+/// CPython keeps a compact string; a cut character is dropped.
+fn py_string(bytes: &[u8], len: u16, width: u8) -> String {
+    let bytes = &bytes[..(len as usize).min(bytes.len())];
+    let char_of = |v: u32| char::from_u32(v).unwrap_or(char::REPLACEMENT_CHARACTER);
+    match width {
+        2 => bytes
+            .chunks_exact(2)
+            .map(|c| char_of(u16::from_le_bytes([c[0], c[1]]) as u32))
+            .collect(),
+        4 => bytes
+            .chunks_exact(4)
+            .map(|c| char_of(u32::from_le_bytes([c[0], c[1], c[2], c[3]])))
+            .collect(),
+        _ => bytes.iter().map(|&b| b as char).collect(),
+    }
+}
 
 impl SyscallTotals {
     pub fn add(&mut self, o: &SyscallTotals) {
@@ -108,6 +160,7 @@ pub struct RawSample<'a> {
     kstack: &'a [u8],
     fp: &'a [u8],
     pub copy: &'a [u8],
+    py: &'a [u8],
 }
 
 impl<'a> RawSample<'a> {
@@ -148,6 +201,19 @@ impl<'a> RawSample<'a> {
         }));
     }
 
+    /// Interpreter frames, innermost first.
+    pub fn python(&self) -> impl Iterator<Item = PyFrame> + 'a {
+        let size = size_of::<c::py_frame>();
+        self.py.chunks_exact(size).filter_map(|b| {
+            let f: c::py_frame = crate::bindings::read(b)?;
+            Some(PyFrame {
+                code: f.code,
+                instr: f.instr,
+                group_end: f.flags & c::PYF_GROUP_END != 0,
+            })
+        })
+    }
+
     pub fn is_on_cpu(&self) -> bool {
         self.rec.class == CLASS_CPU
     }
@@ -166,6 +232,8 @@ pub enum RawRecord<'a> {
     /// The stacks of the next [`RawRecord::Syscall`] of the same thread.
     SyscallStack(RawSample<'a>),
     Syscall(SyscallRec),
+    /// A CPython code object, the first time a sample had it.
+    PyCode(&'a PyCodeRec),
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -212,13 +280,15 @@ pub fn parse(bytes: &[u8]) -> Result<RawRecord<'_>, ParseError> {
             let k = rec.kstack_len as usize * 8;
             let f = rec.fp_len as usize * 16;
             let c = rec.copy_len as usize;
+            let p = rec.py_len as usize * size_of::<c::py_frame>();
             let base = size_of::<SampleRec>();
-            fixed(base + k + f + c)?;
+            fixed(base + k + f + c + p)?;
             let s = RawSample {
                 rec,
                 kstack: &bytes[base..base + k],
                 fp: &bytes[base + k..base + k + f],
                 copy: &bytes[base + k + f..base + k + f + c],
+                py: &bytes[base + k + f + c..base + k + f + c + p],
             };
             if hdr.kind == REC_SAMPLE {
                 RawRecord::Sample(s)
@@ -234,6 +304,19 @@ pub fn parse(bytes: &[u8]) -> Result<RawRecord<'_>, ParseError> {
         REC_EXIT => RawRecord::Exit(read(bytes)?),
         REC_BIO_ISSUE => RawRecord::BioIssue(read(bytes)?),
         REC_BIO_DONE => RawRecord::BioDone(read(bytes)?),
+        REC_PY_CODE => {
+            fixed(size_of::<PyCodeRec>())?;
+            // SAFETY: the size is checked; the record is plain bytes, and
+            // the ring keeps records 8-byte aligned.
+            let rec = bytes.as_ptr().cast::<PyCodeRec>();
+            if !rec.is_aligned() {
+                return Err(ParseError::BadSize {
+                    kind: hdr.kind,
+                    size: bytes.len(),
+                });
+            }
+            RawRecord::PyCode(unsafe { &*rec })
+        }
         k => return Err(ParseError::UnknownKind(k)),
     })
 }
