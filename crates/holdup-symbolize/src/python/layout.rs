@@ -52,9 +52,21 @@ pub struct Interpreter {
     /// interpreter frames stand in for.
     pub evaluator: Vec<Range<u64>>,
     pub layout: Layout,
+    /// Loadable segments: (file offset, stated address, bytes in the file).
+    pub loads: Vec<(u64, u64, u64)>,
 }
 
 impl Interpreter {
+    /// The load bias of a mapping of this file at `start` from file offset
+    /// `pgoff` (page-aligned down from its segment's offset).
+    pub fn bias(&self, start: u64, pgoff: u64) -> Option<u64> {
+        let &(offset, vaddr, _) = self
+            .loads
+            .iter()
+            .find(|&&(o, _, size)| o & !0xfff <= pgoff && pgoff < o + size)?;
+        Some(start.wrapping_sub(vaddr.wrapping_sub(offset).wrapping_add(pgoff)))
+    }
+
     pub fn version_text(&self) -> String {
         format!("{}.{}", self.version.0, self.version.1)
     }
@@ -328,12 +340,17 @@ pub fn inspect(path: &Path) -> Result<Option<Interpreter>, Refusal> {
             )))
         }
     };
+    let loads = elf
+        .segments()
+        .map(|s| (s.file_range().0, s.address(), s.file_range().1))
+        .collect();
     Ok(Some(Interpreter {
         version,
         runtime,
         code_type,
         evaluator,
         layout,
+        loads,
     }))
 }
 
@@ -402,6 +419,8 @@ mod tests {
                 "{v}"
             );
             assert!(!i.evaluator.is_empty());
+            // A shared library's first segment maps at its load address.
+            assert_eq!(i.bias(0x7f00_0000_0000, 0), Some(0x7f00_0000_0000));
             if l == "3.13" {
                 assert_eq!(
                     i.layout,

@@ -18,19 +18,19 @@ pub struct Spliced {
     pub unmatched: usize,
 }
 
-/// `native` (leaf first) with each evaluator frame (`is_evaluator`)
-/// replaced by the next of `groups` (leaf first, each leaf first), into
-/// `out`.
+/// `native` (leaf first) with each evaluator frame (where `evaluator` is
+/// true) replaced by the next of `groups` (leaf first, each leaf first),
+/// into `out`.
 pub fn splice<F: Clone>(
     native: &[F],
-    is_evaluator: impl Fn(&F) -> bool,
+    evaluator: &[bool],
     groups: &[Vec<F>],
     out: &mut Vec<F>,
 ) -> Spliced {
     let mut done = Spliced::default();
     let mut next = groups.iter();
-    for f in native {
-        if is_evaluator(f) {
+    for (i, f) in native.iter().enumerate() {
+        if evaluator.get(i).copied().unwrap_or(false) {
             if let Some(g) = next.next() {
                 out.extend(g.iter().cloned());
                 done.placed += 1;

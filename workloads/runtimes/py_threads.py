@@ -1,0 +1,38 @@
+"""Ground truth for the interpreter frames of holdup: a thread that spins in
+pure Python (`hot`, called by `spinner`) and a thread that sleeps in short
+naps (`napper`), for SECONDS seconds. Prints each thread's native id."""
+import sys
+import threading
+import time
+
+SECONDS = float(sys.argv[1]) if len(sys.argv) > 1 else 2.0
+
+
+def hot(n):
+    x = 0
+    for i in range(n):
+        x += i * i
+    return x
+
+
+def spinner(end):
+    while time.monotonic() < end:
+        hot(10000)
+
+
+def napper(end):
+    while time.monotonic() < end:
+        time.sleep(0.05)
+
+
+def main():
+    end = time.monotonic() + SECONDS
+    threads = [threading.Thread(target=f, args=(end,), name=f.__name__) for f in (spinner, napper)]
+    for t in threads:
+        t.start()
+    print(" ".join(f"{t.name}={t.native_id}" for t in threads), flush=True)
+    for t in threads:
+        t.join()
+
+
+main()
