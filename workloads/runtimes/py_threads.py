@@ -1,6 +1,7 @@
 """Ground truth for the interpreter frames of holdup: a thread that spins in
 pure Python (`hot`, called by `spinner`) and a thread that sleeps in short
-naps (`napper`), for SECONDS seconds. Prints each thread's native id."""
+naps (`napper`), for SECONDS seconds. Prints each thread's native id
+(`spinner_tid N`, `napper_tid N`)."""
 import sys
 import threading
 import time
@@ -30,7 +31,8 @@ def main():
     threads = [threading.Thread(target=f, args=(end,), name=f.__name__) for f in (spinner, napper)]
     for t in threads:
         t.start()
-    print(" ".join(f"{t.name}={t.native_id}" for t in threads), flush=True)
+    for t in threads:
+        print(f"{t.name}_tid {t.native_id}", flush=True)
     for t in threads:
         t.join()
 
