@@ -76,6 +76,9 @@ pub struct PyFrame {
     pub instr: u32,
     /// The last frame one evaluator call runs (`PYF_GROUP_END`).
     pub group_end: bool,
+    /// Tells apart code objects that had the same address in turn: the
+    /// frame's code is the code record of the same address and check.
+    pub check: u16,
 }
 
 /// The strings of a code record, decoded.
@@ -209,7 +212,8 @@ impl<'a> RawSample<'a> {
             Some(PyFrame {
                 code: f.code,
                 instr: f.instr,
-                group_end: f.flags & c::PYF_GROUP_END != 0,
+                group_end: u32::from(f.flags) & c::PYF_GROUP_END != 0,
+                check: f.check,
             })
         })
     }

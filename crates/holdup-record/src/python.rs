@@ -30,10 +30,9 @@ struct Code {
     v310: bool,
 }
 
-/// One interpreter frame of a process: its code object, which of the
-/// code records of that address it was (they may be reused), and where in
-/// it.
-type FrameKey = (u32, u64, Option<usize>, u32);
+/// One interpreter frame of a process: its code object (address and
+/// check: addresses are reused) and where in it.
+type FrameKey = (u32, u64, u16, u32);
 
 #[derive(Debug, Default)]
 pub struct PythonFrames {
@@ -45,8 +44,8 @@ pub struct PythonFrames {
     /// Configurations for the recorder, and processes it is to forget.
     pending: Vec<(u32, PyConfig)>,
     forgotten: Vec<u32>,
-    codes: Vec<Code>,
-    latest_code: FxHashMap<(u32, u64), usize>,
+    /// Code objects by process, address and check.
+    codes: FxHashMap<(u32, u64, u16), Code>,
     /// Frames handed out: their address in the process's dso is their
     /// index here.
     keys: Vec<FrameKey>,
@@ -67,6 +66,7 @@ pub struct PythonFrames {
 fn config(i: &Interpreter, bias: u64) -> PyConfig {
     let l = &i.layout;
     let max = |v: &[u16]| v.iter().copied().max().unwrap_or(0) + 8;
+    let code_fields = [l.co_firstlineno, l.co_filename, l.co_name, l.co_linetable];
     PyConfig {
         runtime: i.runtime.wrapping_add(bias),
         code_type: i.code_type.wrapping_add(bias),
@@ -96,7 +96,8 @@ fn config(i: &Interpreter, bias: u64) -> PyConfig {
         str_ascii_data: l.str_ascii_data,
         str_compact_data: l.str_compact_data,
         frame_read: max(&[l.f_code, l.f_back, l.f_instr, l.f_entry]),
-        code_read: max(&[l.co_firstlineno, l.co_filename, l.co_name, l.co_linetable]),
+        code_read: max(&code_fields),
+        check_from: code_fields.iter().copied().min().unwrap_or(0),
         ..Default::default()
     }
 }
@@ -169,15 +170,17 @@ impl PythonFrames {
 
     /// A code record.
     pub fn code(&mut self, r: &PyCodeRec) {
-        self.latest_code.insert((r.pid, r.code), self.codes.len());
-        self.codes.push(Code {
-            name: r.name(),
-            file: r.file(),
-            first_line: r.firstlineno,
-            units: r.units,
-            table: r.table().to_vec(),
-            v310: r.version == 0x030a,
-        });
+        self.codes.insert(
+            (r.pid, r.code, r.check),
+            Code {
+                name: r.name(),
+                file: r.file(),
+                first_line: r.firstlineno,
+                units: r.units,
+                table: r.table().to_vec(),
+                v310: r.version == 0x030a,
+            },
+        );
     }
 
     /// The dso of `pid`'s interpreter frames, if it has one yet.
@@ -211,12 +214,7 @@ impl PythonFrames {
     ) -> Vec<Vec<Frame>> {
         let mut groups = vec![Vec::new()];
         for f in frames {
-            let key = (
-                pid,
-                f.code,
-                self.latest_code.get(&(pid, f.code)).copied(),
-                f.instr,
-            );
+            let key = (pid, f.code, f.check, f.instr);
             let next = self.keys.len() as u64;
             let addr = *self.addrs.entry(key).or_insert(next);
             if addr == next {
@@ -236,12 +234,11 @@ impl PythonFrames {
     pub fn symbols(&mut self, addrs: &[u64]) -> Vec<Vec<SymFrame>> {
         let mut out = Vec::with_capacity(addrs.len());
         for &a in addrs {
-            let Some(&(pid, code, index, instr)) = self.keys.get(a as usize) else {
+            let Some(&(pid, code, check, instr)) = self.keys.get(a as usize) else {
                 out.push(Vec::new());
                 continue;
             };
-            let index = index.or_else(|| self.latest_code.get(&(pid, code)).copied());
-            let Some(c) = index.and_then(|i| self.codes.get(i)) else {
+            let Some(c) = self.codes.get(&(pid, code, check)) else {
                 self.unknown_code += 1;
                 out.push(vec![SymFrame {
                     function: format!("<python code {code:#x}>"),
@@ -322,6 +319,7 @@ mod tests {
         let mut r: Box<PyCodeRec> = Box::default();
         r.pid = pid;
         r.code = code;
+        r.check = 3;
         r.version = 0x030c;
         r.firstlineno = 40;
         r.units = 8;
@@ -347,25 +345,21 @@ mod tests {
             "Worker.run",
             &[0x81, 0, 0x80 | (12 << 3) | 1, 0, 0],
         ));
+        let frame = |code, instr, group_end, check| PyFrame {
+            code,
+            instr,
+            group_end,
+            check,
+        };
         let frames = [
-            PyFrame {
-                code: 0x1000,
-                instr: 3,
-                group_end: false,
-            },
-            PyFrame {
-                code: 0x2000,
-                instr: 0,
-                group_end: true,
-            },
-            PyFrame {
-                code: 0x1000,
-                instr: 1,
-                group_end: true,
-            },
+            frame(0x1000, 3, false, 3),
+            frame(0x2000, 0, true, 3),
+            frame(0x1000, 1, true, 3),
+            // Another code object that had the same address, never sent.
+            frame(0x1000, 1, true, 4),
         ];
         let groups = p.groups(7, 5, frames.into_iter());
-        assert_eq!(groups.len(), 2);
+        assert_eq!(groups.len(), 3);
         assert_eq!(groups[0].len(), 2);
         let addrs: Vec<u64> = groups.iter().flatten().map(|f| f.addr).collect();
         let names: Vec<String> = p
@@ -378,11 +372,12 @@ mod tests {
             [
                 "Worker.run (worker.py:42)",
                 "<python code 0x2000>",
-                "Worker.run (worker.py:40)"
+                "Worker.run (worker.py:40)",
+                "<python code 0x1000>"
             ]
         );
-        assert_eq!(p.unknown_code, 1);
-        assert!(p.notes()[0].contains("1 frames have no name"));
+        assert_eq!(p.unknown_code, 2);
+        assert!(p.notes()[0].contains("2 frames have no name"));
         // The same frame again is the same address.
         let again = p.groups(7, 5, frames[..1].iter().copied());
         assert_eq!(again[0][0].addr, addrs[0]);
@@ -399,6 +394,7 @@ mod tests {
                 code: 0x1000,
                 instr: 9,
                 group_end: true,
+                check: 3,
             }]
             .into_iter(),
         );

@@ -190,11 +190,14 @@ enum py_frame_flags {
 };
 
 /* One interpreter frame: its code object and the instruction it is at
- * (3.10: f_lasti, in code units; 3.11+: units from co_code_adaptive). */
+ * (3.10: f_lasti, in code units; 3.11+: units from co_code_adaptive).
+ * `check` tells code objects apart that had the same address one after
+ * the other (see py_code_check). */
 struct py_frame {
 	u64 code;
 	u32 instr;
-	u32 flags;
+	u16 flags;
+	u16 check;
 };
 
 /* How a frame chain is laid out, per interpreter version. */
@@ -235,7 +238,8 @@ struct py_config {
 	u16 str_compact_data;	/* where other compact strings' bytes start */
 	u16 frame_read;		/* bytes of a frame that hold every field used */
 	u16 code_read;		/* bytes of a code object that hold every field used */
-	u16 _pad[3];
+	u16 check_from;		/* the first of them, where a frame's check reads */
+	u16 _pad[2];
 };
 
 #define PY_NO_CFRAME 0xffff
@@ -274,6 +278,8 @@ struct py_code_rec {
 	u8 file_kind;
 	u8 cut;
 	u8 _pad;
+	u16 check;
+	u16 _pad2[3];
 	u8 name[PY_NAME_MAX];
 	u8 file[PY_FILE_MAX];
 	u8 table[PY_TABLE_MAX];

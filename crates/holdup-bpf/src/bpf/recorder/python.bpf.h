@@ -11,10 +11,11 @@
  * kept per thread and checked with the read that fetches the frame pointer.
  *
  * The frame chain is then walked, one read per frame, recording (code object,
- * instruction, whether the frame ends one evaluator call). Names and line
- * tables are copied once per code object and process, the first time a
- * sample has it (an LRU set remembers which were sent): at conversion time
- * the process may be gone. User space decodes lines and splices the frames
+ * instruction, whether the frame ends one evaluator call), and one read of
+ * the code object's identifying fields. Names and line tables are copied
+ * once per code object and process, the first time a sample has it (an LRU
+ * map remembers which were sent, and their check): at conversion time the
+ * process may be gone. User space decodes lines and splices the frames
  * into the native stack.
  *
  * One global function, verified once, whatever the number of places that
@@ -51,7 +52,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, PY_CODES_SEEN_MAX);
 	__type(key, struct py_code_key);
-	__type(value, u8);
+	__type(value, u16);		/* its check */
 } py_codes_seen SEC(".maps");
 
 struct {
@@ -169,6 +170,23 @@ static __always_inline u64 py_current_frame(struct scratch *s, struct py_config 
 
 /* ---- code objects ---- */
 
+/*
+ * What tells two code objects at the same address apart: the pointers to
+ * their file name, name and line table, and their first line, from a
+ * buffer read at `base` of the code object. Code objects are freed (a
+ * module's body once it ran) and their memory reused, and the recorder must
+ * not name the new one with the old one's name.
+ */
+static __always_inline u16 py_code_check(u8 *buf, struct py_config *c, u32 base)
+{
+	u64 h = py_u64(buf, c->co_filename - base) * 0x9e3779b97f4a7c15ULL;
+
+	h ^= py_u64(buf, c->co_name - base) * 0xc2b2ae3d27d4eb4fULL;
+	h ^= py_u64(buf, c->co_linetable - base) * 0x165667b19e3779f9ULL;
+	h ^= py_u32(buf, c->co_firstlineno - base);
+	return (h >> 48) ^ (h >> 32) ^ (h >> 16) ^ h;
+}
+
 /* Copy the compact string object at `str` (its characters, raw) into `dst`
  * of `max` bytes; returns the bytes copied and sets the character width. */
 static __always_inline u32 py_copy_string(struct scratch *s, struct py_config *c, u64 str,
@@ -198,18 +216,29 @@ static __always_inline u32 py_copy_string(struct scratch *s, struct py_config *c
 	return bytes;
 }
 
-/* Send the code object `code` of process `pid`, unless sent before. False
- * when it is no code object (the walk went astray). */
+/* The check of the code object at `code` (one read of the fields it
+ * hashes), or -1 when it cannot be read. */
+static __always_inline int py_check_of(struct scratch *s, struct py_config *c, u64 code)
+{
+	if (py_read(s->py_code_buf, c->code_read - c->check_from, code + c->check_from))
+		return -1;
+	return py_code_check(s->py_code_buf, c, c->check_from);
+}
+
+/* Send the code object `code` of process `pid`, whose check is `check`,
+ * unless sent before. False when it is no code object (the walk went
+ * astray). */
 static __always_inline bool py_send_code(struct scratch *s, struct py_config *c, u32 pid,
-					 u64 code)
+					 u64 code, u16 check)
 {
 	struct py_code_key key = { .code = code, .pid = pid };
 	struct py_code_rec *r;
 	struct py_counts *n;
 	u64 table, size;
-	u8 one = 1;
+	u16 *seen;
 
-	if (bpf_map_lookup_elem(&py_codes_seen, &key))
+	seen = bpf_map_lookup_elem(&py_codes_seen, &key);
+	if (seen && *seen == check)
 		return true;
 	if (py_read(s->py_code_buf, c->code_read, code))
 		return false;
@@ -227,6 +256,8 @@ static __always_inline bool py_send_code(struct scratch *s, struct py_config *c,
 	r->hdr.kind = REC_PY_CODE;
 	r->hdr.size = sizeof(*r);
 	r->code = code;
+	r->check = check;
+	__builtin_memset(r->_pad2, 0, sizeof(r->_pad2));
 	r->pid = pid;
 	r->version = c->version;
 	r->firstlineno = py_u32(s->py_code_buf, c->co_firstlineno);
@@ -250,7 +281,7 @@ static __always_inline bool py_send_code(struct scratch *s, struct py_config *c,
 			r->table_len = size;
 	}
 	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
-	bpf_map_update_elem(&py_codes_seen, &key, &one, BPF_ANY);
+	bpf_map_update_elem(&py_codes_seen, &key, &check, BPF_ANY);
 	n = py_counts();
 	if (n)
 		n->codes++;
@@ -283,6 +314,7 @@ static long py_frame_step(u64 i, struct py_walk *w)
 	struct scratch *s = w->s;
 	u64 f = w->frame, code, back, instr;
 	u32 n = w->n, flags = 0, idx;
+	int check;
 	u8 mark;
 
 	if (!f)
@@ -320,13 +352,15 @@ static long py_frame_step(u64 i, struct py_walk *w)
 		instr = py_u64(s->py_buf, c->f_instr);
 		idx = instr >= code + c->co_adaptive ? (instr - code - c->co_adaptive) / 2 : ~0U;
 	}
-	if (!py_pointer_ok(code) || !py_send_code(s, c, w->pid, code)) {
+	check = py_pointer_ok(code) ? py_check_of(s, c, code) : -1;
+	if (check < 0 || !py_send_code(s, c, w->pid, code, check)) {
 		w->end = PY_END_NOT_CODE;
 		return 1;
 	}
 	s->py[n & (MAX_PY_FRAMES - 1)].code = code;
 	s->py[n & (MAX_PY_FRAMES - 1)].instr = idx;
 	s->py[n & (MAX_PY_FRAMES - 1)].flags = flags;
+	s->py[n & (MAX_PY_FRAMES - 1)].check = check;
 	w->n = n + 1;
 	return w->frame ? 0 : 1;
 }
