@@ -460,23 +460,12 @@ impl Recorder {
     pub fn python_counts(&self) -> PyCounts {
         let mut c = PyCounts::default();
         let key = 0u32.to_ne_bytes();
-        if let Ok(Some(per_cpu)) = self
-            .skel
-            .maps
-            .py_counts_map
-            .lookup_percpu(&key, MapFlags::ANY)
-        {
-            for v in per_cpu.iter().filter_map(|v| read::<PyCounts>(v)) {
-                c.samples += v.samples;
-                c.frames += v.frames;
-                c.no_tstate += v.no_tstate;
-                c.stale_tstate += v.stale_tstate;
-                c.truncated += v.truncated;
-                c.bad_pointer += v.bad_pointer;
-                c.loops += v.loops;
-                c.codes += v.codes;
-                c.not_code += v.not_code;
-            }
+        let map = &self.skel.maps.py_counts_map;
+        let Ok(Some(per_cpu)) = map.lookup_percpu(&key, MapFlags::ANY) else {
+            return c;
+        };
+        for v in per_cpu.iter().filter_map(|v| read::<PyCounts>(v)) {
+            c.add(&v);
         }
         c
     }

@@ -66,6 +66,25 @@ pub use c::{
 pub use c::{py_code_rec as PyCodeRec, py_config as PyConfig, py_counts as PyCounts};
 pub use c::{PY_ENTRY_FLAG, PY_FRAME_OBJECT, PY_NO_CFRAME, PY_SHIM_OWNER};
 
+impl PyCounts {
+    pub fn add(&mut self, o: &PyCounts) {
+        let fields = [
+            (&mut self.samples, o.samples),
+            (&mut self.frames, o.frames),
+            (&mut self.no_tstate, o.no_tstate),
+            (&mut self.stale_tstate, o.stale_tstate),
+            (&mut self.truncated, o.truncated),
+            (&mut self.bad_pointer, o.bad_pointer),
+            (&mut self.loops, o.loops),
+            (&mut self.codes, o.codes),
+            (&mut self.not_code, o.not_code),
+        ];
+        for (sum, v) in fields {
+            *sum += v;
+        }
+    }
+}
+
 /// One interpreter frame of a sample, innermost first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PyFrame {

@@ -82,76 +82,50 @@ pub struct Refusal(pub String);
 const RUNTIME_SIZES: [((u8, u8), u64); 3] =
     [((3, 10), 672), ((3, 11), 0x28b20), ((3, 12), 0x704a8)];
 
+/// The per-version tables (gdb on the DWARF of the builds above), one row
+/// each in the order of [`Layout`]'s fields; `cframe_current` is
+/// `NO_CFRAME` where there is no `_PyCFrame`.
+const NO_CFRAME: u16 = u16::MAX;
+#[rustfmt::skip]
+const TABLES: [((u8, u8), [u16; 18]); 3] = [
+    //         interp    ts: next frame id cframe  f: code back instr entry  co: adaptive first file name table  str
+    ((3, 10), [0x20, 0, 8,     8, 24, 176, NO_CFRAME,  32, 24, 96, 0,    0, 40, 104, 112, 120,  48, 72]),
+    ((3, 11), [0x28, 0, 0x10,  8, 56, 160, 8,          32, 48, 56, 68,   184, 72, 112, 128, 136,  48, 72]),
+    ((3, 12), [0x28, 0, 0x48,  8, 56, 144, 0,          0, 8, 56, 70,     192, 68, 112, 128, 136,  40, 56]),
+];
+
 fn table(version: (u8, u8)) -> Option<Layout> {
-    Some(match version {
-        (3, 10) => Layout {
-            rt_interp_head: 0x20,
-            interp_next: 0,
-            interp_threads: 8,
-            ts_next: 8,
-            ts_frame: 24,
-            ts_id: 176,
-            cframe_current: None,
-            f_code: 32,
-            f_back: 24,
-            f_instr: 96,
-            f_entry: 0,
-            co_adaptive: 0,
-            co_firstlineno: 40,
-            co_filename: 104,
-            co_name: 112,
-            co_linetable: 120,
-            str_ascii_data: 48,
-            str_compact_data: 72,
-        },
-        (3, 11) => Layout {
-            rt_interp_head: 0x28,
-            interp_next: 0,
-            interp_threads: 0x10,
-            ts_next: 8,
-            ts_frame: 56,
-            ts_id: 160,
-            cframe_current: Some(8),
-            f_code: 32,
-            f_back: 48,
-            f_instr: 56,
-            f_entry: 68,
-            co_adaptive: 184,
-            co_firstlineno: 72,
-            co_filename: 112,
-            co_name: 128,
-            co_linetable: 136,
-            str_ascii_data: 48,
-            str_compact_data: 72,
-        },
-        (3, 12) => Layout {
-            rt_interp_head: 0x28,
-            interp_next: 0,
-            interp_threads: 0x48,
-            ts_next: 8,
-            ts_frame: 56,
-            ts_id: 144,
-            cframe_current: Some(0),
-            f_code: 0,
-            f_back: 8,
-            f_instr: 56,
-            f_entry: 70,
-            co_adaptive: 192,
-            co_firstlineno: 68,
-            co_filename: 112,
-            co_name: 128,
-            co_linetable: 136,
-            str_ascii_data: 40,
-            str_compact_data: 56,
-        },
-        _ => return None,
-    })
+    let &(_, r) = TABLES.iter().find(|(v, _)| *v == version)?;
+    Some(layout_of(r))
+}
+
+/// A layout from a row in the order of its fields.
+fn layout_of(r: [u16; 18]) -> Layout {
+    Layout {
+        rt_interp_head: r[0],
+        interp_next: r[1],
+        interp_threads: r[2],
+        ts_next: r[3],
+        ts_frame: r[4],
+        ts_id: r[5],
+        cframe_current: (r[6] != NO_CFRAME).then_some(r[6]),
+        f_code: r[7],
+        f_back: r[8],
+        f_instr: r[9],
+        f_entry: r[10],
+        co_adaptive: r[11],
+        co_firstlineno: r[12],
+        co_filename: r[13],
+        co_name: r[14],
+        co_linetable: r[15],
+        str_ascii_data: r[16],
+        str_compact_data: r[17],
+    }
 }
 
 /// `_Py_DebugOffsets` of 3.13: every field is a u64, at these places.
 mod debug_offsets {
     pub const COOKIE: &[u8; 8] = b"xdebugpy";
-    pub const VERSION: usize = 8;
     pub const FREE_THREADED: usize = 16;
     pub const INTERPRETERS_HEAD: usize = 40;
     pub const INTERP_NEXT: usize = 64;
@@ -197,28 +171,38 @@ fn from_debug_offsets(d: &[u8]) -> Result<Layout, Refusal> {
     let field =
         |i: usize| u16::try_from(at(i)).map_err(|_| Refusal(format!("an offset of {:#x}", at(i))));
     let ascii = field(ASCII_OBJECT_SIZE)?;
-    let _ = at(VERSION);
-    Ok(Layout {
-        rt_interp_head: field(INTERPRETERS_HEAD)?,
-        interp_next: field(INTERP_NEXT)?,
-        interp_threads: field(INTERP_THREADS_HEAD)?,
-        ts_next: field(TS_NEXT)?,
-        ts_frame: field(TS_CURRENT_FRAME)?,
-        ts_id: field(TS_NATIVE_THREAD_ID)?,
-        cframe_current: None,
-        f_code: field(FRAME_EXECUTABLE)?,
-        f_back: field(FRAME_PREVIOUS)?,
-        f_instr: field(FRAME_INSTR_PTR)?,
-        f_entry: field(FRAME_OWNER)?,
-        co_adaptive: field(CODE_ADAPTIVE)?,
-        co_firstlineno: field(CODE_FIRSTLINENO)?,
-        co_filename: field(CODE_FILENAME)?,
-        co_name: field(CODE_QUALNAME)?,
-        co_linetable: field(CODE_LINETABLE)?,
-        str_ascii_data: ascii,
-        // PyCompactUnicodeObject: the ASCII header, utf8_length, utf8.
-        str_compact_data: ascii + 16,
-    })
+    // In the order of a table's row (TABLES).
+    let fields = [
+        INTERPRETERS_HEAD,
+        INTERP_NEXT,
+        INTERP_THREADS_HEAD,
+        TS_NEXT,
+        TS_CURRENT_FRAME,
+        TS_NATIVE_THREAD_ID,
+    ];
+    let code = [
+        FRAME_EXECUTABLE,
+        FRAME_PREVIOUS,
+        FRAME_INSTR_PTR,
+        FRAME_OWNER,
+        CODE_ADAPTIVE,
+        CODE_FIRSTLINENO,
+        CODE_FILENAME,
+        CODE_QUALNAME,
+        CODE_LINETABLE,
+    ];
+    let mut row = [0u16; 18];
+    for (slot, &i) in row.iter_mut().zip(&fields) {
+        *slot = field(i)?;
+    }
+    row[6] = NO_CFRAME;
+    for (slot, &i) in row[7..].iter_mut().zip(&code) {
+        *slot = field(i)?;
+    }
+    // PyCompactUnicodeObject: the ASCII header, utf8_length, utf8.
+    row[16] = ascii;
+    row[17] = ascii + 16;
+    Ok(layout_of(row))
 }
 
 /// `libpython3.12.so.1.0` or `python3.10` → (3, 12) / (3, 10).

@@ -58,12 +58,11 @@ mod tests {
             .collect();
         let native: Vec<String> = native.iter().map(|s| s.to_string()).collect();
         let mut out = Vec::new();
-        let done = splice(
-            &native,
-            |f| f == "_PyEval_EvalFrameDefault",
-            &groups,
-            &mut out,
-        );
+        let evaluator: Vec<bool> = native
+            .iter()
+            .map(|f| f == "_PyEval_EvalFrameDefault")
+            .collect();
+        let done = splice(&native, &evaluator, &groups, &mut out);
         (out, done)
     }
 
