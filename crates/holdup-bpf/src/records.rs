@@ -416,6 +416,66 @@ mod tests {
     }
 
     #[test]
+    fn interpreter_frames_follow_the_stack_copy() {
+        let frame = c::py_frame {
+            code: 0x7f00_1000,
+            instr: 12,
+            flags: c::PYF_GROUP_END as u16,
+            check: 0xbeef,
+        };
+        let mut rec = SampleRec {
+            hdr: RecHdr {
+                kind: REC_SAMPLE,
+                size: 0,
+            },
+            copy_len: 3,
+            py_len: 1,
+            ..Default::default()
+        };
+        let base = size_of::<SampleRec>();
+        rec.hdr.size = (base + 3 + size_of::<c::py_frame>()) as u32;
+        let mut bytes = vec![0u8; rec.hdr.size as usize];
+        unsafe {
+            std::ptr::write_unaligned(bytes.as_mut_ptr() as *mut SampleRec, rec);
+            std::ptr::write_unaligned(bytes.as_mut_ptr().add(base + 3) as *mut c::py_frame, frame);
+        }
+        let RawRecord::Sample(s) = parse(&bytes).unwrap() else {
+            panic!("not a sample")
+        };
+        assert_eq!(s.copy.len(), 3);
+        let frames: Vec<PyFrame> = s.python().collect();
+        assert_eq!(
+            frames,
+            [PyFrame {
+                code: 0x7f00_1000,
+                instr: 12,
+                group_end: true,
+                check: 0xbeef
+            }]
+        );
+        // A record that claims more frames than it holds is refused.
+        assert!(matches!(
+            parse(&bytes[..bytes.len() - 1]),
+            Err(ParseError::BadSize { .. })
+        ));
+    }
+
+    #[test]
+    fn code_names_are_decoded_by_character_width() {
+        assert_eq!(py_string(b"run\0\0", 3, 1), "run");
+        assert_eq!(py_string(b"caf\xe9", 4, 1), "café");
+        let wide: Vec<u8> = "naïve→".encode_utf16().flat_map(u16::to_le_bytes).collect();
+        assert_eq!(py_string(&wide, wide.len() as u16, 2), "naïve→");
+        // Cut inside a character: the part is dropped.
+        assert_eq!(py_string(&wide, wide.len() as u16 - 1, 2), "naïve");
+        let four: Vec<u8> = "🐍x"
+            .chars()
+            .flat_map(|c| (c as u32).to_le_bytes())
+            .collect();
+        assert_eq!(py_string(&four, 8, 4), "🐍x");
+    }
+
+    #[test]
     fn the_fp_chain_continues_from_bp_or_sp_while_it_moves_up() {
         let chain = [(0x100, 0xa), (0x200, 0xb), (0x300, 0xc)];
         let from = |sp, bp| fp_continue(&chain, sp, bp).map(|it| it.collect::<Vec<_>>());
