@@ -60,6 +60,8 @@ pub struct PythonFrames {
     pub unknown_code: u64,
     /// The recorder's counts of its walks, at the end.
     pub walks: PyCounts,
+    /// Processes the recorder had no room for.
+    pub not_handed_over: u64,
 }
 
 /// The recorder's view of an interpreter mapped with load bias `bias`.
@@ -256,6 +258,12 @@ impl PythonFrames {
     /// that did not end where a thread's frames end.
     pub fn notes(&self) -> Vec<String> {
         let mut notes: Vec<String> = self.refused.iter().cloned().collect();
+        if self.not_handed_over > 0 {
+            notes.push(format!(
+                "python: {} processes show native frames only: the recorder's table of interpreters was full",
+                self.not_handed_over
+            ));
+        }
         let w = &self.walks;
         let mut ended = Vec::new();
         for (n, what) in [

@@ -441,3 +441,9 @@ static __always_inline void capture_python(struct scratch *s, struct thread_stat
 	s->task = (u64)task;
 	py_capture(s, st, *(volatile u64 *)&s->task);
 }
+
+/* Process `tgid` is gone: its interpreter with it. */
+static __always_inline void forget_python(u32 tgid)
+{
+	bpf_map_delete_elem(&py_procs, &tgid);
+}
