@@ -58,6 +58,7 @@ fn main() {
                 RawRecord::BioDone(_) => "bio_done",
                 RawRecord::SyscallStack(_) => "syscall_stack",
                 RawRecord::Syscall(_) => "syscall",
+                RawRecord::PyCode(_) => "py_code",
             };
             *counts.entry(k).or_default() += 1;
         });

@@ -52,6 +52,10 @@ plain!(
     intf::syscall_key,
     intf::syscall_totals,
     intf::kstack_counts,
+    intf::py_frame,
+    intf::py_code_rec,
+    intf::py_config,
+    intf::py_counts,
     latency::lat_key,
     latency::lat_hist,
     latency::lat_callee_key,
@@ -176,8 +180,21 @@ mod tests {
                 layout!(intf::rec_hdr { kind, size }),
                 layout!(intf::sample_rec {
                     hdr, pid, tid, start, wake, end, ip, sp, bp, weight, sched_weight, waker_id,
-                    cpu, class, waker_kind, flags, kstack_len, fp_len, copy_len, _pad
+                    cpu, class, waker_kind, flags, kstack_len, fp_len, copy_len, py_len, _pad
                 }),
+                layout!(intf::py_frame { code, instr, flags, check }),
+                layout!(intf::py_config {
+                    runtime, code_type, version, layout, id_is_fsbase, rt_interp_head, interp_next,
+                    interp_threads, ts_next, ts_frame, ts_id, cframe_current, f_code, f_back,
+                    f_instr, f_entry, co_adaptive, co_firstlineno, co_filename, co_name,
+                    co_linetable, str_ascii_data, str_compact_data, frame_read, code_read,
+                    check_from, _pad
+                }),
+                layout!(intf::py_counts {
+                    samples, frames, no_tstate, stale_tstate, truncated, bad_pointer, loops, codes,
+                    not_code
+                }),
+
                 layout!(intf::kstack_counts { walked, reused, checked, differed, shared }),
                 layout!(intf::syscall_key { pid, nr }),
                 layout!(intf::syscall_totals { count, total_ns, blocked, min_flt, maj_flt, hist }),

@@ -2,7 +2,9 @@
 
 use crate::bindings::{intf::kstack_counts, read};
 use crate::perf::{self, AddressEvent, MmapEvents};
-use crate::records::{RawRecord, SyscallKey, SyscallTotals, LOST_CAUSES, REC_KINDS};
+use crate::records::{
+    PyConfig, PyCounts, RawRecord, SyscallKey, SyscallTotals, LOST_CAUSES, REC_KINDS,
+};
 use crate::ringbuf::RingReader;
 use crate::skel::recorder::{OpenRecorderSkel, RecorderSkel, RecorderSkelBuilder};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
@@ -429,6 +431,43 @@ impl Recorder {
         }
         out.sort_by_key(|(k, _)| (k.pid, k.nr));
         out
+    }
+
+    /// Walk the CPython frames of process `pid`'s samples, with the
+    /// layout of its interpreter.
+    pub fn set_python(&self, pid: u32, config: &PyConfig) -> Result<()> {
+        // SAFETY: PyConfig is plain data, viewed as its bytes.
+        let value = unsafe {
+            std::slice::from_raw_parts(
+                (config as *const PyConfig).cast::<u8>(),
+                size_of::<PyConfig>(),
+            )
+        };
+        self.skel
+            .maps
+            .py_procs
+            .update(&pid.to_ne_bytes(), value, MapFlags::ANY)
+            .map_err(|e| Error::Load(format!("cannot set the interpreter of pid {pid}: {e}")))
+    }
+
+    /// Process `pid` no longer runs the interpreter it was set (it exec'd
+    /// or exited).
+    pub fn forget_python(&self, pid: u32) {
+        let _ = self.skel.maps.py_procs.delete(&pid.to_ne_bytes());
+    }
+
+    /// How the interpreter frame walks went so far, summed over CPUs.
+    pub fn python_counts(&self) -> PyCounts {
+        let mut c = PyCounts::default();
+        let key = 0u32.to_ne_bytes();
+        let map = &self.skel.maps.py_counts_map;
+        let Ok(Some(per_cpu)) = map.lookup_percpu(&key, MapFlags::ANY) else {
+            return c;
+        };
+        for v in per_cpu.iter().filter_map(|v| read::<PyCounts>(v)) {
+            c.add(&v);
+        }
+        c
     }
 
     /// Write out the intervals still open (threads off-CPU right now) and

@@ -13,12 +13,13 @@ pub const MAX_FP: usize = c::MAX_FP as usize;
 pub const STACK_COPY_MAX: usize = c::STACK_COPY_MAX as usize;
 pub const COMM_LEN: usize = c::COMM_LEN as usize;
 pub const PATH_LEN: usize = c::PATH_LEN as usize;
+pub const MAX_PY_FRAMES: usize = c::MAX_PY_FRAMES as usize;
 
 /// Record kinds (u32): `REC_SYSCALL_STACK` is the stack of the
 /// `REC_SYSCALL` that follows, a sample-shaped record.
 pub use c::{
-    REC_BIO_DONE, REC_BIO_ISSUE, REC_COMM, REC_EXEC, REC_EXIT, REC_FORK, REC_SAMPLE, REC_SEGMENT,
-    REC_SYSCALL, REC_SYSCALL_STACK,
+    REC_BIO_DONE, REC_BIO_ISSUE, REC_COMM, REC_EXEC, REC_EXIT, REC_FORK, REC_PY_CODE, REC_SAMPLE,
+    REC_SEGMENT, REC_SYSCALL, REC_SYSCALL_STACK,
 };
 /// Record kinds are below this.
 pub const REC_KINDS: usize = c::REC_KIND_SLOTS as usize;
@@ -60,6 +61,79 @@ pub use c::{
     sample_rec as SampleRec, segment_rec as SegmentRec, syscall_key as SyscallKey,
     syscall_rec as SyscallRec, syscall_totals as SyscallTotals, task_rec as TaskRec,
 };
+/// CPython: a code object's first sight, a process's interpreter layout,
+/// the walks' counts (`python.bpf.h`).
+pub use c::{py_code_rec as PyCodeRec, py_config as PyConfig, py_counts as PyCounts};
+pub use c::{PY_ENTRY_FLAG, PY_FRAME_OBJECT, PY_NO_CFRAME, PY_SHIM_OWNER};
+
+impl PyCounts {
+    pub fn add(&mut self, o: &PyCounts) {
+        let fields = [
+            (&mut self.samples, o.samples),
+            (&mut self.frames, o.frames),
+            (&mut self.no_tstate, o.no_tstate),
+            (&mut self.stale_tstate, o.stale_tstate),
+            (&mut self.truncated, o.truncated),
+            (&mut self.bad_pointer, o.bad_pointer),
+            (&mut self.loops, o.loops),
+            (&mut self.codes, o.codes),
+            (&mut self.not_code, o.not_code),
+        ];
+        for (sum, v) in fields {
+            *sum += v;
+        }
+    }
+}
+
+/// One interpreter frame of a sample, innermost first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PyFrame {
+    /// The code object's address in the process.
+    pub code: u64,
+    /// 3.10: `f_lasti`; 3.11+: code units from the start of the code;
+    /// `u32::MAX` when unknown.
+    pub instr: u32,
+    /// The last frame one evaluator call runs (`PYF_GROUP_END`).
+    pub group_end: bool,
+    /// Tells apart code objects that had the same address in turn: the
+    /// frame's code is the code record of the same address and check.
+    pub check: u16,
+}
+
+/// The strings of a code record, decoded.
+impl PyCodeRec {
+    /// The qualified name (the name on 3.10).
+    pub fn name(&self) -> String {
+        py_string(&self.name, self.name_len, self.name_kind)
+    }
+
+    pub fn file(&self) -> String {
+        py_string(&self.file, self.file_len, self.file_kind)
+    }
+
+    /// The line table as far as it was copied.
+    pub fn table(&self) -> &[u8] {
+        &self.table[..(self.table_len as usize).min(self.table.len())]
+    }
+}
+
+/// Characters of `width` bytes each (1: Latin-1, 2: UCS-2, 4: UCS-4), as
+/// CPython keeps a compact string; a cut character is dropped.
+fn py_string(bytes: &[u8], len: u16, width: u8) -> String {
+    let bytes = &bytes[..(len as usize).min(bytes.len())];
+    let char_of = |v: u32| char::from_u32(v).unwrap_or(char::REPLACEMENT_CHARACTER);
+    match width {
+        2 => bytes
+            .chunks_exact(2)
+            .map(|c| char_of(u16::from_le_bytes([c[0], c[1]]) as u32))
+            .collect(),
+        4 => bytes
+            .chunks_exact(4)
+            .map(|c| char_of(u32::from_le_bytes([c[0], c[1], c[2], c[3]])))
+            .collect(),
+        _ => bytes.iter().map(|&b| b as char).collect(),
+    }
+}
 
 impl SyscallTotals {
     pub fn add(&mut self, o: &SyscallTotals) {
@@ -108,6 +182,7 @@ pub struct RawSample<'a> {
     kstack: &'a [u8],
     fp: &'a [u8],
     pub copy: &'a [u8],
+    py: &'a [u8],
 }
 
 impl<'a> RawSample<'a> {
@@ -148,6 +223,20 @@ impl<'a> RawSample<'a> {
         }));
     }
 
+    /// Interpreter frames, innermost first.
+    pub fn python(&self) -> impl Iterator<Item = PyFrame> + 'a {
+        let size = size_of::<c::py_frame>();
+        self.py.chunks_exact(size).filter_map(|b| {
+            let f: c::py_frame = crate::bindings::read(b)?;
+            Some(PyFrame {
+                code: f.code,
+                instr: f.instr,
+                group_end: u32::from(f.flags) & c::PYF_GROUP_END != 0,
+                check: f.check,
+            })
+        })
+    }
+
     pub fn is_on_cpu(&self) -> bool {
         self.rec.class == CLASS_CPU
     }
@@ -166,6 +255,8 @@ pub enum RawRecord<'a> {
     /// The stacks of the next [`RawRecord::Syscall`] of the same thread.
     SyscallStack(RawSample<'a>),
     Syscall(SyscallRec),
+    /// A CPython code object, the first time a sample had it.
+    PyCode(&'a PyCodeRec),
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -212,13 +303,15 @@ pub fn parse(bytes: &[u8]) -> Result<RawRecord<'_>, ParseError> {
             let k = rec.kstack_len as usize * 8;
             let f = rec.fp_len as usize * 16;
             let c = rec.copy_len as usize;
+            let p = rec.py_len as usize * size_of::<c::py_frame>();
             let base = size_of::<SampleRec>();
-            fixed(base + k + f + c)?;
+            fixed(base + k + f + c + p)?;
             let s = RawSample {
                 rec,
                 kstack: &bytes[base..base + k],
                 fp: &bytes[base + k..base + k + f],
                 copy: &bytes[base + k + f..base + k + f + c],
+                py: &bytes[base + k + f + c..base + k + f + c + p],
             };
             if hdr.kind == REC_SAMPLE {
                 RawRecord::Sample(s)
@@ -234,6 +327,19 @@ pub fn parse(bytes: &[u8]) -> Result<RawRecord<'_>, ParseError> {
         REC_EXIT => RawRecord::Exit(read(bytes)?),
         REC_BIO_ISSUE => RawRecord::BioIssue(read(bytes)?),
         REC_BIO_DONE => RawRecord::BioDone(read(bytes)?),
+        REC_PY_CODE => {
+            fixed(size_of::<PyCodeRec>())?;
+            // SAFETY: the size is checked; the record is plain bytes, and
+            // the ring keeps records 8-byte aligned.
+            let rec = bytes.as_ptr().cast::<PyCodeRec>();
+            if !rec.is_aligned() {
+                return Err(ParseError::BadSize {
+                    kind: hdr.kind,
+                    size: bytes.len(),
+                });
+            }
+            RawRecord::PyCode(unsafe { &*rec })
+        }
         k => return Err(ParseError::UnknownKind(k)),
     })
 }
@@ -307,6 +413,66 @@ mod tests {
         assert_eq!(s.kstack().next(), Some(0xffff_ffff_8100_0000));
         assert_eq!(s.fp_chain(), vec![(0x7ffc_0000_1000, 0x40_1234)]);
         assert_eq!(s.copy, &[1, 2, 3]);
+    }
+
+    #[test]
+    fn interpreter_frames_follow_the_stack_copy() {
+        let frame = c::py_frame {
+            code: 0x7f00_1000,
+            instr: 12,
+            flags: c::PYF_GROUP_END as u16,
+            check: 0xbeef,
+        };
+        let mut rec = SampleRec {
+            hdr: RecHdr {
+                kind: REC_SAMPLE,
+                size: 0,
+            },
+            copy_len: 3,
+            py_len: 1,
+            ..Default::default()
+        };
+        let base = size_of::<SampleRec>();
+        rec.hdr.size = (base + 3 + size_of::<c::py_frame>()) as u32;
+        let mut bytes = vec![0u8; rec.hdr.size as usize];
+        unsafe {
+            std::ptr::write_unaligned(bytes.as_mut_ptr() as *mut SampleRec, rec);
+            std::ptr::write_unaligned(bytes.as_mut_ptr().add(base + 3) as *mut c::py_frame, frame);
+        }
+        let RawRecord::Sample(s) = parse(&bytes).unwrap() else {
+            panic!("not a sample")
+        };
+        assert_eq!(s.copy.len(), 3);
+        let frames: Vec<PyFrame> = s.python().collect();
+        assert_eq!(
+            frames,
+            [PyFrame {
+                code: 0x7f00_1000,
+                instr: 12,
+                group_end: true,
+                check: 0xbeef
+            }]
+        );
+        // A record that claims more frames than it holds is refused.
+        assert!(matches!(
+            parse(&bytes[..bytes.len() - 1]),
+            Err(ParseError::BadSize { .. })
+        ));
+    }
+
+    #[test]
+    fn code_names_are_decoded_by_character_width() {
+        assert_eq!(py_string(b"run\0\0", 3, 1), "run");
+        assert_eq!(py_string(b"caf\xe9", 4, 1), "café");
+        let wide: Vec<u8> = "naïve→".encode_utf16().flat_map(u16::to_le_bytes).collect();
+        assert_eq!(py_string(&wide, wide.len() as u16, 2), "naïve→");
+        // Cut inside a character: the part is dropped.
+        assert_eq!(py_string(&wide, wide.len() as u16 - 1, 2), "naïve");
+        let four: Vec<u8> = "🐍x"
+            .chars()
+            .flat_map(|c| (c as u32).to_le_bytes())
+            .collect();
+        assert_eq!(py_string(&four, 8, 4), "🐍x");
     }
 
     #[test]

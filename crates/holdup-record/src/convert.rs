@@ -3,6 +3,7 @@
 //! (file, offset), stacks are deduplicated, threads get their names.
 
 use crate::jit::{JitFrames, JIT_DSO};
+use crate::python::{PythonFrames, PYTHON_DSO};
 use holdup_bpf::perf::AddressEvent;
 use holdup_bpf::records::{self as raw, c_str, RawRecord};
 use holdup_symbolize::{AddressSpaces, Mapping, Unwinder};
@@ -53,6 +54,13 @@ pub struct Converter<W: Write> {
     fresh_events: Vec<AddressEvent>,
     /// Generated code, per process.
     pub jit: JitFrames,
+    /// Interpreter frames, per process.
+    pub python: PythonFrames,
+    /// Evaluator ranges by dso, as the dso's path gave them (none: not an
+    /// interpreter).
+    evaluators: FxHashMap<DsoId, Vec<std::ops::Range<u64>>>,
+    /// A sample's native user frames and interpreter frames spliced.
+    spliced: Vec<Frame>,
     pub counts: Counts,
     frames: Vec<Frame>,
     /// A sample's frame-pointer chain and user return addresses, kept
@@ -153,6 +161,9 @@ impl<W: Write> Converter<W> {
             address_events: VecDeque::new(),
             fresh_events: Vec::new(),
             jit: JitFrames::default(),
+            python: PythonFrames::default(),
+            evaluators: FxHashMap::default(),
+            spliced: Vec::new(),
             counts: Counts::default(),
             frames: Vec::new(),
             chain: Vec::new(),
@@ -186,6 +197,7 @@ impl<W: Write> Converter<W> {
         }
         for m in self.spaces.mappings(pid) {
             self.jit.maps.mapped(pid, &m.path);
+            self.python.mapped(pid, &m.path, m.start, m.file_offset);
         }
     }
 
@@ -209,6 +221,7 @@ impl<W: Write> Converter<W> {
         self.fresh_events.sort_by_key(AddressEvent::time);
         for ev in &self.fresh_events {
             self.jit.note(ev);
+            self.python.note(ev);
         }
         self.address_events.extend(self.fresh_events.drain(..));
         self.address_events
@@ -307,6 +320,49 @@ impl<W: Write> Converter<W> {
         let paths = self.spaces.mappings(pid).iter().map(|m| m.path.as_str());
         self.jit.maps.want(pid, paths);
         Ok(id)
+    }
+
+    /// The dso of `pid`'s interpreter frames: one per process.
+    fn python_dso(&mut self, pid: u32) -> std::io::Result<DsoId> {
+        if let Some(id) = self.python.dso_of(pid) {
+            return Ok(id);
+        }
+        let id = self.new_dso(PYTHON_DSO, &None)?;
+        self.python.add_dso(pid, id);
+        Ok(id)
+    }
+
+    /// Whether `f` is a native frame of an interpreter's evaluator.
+    fn is_evaluator(&mut self, f: &Frame) -> bool {
+        let ranges = self.evaluators.entry(f.dso).or_insert_with(|| {
+            let path = self.dsos.get((f.dso as usize).wrapping_sub(1));
+            path.and_then(|(_, p, _)| self.python.evaluator(p))
+                .map(<[_]>::to_vec)
+                .unwrap_or_default()
+        });
+        ranges.iter().any(|r| r.contains(&f.addr))
+    }
+
+    /// The sample's interpreter frames in place of the evaluator's native
+    /// frames among the user frames from `user_from` on.
+    fn splice_python(&mut self, s: &raw::RawSample<'_>, user_from: usize) -> std::io::Result<()> {
+        let pid = s.rec.pid;
+        let dso = self.python_dso(pid)?;
+        let groups = self.python.groups(pid, dso, s.python());
+        let native = self.frames.split_off(user_from.min(self.frames.len()));
+        let evaluator: Vec<bool> = native.iter().map(|f| self.is_evaluator(f)).collect();
+        self.spliced.clear();
+        let done = holdup_symbolize::python::splice::splice(
+            &native,
+            &evaluator,
+            &groups,
+            &mut self.spliced,
+        );
+        self.python.spliced.placed += done.placed;
+        self.python.spliced.past_native += done.past_native;
+        self.python.spliced.unmatched += done.unmatched;
+        self.frames.append(&mut self.spliced);
+        Ok(())
     }
 
     fn new_dso(&mut self, path: &str, build_id: &Option<Vec<u8>>) -> std::io::Result<DsoId> {
@@ -414,6 +470,9 @@ impl<W: Write> Converter<W> {
             }
             self.user = user;
         }
+        if r.py_len > 0 {
+            self.splice_python(s, s.rec.kstack_len as usize)?;
+        }
         self.stack_id()
     }
 
@@ -491,6 +550,10 @@ impl<W: Write> Converter<W> {
             RawRecord::BioIssue(b) | RawRecord::BioDone(b) => b.time,
             RawRecord::SyscallStack(s) => s.rec.end,
             RawRecord::Syscall(c) => c.end,
+            RawRecord::PyCode(c) => {
+                self.python.code(c);
+                return Ok(());
+            }
         };
         self.apply_address_events(time);
         match rec {
@@ -508,6 +571,7 @@ impl<W: Write> Converter<W> {
             RawRecord::Fork(f) => {
                 if f.pid != f.parent_pid {
                     self.spaces.fork(f.parent_pid, f.pid);
+                    self.python.fork(f.parent_pid, f.pid);
                     // The pid may be a reused one.
                     self.mapping_dsos.clear();
                 }
@@ -572,6 +636,7 @@ impl<W: Write> Converter<W> {
                     sampled: c.sampled != 0,
                 }))
             }
+            RawRecord::PyCode(_) => Ok(()),
         }
     }
 

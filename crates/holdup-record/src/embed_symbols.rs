@@ -203,6 +203,8 @@ pub fn symbolize<W: Write>(d: &mut Converter<W>) -> std::io::Result<SymbolStats>
         } else if let Some(pid) = d.jit.pid_of(dso) {
             let found = d.jit.maps.symbolize(pid, &addrs);
             found.into_iter().map(to_sym_frames).collect()
+        } else if d.python.pid_of(dso).is_some() {
+            d.python.symbols(&addrs)
         } else {
             let Some((path, build_id)) = dsos.get(&dso) else {
                 continue;
@@ -243,6 +245,7 @@ pub fn symbolize<W: Write>(d: &mut Converter<W>) -> std::io::Result<SymbolStats>
     }
     stats.jit = d.jit.maps.stats;
     stats.notes = d.jit.maps.notes();
+    stats.notes.extend(d.python.notes());
     stats.notes.extend(symbolizer.debug_files().problems());
     for note in &stats.notes {
         d.writer.write(&Record::Note(note.clone()))?;

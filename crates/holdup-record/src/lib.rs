@@ -6,6 +6,8 @@
 //!   (unwinding user stacks, interning stacks and files, naming threads).
 //! - [`jit`]: frames in generated code, named from the processes' perf
 //!   maps and jitdump files.
+//! - [`python`]: CPython processes recognised by the interpreter they map,
+//!   their interpreter frames named from the code objects the recorder sent.
 //! - [`embed_symbols`]: at the end, symbols for every frame seen, with
 //!   [`symcache`] keeping them across runs.
 //! - [`causal`]: `holdup causal run`'s experiments, from a plain
@@ -25,6 +27,7 @@ pub mod jit;
 pub mod latency;
 pub mod launch;
 pub mod lost;
+pub mod python;
 pub mod recording;
 pub mod session;
 pub mod symcache;

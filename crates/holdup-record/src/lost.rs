@@ -14,12 +14,13 @@ use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 /// Record kinds by the name of what they carry.
-const KINDS: [(&str, &[u32]); 5] = [
+const KINDS: [(&str, &[u32]); 6] = [
     ("samples", &[REC_SAMPLE]),
     ("wait segments", &[REC_SEGMENT]),
     ("task events", &[REC_FORK, REC_EXEC, REC_COMM, REC_EXIT]),
     ("block requests", &[REC_BIO_ISSUE, REC_BIO_DONE]),
     ("system calls", &[REC_SYSCALL, REC_SYSCALL_STACK]),
+    ("python code objects", &[REC_PY_CODE]),
 ];
 
 /// Causes, as the trace names them: what a full ring buffer lost has no

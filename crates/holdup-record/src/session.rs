@@ -152,7 +152,24 @@ fn collect(rec: &mut Recorder, d: &mut Converter<Out>) -> anyhow::Result<()> {
     rec.attach_fallbacks()?;
     rec.drain_address_events(|ev| d.queue_address_event(ev));
     d.sort_address_events();
+    hand_over_interpreters(rec, d);
     Ok(())
+}
+
+/// The interpreters recognised since the last call, to the recorder (it
+/// walks their frames from now on), and those gone. A process the
+/// recorder's table has no room for is recorded with native frames, and
+/// counted.
+fn hand_over_interpreters(rec: &Recorder, d: &mut Converter<Out>) {
+    let (set, gone) = d.python.take_changes();
+    for (pid, config) in set {
+        if rec.set_python(pid, &config).is_err() {
+            d.python.not_handed_over += 1;
+        }
+    }
+    for pid in gone {
+        rec.forget_python(pid);
+    }
 }
 
 /// When the drain loop converts the ring buffer's records while the target
@@ -319,6 +336,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         // Until it execs, the command is a copy of this process.
         d.load_existing(pid);
     }
+    hand_over_interpreters(&rec, &mut d);
     drain_ahead_of_the_target();
     if let Err(e) = recording.start() {
         drop(d);
@@ -354,6 +372,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     let lost = rec.lost();
     let fallback = rec.fallback_attached();
     let kstacks = rec.kstack_counts();
+    d.python.walks = rec.python_counts();
     if cfg.options.syscalls.is_some() {
         write_syscall_totals(&rec, &mut d)?;
     }

@@ -46,6 +46,7 @@ pub mod jitdump;
 mod kallsyms;
 mod maps;
 pub mod perfmap;
+pub mod python;
 mod symbolizer;
 /// Opening traced processes' files (its own crate, which the causal
 /// runtime's line tables use too).

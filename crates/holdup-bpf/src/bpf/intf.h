@@ -22,6 +22,10 @@ enum consts {
 	COMM_LEN = 16,
 	PATH_LEN = 256,
 	MAX_CPUS = 1024,
+	MAX_PY_FRAMES = 64,	/* interpreter frames walked per sample (python.bpf.h) */
+	PY_NAME_MAX = 128,	/* bytes of a code object's qualified name copied */
+	PY_FILE_MAX = 256,	/* bytes of its file name */
+	PY_TABLE_MAX = 2048,	/* bytes of its line table */
 };
 
 enum rec_kind {
@@ -33,6 +37,7 @@ enum rec_kind {
 	REC_EXIT = 6,
 	REC_BIO_ISSUE = 7,
 	REC_BIO_DONE = 8,
+	REC_PY_CODE = 9,	/* a Python code object seen for the first time */
 };
 
 /* Sample classes. CLASS_CPU is an on-CPU sample, the rest are blocked subclasses. */
@@ -92,7 +97,9 @@ struct rec_hdr {
  * thread (class CLASS_SCHED) is runnable throughout: weight 0, all points in
  * sched_weight. wake == 0 means no wakeup was seen (the interval is open).
  * Variable tail: kstack[kstack_len], then fp[fp_len] (pairs: frame address,
- * return address), then copy_len bytes of user stack starting at sp.
+ * return address), then copy_len bytes of user stack starting at sp, then
+ * py[py_len] (struct py_frame): the CPython frames of the thread, innermost
+ * first, when its process runs an interpreter the recorder knows.
  */
 struct sample_rec {
 	struct rec_hdr hdr;
@@ -114,7 +121,8 @@ struct sample_rec {
 	u16 kstack_len;
 	u16 fp_len;
 	u16 copy_len;
-	u32 _pad;
+	u16 py_len;
+	u16 _pad;
 };
 
 /* One off-CPU interval of a thread: [start, wake) waiting, [wake, end) runnable. */
@@ -171,6 +179,110 @@ struct bio_rec {
 	u8 tracked;	/* issuer belongs to the recorded target */
 	u16 error;
 	u32 _pad;
+};
+
+/* ---- CPython frames (python.bpf.h) ---- */
+
+/* What each recorded interpreter frame says. */
+enum py_frame_flags {
+	PYF_GROUP_END = 1 << 0,	/* the last frame one evaluator call runs: the
+				 * next is run by another _PyEval_EvalFrameDefault */
+};
+
+/* One interpreter frame: its code object and the instruction it is at
+ * (3.10: f_lasti, in code units; 3.11+: units from co_code_adaptive).
+ * `check` tells code objects apart that had the same address one after
+ * the other (see py_code_check). */
+struct py_frame {
+	u64 code;
+	u32 instr;
+	u16 flags;
+	u16 check;
+};
+
+/* How a frame chain is laid out, per interpreter version. */
+enum py_layout {
+	PY_FRAME_OBJECT = 0,	/* 3.10: PyFrameObject, f_lasti, a group per frame */
+	PY_ENTRY_FLAG = 1,	/* 3.11: _PyInterpreterFrame, is_entry ends a group */
+	PY_SHIM_OWNER = 2,	/* 3.12+: a frame owned by the C stack ends a group */
+};
+
+/*
+ * Where the recorder finds one process's interpreter state, set by user
+ * space (crates/holdup-record python.rs) from the interpreter's binary:
+ * `_PyRuntime`'s address in the process and the offsets of its version.
+ */
+struct py_config {
+	u64 runtime;		/* &_PyRuntime */
+	u64 code_type;		/* &PyCode_Type: what a code object's ob_type is */
+	u16 version;		/* major << 8 | minor */
+	u8 layout;		/* enum py_layout */
+	u8 id_is_fsbase;	/* 3.10: thread_id (pthread_self) is matched, not the tid */
+	u16 rt_interp_head;	/* _PyRuntime.interpreters.head */
+	u16 interp_next;
+	u16 interp_threads;	/* PyInterpreterState's first thread state */
+	u16 ts_next;
+	u16 ts_frame;		/* frame / cframe / current_frame */
+	u16 ts_id;		/* native_thread_id, or thread_id on 3.10 */
+	u16 cframe_current;	/* current_frame in _PyCFrame; PY_NO_CFRAME: none */
+	u16 f_code;
+	u16 f_back;
+	u16 f_instr;		/* f_lasti (int) or prev_instr / instr_ptr */
+	u16 f_entry;		/* is_entry (3.11) or owner (3.12+) */
+	u16 co_adaptive;	/* co_code_adaptive (3.11+) */
+	u16 co_firstlineno;
+	u16 co_filename;
+	u16 co_name;		/* co_qualname where there is one */
+	u16 co_linetable;
+	u16 str_ascii_data;	/* where a compact ASCII string's bytes start */
+	u16 str_compact_data;	/* where other compact strings' bytes start */
+	u16 frame_read;		/* bytes of a frame that hold every field used */
+	u16 code_read;		/* bytes of a code object that hold every field used */
+	u16 check_from;		/* the first of them, where a frame's check reads */
+	u16 _pad[2];
+};
+
+#define PY_NO_CFRAME 0xffff
+
+/* Counts of the frame walks, per CPU (python.bpf.h). */
+struct py_counts {
+	u64 samples;		/* samples of threads with a thread state */
+	u64 frames;
+	u64 no_tstate;		/* thread state searches that found none */
+	u64 stale_tstate;	/* a cached thread state that was another thread's */
+	u64 truncated;		/* walks that reached MAX_PY_FRAMES */
+	u64 bad_pointer;	/* walks ended by an unreadable or misaligned frame */
+	u64 loops;		/* walks ended by a frame that points back */
+	u64 codes;		/* code records written */
+	u64 not_code;		/* frames whose code is no code object */
+};
+
+/*
+ * REC_PY_CODE: a code object of process pid, the first time a sample had it
+ * (again if its address was reused, as far as the recorder can tell).
+ * Strings are copied raw: `*_kind` is the width of a character (1, 2, 4),
+ * their lengths are bytes copied; the line table is copied up to
+ * PY_TABLE_MAX (`cut` when longer). `units`: the code's length in code units.
+ */
+struct py_code_rec {
+	struct rec_hdr hdr;
+	u64 code;
+	u32 pid;
+	s32 firstlineno;
+	u32 units;
+	u16 version;
+	u16 name_len;
+	u16 file_len;
+	u16 table_len;
+	u8 name_kind;
+	u8 file_kind;
+	u8 cut;
+	u8 _pad;
+	u16 check;
+	u16 _pad2[3];
+	u8 name[PY_NAME_MAX];
+	u8 file[PY_FILE_MAX];
+	u8 table[PY_TABLE_MAX];
 };
 
 /* ---- System calls (record --syscalls), DeBox-style ---- */

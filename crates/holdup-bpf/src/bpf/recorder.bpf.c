@@ -55,6 +55,7 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #include "recorder/clocks.bpf.h"
 #include "recorder/irq.bpf.h"
 #include "recorder/user_stack.bpf.h"
+#include "recorder/python.bpf.h"
 #include "recorder/sample.bpf.h"
 #include "recorder/sleep.bpf.h"
 #include "recorder/syscalls.bpf.h"

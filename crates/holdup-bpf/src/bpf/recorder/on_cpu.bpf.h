@@ -51,6 +51,9 @@ static __always_inline void take_cpu_sample(void *ctx, enum scratch_slot slot,
 		s->rec.flags |= kflags;
 	}
 	capture_user(s, task, USER_LOADED);
+	/* An exit tail's stack is not used (see above). */
+	if (!(flags & SF_EXIT_TAIL))
+		capture_python(s, st, task);
 	submit_sample(s, s->kstack);
 }
 

@@ -29,21 +29,26 @@ static __always_inline struct scratch *get_scratch(enum scratch_slot slot)
 static __always_inline void submit_sample(struct scratch *s, u64 *kstack)
 {
 	u32 klen = s->rec.kstack_len, fplen = s->rec.fp_len, clen = s->rec.copy_len;
-	u32 kbytes, fpbytes, size, off;
+	u32 pylen = s->rec.py_len;
+	u32 kbytes, fpbytes, pybytes, size, off;
 	struct bpf_dynptr dp;
 
 	if (klen > MAX_KSTACK)
 		klen = MAX_KSTACK;
 	if (fplen > MAX_FP)
 		fplen = MAX_FP;
+	if (pylen > MAX_PY_FRAMES)
+		pylen = MAX_PY_FRAMES;
 	clen &= STACK_COPY_MAX * 2 - 1;
 	kbytes = klen * 8;
 	fpbytes = fplen * 16;
-	size = sizeof(s->rec) + kbytes + fpbytes + clen;
+	pybytes = pylen * sizeof(struct py_frame);
+	size = sizeof(s->rec) + kbytes + fpbytes + clen + pybytes;
 	s->rec.hdr.size = size;
 	s->rec.kstack_len = klen;
 	s->rec.fp_len = fplen;
 	s->rec.copy_len = clen;
+	s->rec.py_len = pylen;
 
 	if (bpf_ringbuf_reserve_dynptr(&events, size, 0, &dp)) {
 		bpf_ringbuf_discard_dynptr(&dp, 0);
@@ -61,6 +66,9 @@ static __always_inline void submit_sample(struct scratch *s, u64 *kstack)
 		bpf_dynptr_write(&dp, off, s->fp, fpbytes, 0);
 	off += fpbytes;
 	bpf_dynptr_write(&dp, off, s->copy, clen, 0);
+	off += clen;
+	if (pybytes <= sizeof(s->py))
+		bpf_dynptr_write(&dp, off, s->py, pybytes, 0);
 	bpf_ringbuf_submit_dynptr(&dp, BPF_RB_NO_WAKEUP);
 }
 
@@ -96,6 +104,8 @@ static __always_inline void emit_pending(enum scratch_slot slot, struct thread_s
 	s->rec.kstack_len = k->len / 8;
 	if (how != USER_NONE)
 		capture_user(s, task, how);
+	if (how == USER_LOADED)
+		capture_python(s, st, task);
 	submit_sample(s, k->ips);
 }
 

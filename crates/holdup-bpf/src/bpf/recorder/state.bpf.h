@@ -104,7 +104,16 @@ struct thread_state {
 	u8 k_noreuse;		/* a check found a reused stack wrong */
 	u8 k_reuses;		/* reuses since the last check */
 	u8 k_check_shift;	/* the next check is at KSTACK_CHECK << this */
+	/* The thread's CPython thread state (python.bpf.h), 0 when unknown;
+	 * when none was found, not looked for again before py_retry. */
+	u64 py_tstate;
+	u64 py_retry;
 };
+
+/* Reads of interpreter structures land here: fields are taken at offsets
+ * masked with PY_FIELD_MASK, so the buffer holds a u64 at the largest. */
+#define PY_FIELD_MASK 0xff
+#define PY_BUF (PY_FIELD_MASK + 1 + 8)
 
 struct scratch {
 	struct sample_rec rec;
@@ -112,6 +121,11 @@ struct scratch {
 	u64 fp[MAX_FP * 2];
 	u32 cut;		/* copy bytes up to the last frame record in it */
 	u64 task;		/* the task whose stack this is, as a number (stack_cut) */
+	/* The thread's interpreter frames (python.bpf.h), and room for what
+	 * one read of a frame, a thread state or a code object brings. */
+	struct py_frame py[MAX_PY_FRAMES];
+	u8 py_buf[PY_BUF];
+	u8 py_code_buf[PY_BUF];
 	/* Twice the largest copy: its length is bounded with a mask, which
 	 * the verifier follows without a branch (see submit_sample). */
 	u8 copy[STACK_COPY_MAX * 2];

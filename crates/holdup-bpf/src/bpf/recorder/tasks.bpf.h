@@ -89,6 +89,8 @@ int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
 	if (st)
 		take_cpu_sample(ctx, SCRATCH_TASK, p, st, 0, SF_EXIT_TAIL, steal);
 	emit_task_rec(REC_EXIT, p, p->comm);
+	if (group_dead)
+		forget_python(p->tgid);
 	if (group_dead && !trace_all)
 		untrack_tgid(p->tgid);
 	return 0;

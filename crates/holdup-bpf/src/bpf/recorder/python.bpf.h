@@ -1,0 +1,449 @@
+/*
+ * CPython frames, read at the sample from the interpreter's own structures
+ * (no flags, no help from the program), for the processes whose interpreter
+ * user space recognised (struct py_config in py_procs).
+ *
+ * The thread state is found by walking the interpreter's list of them and
+ * matching the sampled thread (native_thread_id, or on 3.10 thread_id, which
+ * is pthread_self: the thread pointer). Thread-local and global "current
+ * thread state" variables are no use here: they are NULL or the GIL holder's
+ * while a thread waits, which is when blocked samples are taken. The match is
+ * kept per thread and checked with the read that fetches the frame pointer.
+ *
+ * The frame chain is then walked, one read per frame, recording (code object,
+ * instruction, whether the frame ends one evaluator call), and one read of
+ * the code object's identifying fields. Names and line tables are copied
+ * once per code object and process, the first time a sample has it (an LRU
+ * map remembers which were sent, and their check): at conversion time the
+ * process may be gone. User space decodes lines and splices the frames
+ * into the native stack.
+ *
+ * One global function, verified once, whatever the number of places that
+ * take a user stack.
+ */
+
+#define PY_PROCS_MAX 4096
+#define PY_CODES_SEEN_MAX 32768
+#define PY_INTERPS_MAX 4
+/* Thread states looked at per search, over every interpreter. */
+#define PY_SEARCH_MAX 512
+/* A thread without a thread state (a native thread, or the interpreter not
+ * started yet) is searched for again after this long. */
+#define PY_RETRY_NS 20000000ULL
+/* Above this, an address is no user-space address (x86-64, 4-level). */
+#define PY_USER_TOP 0x800000000000ULL
+/* _PyInterpreterFrame.owner of the shim frame a C call pushes (3.12+). */
+#define PY_OWNED_BY_CSTACK 3
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, PY_PROCS_MAX);
+	__type(key, u32);
+	__type(value, struct py_config);
+} py_procs SEC(".maps");
+
+struct py_code_key {
+	u64 code;
+	u32 pid;
+	u32 _pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, PY_CODES_SEEN_MAX);
+	__type(key, struct py_code_key);
+	__type(value, u16);		/* its check */
+} py_codes_seen SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct py_counts);
+} py_counts_map SEC(".maps");
+
+static __always_inline struct py_counts *py_counts(void)
+{
+	u32 zero = 0;
+
+	return bpf_map_lookup_elem(&py_counts_map, &zero);
+}
+
+/* The u64 at `off` of a buffer read from the interpreter. */
+static __always_inline u64 py_u64(u8 *buf, u32 off)
+{
+	return *(u64 *)(buf + (off & PY_FIELD_MASK));
+}
+
+static __always_inline u32 py_u32(u8 *buf, u32 off)
+{
+	return *(u32 *)(buf + (off & PY_FIELD_MASK));
+}
+
+static __always_inline u8 py_u8(u8 *buf, u32 off)
+{
+	return buf[off & PY_FIELD_MASK];
+}
+
+static __always_inline bool py_pointer_ok(u64 p)
+{
+	return p && !(p & 7) && p < PY_USER_TOP;
+}
+
+static __always_inline long py_read(void *dst, u32 size, u64 src)
+{
+	return bpf_probe_read_user(dst, size & PY_FIELD_MASK, (void *)src);
+}
+
+/* ---- the thread state ---- */
+
+struct py_search {
+	struct py_config *cfg;
+	u64 want;		/* the thread's id as the interpreter has it */
+	u64 interp;
+	u64 ts;
+	u64 found;
+	u32 interps;
+};
+
+static long py_search_step(u64 i, struct py_search *q)
+{
+	struct py_config *c = q->cfg;
+	u64 v = 0;
+
+	if (!q->ts) {
+		/* The next interpreter, and its first thread state. */
+		if (q->interps >= PY_INTERPS_MAX)
+			return 1;
+		if (q->interps == 0)
+			bpf_probe_read_user(&v, 8, (void *)(c->runtime + c->rt_interp_head));
+		else
+			bpf_probe_read_user(&v, 8, (void *)(q->interp + c->interp_next));
+		q->interps++;
+		q->interp = v;
+		if (!py_pointer_ok(v))
+			return 1;
+		v = 0;
+		bpf_probe_read_user(&v, 8, (void *)(q->interp + c->interp_threads));
+		q->ts = py_pointer_ok(v) ? v : 0;
+		return 0;
+	}
+	if (!bpf_probe_read_user(&v, 8, (void *)(q->ts + c->ts_id)) && v == q->want) {
+		q->found = q->ts;
+		return 1;
+	}
+	v = 0;
+	bpf_probe_read_user(&v, 8, (void *)(q->ts + c->ts_next));
+	q->ts = py_pointer_ok(v) && v != q->ts ? v : 0;
+	return 0;
+}
+
+/* The thread's frame pointer from its thread state `ts`, or 0 when the
+ * state is no longer the thread's (`want` is its id). Reads the state from
+ * its frame field to its id field at once. */
+static __always_inline u64 py_current_frame(struct scratch *s, struct py_config *c, u64 ts,
+					    u64 want, bool *stale)
+{
+	u32 span = c->ts_id + 8 - c->ts_frame;
+	u64 frame;
+
+	*stale = false;
+	if (c->ts_id < c->ts_frame || span > PY_FIELD_MASK)
+		return 0;
+	if (py_read(s->py_buf, span, ts + c->ts_frame)) {
+		*stale = true;
+		return 0;
+	}
+	if (py_u64(s->py_buf, c->ts_id - c->ts_frame) != want) {
+		*stale = true;
+		return 0;
+	}
+	frame = py_u64(s->py_buf, 0);
+	if (c->cframe_current != PY_NO_CFRAME && frame) {
+		u64 cframe = frame;
+
+		frame = 0;
+		bpf_probe_read_user(&frame, 8, (void *)(cframe + c->cframe_current));
+	}
+	return frame;
+}
+
+/* ---- code objects ---- */
+
+/*
+ * What tells two code objects at the same address apart: the pointers to
+ * their file name, name and line table, and their first line, from a
+ * buffer read at `base` of the code object. Code objects are freed (a
+ * module's body once it ran) and their memory reused, and the recorder must
+ * not name the new one with the old one's name.
+ */
+static __always_inline u16 py_code_check(u8 *buf, struct py_config *c, u32 base)
+{
+	u64 h = py_u64(buf, c->co_filename - base) * 0x9e3779b97f4a7c15ULL;
+
+	h ^= py_u64(buf, c->co_name - base) * 0xc2b2ae3d27d4eb4fULL;
+	h ^= py_u64(buf, c->co_linetable - base) * 0x165667b19e3779f9ULL;
+	h ^= py_u32(buf, c->co_firstlineno - base);
+	return (h >> 48) ^ (h >> 32) ^ (h >> 16) ^ h;
+}
+
+/* Copy the compact string object at `str` (its characters, raw) into `dst`
+ * of `max` bytes; returns the bytes copied and sets the character width. */
+static __always_inline u32 py_copy_string(struct scratch *s, struct py_config *c, u64 str,
+					  u8 *dst, u32 max, u8 *kind)
+{
+	u64 len;
+	u32 state, bytes;
+
+	*kind = 1;
+	if (!py_pointer_ok(str) || py_read(s->py_buf, 40, str))
+		return 0;
+	len = py_u64(s->py_buf, 16);
+	state = py_u32(s->py_buf, 32);
+	/* state: interned:2, kind:3, compact:1, ascii:1 */
+	if (!((state >> 5) & 1))
+		return 0;
+	*kind = (state >> 2) & 7;
+	if (*kind != 1 && *kind != 2 && *kind != 4)
+		return 0;
+	bytes = len > max ? max : len * *kind;
+	if (bytes > max)
+		bytes = max;
+	if (bpf_probe_read_user(dst, bytes,
+				(void *)(str + ((state >> 6) & 1 ? c->str_ascii_data :
+								   c->str_compact_data))))
+		return 0;
+	return bytes;
+}
+
+/* The check of the code object at `code` (one read of the fields it
+ * hashes), or -1 when it cannot be read. */
+static __always_inline int py_check_of(struct scratch *s, struct py_config *c, u64 code)
+{
+	if (py_read(s->py_code_buf, c->code_read - c->check_from, code + c->check_from))
+		return -1;
+	return py_code_check(s->py_code_buf, c, c->check_from);
+}
+
+/* Send the code object `code` of process `pid`, whose check is `check`,
+ * unless sent before. False when it is no code object (the walk went
+ * astray). */
+static __always_inline bool py_send_code(struct scratch *s, struct py_config *c, u32 pid,
+					 u64 code, u16 check)
+{
+	struct py_code_key key = { .code = code, .pid = pid };
+	struct py_code_rec *r;
+	struct py_counts *n;
+	u64 table, size;
+	u16 *seen;
+
+	seen = bpf_map_lookup_elem(&py_codes_seen, &key);
+	if (seen && *seen == check)
+		return true;
+	if (py_read(s->py_code_buf, c->code_read, code))
+		return false;
+	if (py_u64(s->py_code_buf, 8) != c->code_type) {
+		n = py_counts();
+		if (n)
+			n->not_code++;
+		return false;
+	}
+	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+	if (!r) {
+		count_lost(LOST_RING_FULL, REC_PY_CODE);
+		return true;
+	}
+	r->hdr.kind = REC_PY_CODE;
+	r->hdr.size = sizeof(*r);
+	r->code = code;
+	r->check = check;
+	__builtin_memset(r->_pad2, 0, sizeof(r->_pad2));
+	r->pid = pid;
+	r->version = c->version;
+	r->firstlineno = py_u32(s->py_code_buf, c->co_firstlineno);
+	/* 3.11+: a code object is sized in code units; 3.10's is not sized. */
+	r->units = c->layout == PY_FRAME_OBJECT ? 0 : py_u64(s->py_code_buf, 16);
+	r->name_len = py_copy_string(s, c, py_u64(s->py_code_buf, c->co_name), r->name,
+				     PY_NAME_MAX, &r->name_kind);
+	r->file_len = py_copy_string(s, c, py_u64(s->py_code_buf, c->co_filename), r->file,
+				     PY_FILE_MAX, &r->file_kind);
+	table = py_u64(s->py_code_buf, c->co_linetable);
+	size = 0;
+	r->table_len = 0;
+	r->cut = 0;
+	r->_pad = 0;
+	if (py_pointer_ok(table) && !bpf_probe_read_user(&size, 8, (void *)(table + 16))) {
+		if (size > PY_TABLE_MAX) {
+			size = PY_TABLE_MAX;
+			r->cut = 1;
+		}
+		if (!bpf_probe_read_user(r->table, size, (void *)(table + 32)))
+			r->table_len = size;
+	}
+	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+	bpf_map_update_elem(&py_codes_seen, &key, &check, BPF_ANY);
+	n = py_counts();
+	if (n)
+		n->codes++;
+	return true;
+}
+
+/* ---- the frame chain ---- */
+
+enum py_walk_end {
+	PY_END_CHAIN,		/* the first frame of the thread */
+	PY_END_TRUNCATED,
+	PY_END_BAD_POINTER,
+	PY_END_LOOP,
+	PY_END_NOT_CODE,
+};
+
+struct py_walk {
+	struct scratch *s;
+	struct py_config *cfg;
+	u64 frame;
+	u64 last;		/* the frame before, to see a chain point back */
+	u32 pid;
+	u32 n;
+	u32 end;		/* enum py_walk_end */
+};
+
+static long py_frame_step(u64 i, struct py_walk *w)
+{
+	struct py_config *c = w->cfg;
+	struct scratch *s = w->s;
+	u64 f = w->frame, code, back, instr;
+	u32 n = w->n, flags = 0, idx;
+	int check;
+	u8 mark;
+
+	if (!f)
+		return 1;
+	if (n >= MAX_PY_FRAMES) {
+		w->end = PY_END_TRUNCATED;
+		return 1;
+	}
+	if (!py_pointer_ok(f) || py_read(s->py_buf, c->frame_read, f)) {
+		w->end = PY_END_BAD_POINTER;
+		return 1;
+	}
+	code = py_u64(s->py_buf, c->f_code);
+	back = py_u64(s->py_buf, c->f_back);
+	if (back == f || (back && back == w->last)) {
+		w->end = PY_END_LOOP;
+		back = 0;
+	}
+	w->last = f;
+	w->frame = back;
+	if (c->layout == PY_FRAME_OBJECT) {
+		flags = PYF_GROUP_END;
+		idx = py_u32(s->py_buf, c->f_instr);
+	} else {
+		mark = py_u8(s->py_buf, c->f_entry);
+		if (c->layout == PY_SHIM_OWNER && mark == PY_OWNED_BY_CSTACK) {
+			/* The frame a C call pushes: it ends the group of the
+			 * frames inside it, and is none of the program's. */
+			if (n > 0)
+				s->py[(n - 1) & (MAX_PY_FRAMES - 1)].flags |= PYF_GROUP_END;
+			return w->frame ? 0 : 1;
+		}
+		if (c->layout == PY_ENTRY_FLAG && mark)
+			flags = PYF_GROUP_END;
+		instr = py_u64(s->py_buf, c->f_instr);
+		idx = instr >= code + c->co_adaptive ? (instr - code - c->co_adaptive) / 2 : ~0U;
+	}
+	check = py_pointer_ok(code) ? py_check_of(s, c, code) : -1;
+	if (check < 0 || !py_send_code(s, c, w->pid, code, check)) {
+		w->end = PY_END_NOT_CODE;
+		return 1;
+	}
+	s->py[n & (MAX_PY_FRAMES - 1)].code = code;
+	s->py[n & (MAX_PY_FRAMES - 1)].instr = idx;
+	s->py[n & (MAX_PY_FRAMES - 1)].flags = flags;
+	s->py[n & (MAX_PY_FRAMES - 1)].check = check;
+	w->n = n + 1;
+	return w->frame ? 0 : 1;
+}
+
+/* The interpreter frames of the task at `task_addr` (current, whose memory
+ * is loaded), into s->py; its thread state is cached in `st`. Returns the
+ * frames found. */
+__noinline int py_capture(struct scratch *s, struct thread_state *st, u64 task_addr)
+{
+	struct task_struct *task = (struct task_struct *)task_addr;
+	struct py_walk w = {};
+	struct py_config *c;
+	struct py_counts *n;
+	u32 pid = BPF_CORE_READ(task, tgid);
+	u64 want, ts, now, frame;
+	bool stale;
+
+	if (!s || !st)
+		return 0;
+	c = bpf_map_lookup_elem(&py_procs, &pid);
+	if (!c)
+		return 0;
+	n = py_counts();
+	want = c->id_is_fsbase ? BPF_CORE_READ(task, thread.fsbase) : BPF_CORE_READ(task, pid);
+	ts = st->py_tstate;
+	frame = ts ? py_current_frame(s, c, ts, want, &stale) : 0;
+	if (ts && stale) {
+		if (n)
+			n->stale_tstate++;
+		ts = 0;
+		st->py_tstate = 0;
+	}
+	if (!ts) {
+		struct py_search q = { .cfg = c, .want = want };
+
+		now = bpf_ktime_get_ns();
+		if (now < st->py_retry)
+			return 0;
+		bpf_loop(PY_SEARCH_MAX, py_search_step, &q, 0);
+		if (!q.found) {
+			st->py_retry = now + PY_RETRY_NS;
+			if (n)
+				n->no_tstate++;
+			return 0;
+		}
+		ts = q.found;
+		st->py_tstate = ts;
+		frame = py_current_frame(s, c, ts, want, &stale);
+	}
+	if (n)
+		n->samples++;
+	w.s = s;
+	w.cfg = c;
+	w.frame = frame;
+	w.pid = pid;
+	bpf_loop(MAX_PY_FRAMES + 1, py_frame_step, &w, 0);
+	s->rec.py_len = w.n;
+	if (n) {
+		n->frames += w.n;
+		if (w.end == PY_END_TRUNCATED)
+			n->truncated++;
+		else if (w.end == PY_END_BAD_POINTER)
+			n->bad_pointer++;
+		else if (w.end == PY_END_LOOP)
+			n->loops++;
+	}
+	return w.n;
+}
+
+/* The interpreter frames of `task`, whose memory is loaded, for the sample
+ * in `s`. The task goes to the global function as a number, through the
+ * map value (see stack_cut). */
+static __always_inline void capture_python(struct scratch *s, struct thread_state *st,
+					   struct task_struct *task)
+{
+	if (task->flags & PF_KTHREAD)
+		return;
+	s->task = (u64)task;
+	py_capture(s, st, *(volatile u64 *)&s->task);
+}
+
+/* Process `tgid` is gone: its interpreter with it. */
+static __always_inline void forget_python(u32 tgid)
+{
+	bpf_map_delete_elem(&py_procs, &tgid);
+}

@@ -1,0 +1,189 @@
+//! CPython frames without flags: a pure-Python hot loop is named on its
+//! thread's on-CPU samples, and a thread blocked in `time.sleep` shows its
+//! Python caller on its blocked samples, on every interpreter version the
+//! recorder knows (3.10 to 3.13); a version it does not know is recorded as
+//! before, and said once. The interpreters are pyenv's
+//! (`~/.pyenv/versions/X/bin/python`); a test whose version is absent says
+//! so and passes. Needs root and BPF.
+
+mod support;
+
+use serde_json::Value;
+use std::path::PathBuf;
+use support::*;
+
+/// pyenv's interpreter of `version`, if installed.
+fn python(version: &str) -> Option<PathBuf> {
+    let home = std::env::var_os("HOME")?;
+    let p = PathBuf::from(home).join(format!(".pyenv/versions/{version}/bin/python"));
+    if p.exists() {
+        Some(p)
+    } else {
+        eprintln!("skipped: no CPython {version} at {}", p.display());
+        None
+    }
+}
+
+fn workload() -> String {
+    let p = repo_root().join("workloads/runtimes/py_threads.py");
+    p.to_str().unwrap().to_string()
+}
+
+/// Weighted samples of `class` of thread `t` whose stack has a frame of the
+/// Python function `name` (at any line): the report counts each
+/// `name (file.py:LINE)` apart, and a sample has one frame of a function
+/// that does not recurse.
+fn named_samples(t: &Value, name: &str, class: &str) -> f64 {
+    let prefix = format!("{name} (");
+    t["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["symbol"].as_str().unwrap_or("").starts_with(&prefix))
+        .map(|f| f["total"][class].as_f64().unwrap())
+        .sum()
+}
+
+/// Python function `name` is on ≥ 90% of thread `t`'s samples of `class`,
+/// of which it has `at_least`.
+fn named_on_most(t: &Value, name: &str, class: &str, at_least: f64, version: &str) {
+    let all = t["samples"][class].as_f64().unwrap();
+    let named = named_samples(t, name, class);
+    eprintln!("{version}: {name} named on {named} of {all} {class} samples of its thread");
+    assert!(all >= at_least, "{}", t["samples"]);
+    assert!(named >= 0.9 * all, "{name}: {named} of {all}");
+}
+
+fn thread(r: &Value, tid: f64) -> &Value {
+    threads(r)
+        .iter()
+        .find(|t| t["tid"].as_f64() == Some(tid))
+        .unwrap_or_else(|| panic!("no thread {tid} in the report"))
+}
+
+/// The hot loop `hot` (called by `spinner`) is on ≥ 90% of the spinning
+/// thread's on-CPU samples, and `napper`, which sleeps in `time.sleep`, is
+/// on ≥ 90% of its sleeping thread's blocked samples, under the native
+/// frames of the sleep.
+fn frames_are_named(version: &str) {
+    if let Some(py) = python(version) {
+        frames_are_named_by(&py, version);
+    }
+}
+
+fn frames_are_named_by(py: &std::path::Path, version: &str) {
+    let _serial = serial();
+    let dir = scratch(&format!("python_{}", version.replace(' ', "_")));
+    let (data, stdout) = record_with_output(&dir, &[], &[py.to_str().unwrap(), &workload(), "1.5"]);
+    let r = report(&data);
+    // The spinner ran for more than 50 ms, the napper slept for 0.5 s.
+    let spinner = thread(&r, printed_value(&stdout, "spinner_tid"));
+    named_on_most(spinner, "hot", "cpu", 50.0, version);
+    let napper = thread(&r, printed_value(&stdout, "napper_tid"));
+    named_on_most(napper, "napper", "other", 500.0, version);
+
+    // The native frames of the sleep stay, under the Python caller.
+    let out = run_ok(&[
+        "script",
+        "-i",
+        data.to_str().unwrap(),
+        "--tid",
+        &napper["tid"].to_string(),
+    ]);
+    let folded = String::from_utf8_lossy(&out.stdout);
+    let under = folded
+        .lines()
+        .filter(|l| l.contains(";napper (py_threads.py:") && l.contains(";time_sleep;"))
+        .count();
+    assert!(under > 0, "no time_sleep under napper:\n{folded}");
+    let caller_first =
+        folded
+            .lines()
+            .all(|l| match (l.find(";napper ("), l.find(";time_sleep;")) {
+                (Some(n), Some(s)) => n < s,
+                _ => true,
+            });
+    assert!(caller_first, "time_sleep is called by napper:\n{folded}");
+}
+
+/// The distribution's `python3` (Debian's is stripped, not position
+/// independent, with the interpreter in the executable), when it is one of
+/// the versions known. Its module bodies are freed after they ran, and
+/// their code objects' memory goes to the functions made next: a frame must
+/// not be named after the code object that was there before.
+#[test]
+#[ignore = "needs root and BPF"]
+fn the_distributions_python_frames_are_named() {
+    let out = std::process::Command::new("python3")
+        .args(["-c", "import sys; print('%d.%d' % sys.version_info[:2])"])
+        .output();
+    let version = match out {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).trim().to_string(),
+        _ => {
+            eprintln!("skipped: no python3");
+            return;
+        }
+    };
+    if !["3.10", "3.11", "3.12", "3.13"].contains(&version.as_str()) {
+        eprintln!("skipped: python3 is {version}, not 3.10 to 3.13");
+        return;
+    }
+    frames_are_named_by(
+        std::path::Path::new("python3"),
+        &format!("system {version}"),
+    );
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn python_3_10_frames_are_named() {
+    frames_are_named("3.10.13");
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn python_3_11_frames_are_named() {
+    frames_are_named("3.11.7");
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn python_3_12_frames_are_named() {
+    frames_are_named("3.12.1");
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn python_3_13_frames_are_named() {
+    frames_are_named("3.13.0");
+}
+
+/// CPython 3.9 has no layout here: the recording is made as before (native
+/// frames), and its reports say once what is missing.
+#[test]
+#[ignore = "needs root and BPF"]
+fn an_unknown_python_version_is_recorded_natively_and_said() {
+    let Some(py) = python("3.9.18") else {
+        return;
+    };
+    let _serial = serial();
+    let dir = scratch("python_unknown");
+    let (data, _) = record_with_output(&dir, &[], &[py.to_str().unwrap(), &workload(), "0.5"]);
+    // The trace says it to every reader.
+    let out = run_ok(&["report", "-i", data.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let said: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("CPython 3.9"))
+        .collect();
+    assert_eq!(said.len(), 1, "said once:\n{stderr}");
+    assert!(said[0].contains("no frame layout known"), "{}", said[0]);
+    let r = report(&data);
+    let py_frames = threads(&r)
+        .iter()
+        .flat_map(|t| t["functions"].as_array().unwrap())
+        .filter(|f| f["dso"] == "[python]")
+        .count();
+    assert_eq!(py_frames, 0);
+    assert!(threads(&r).len() >= 3, "the threads are recorded");
+}

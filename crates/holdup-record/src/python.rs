@@ -1,0 +1,413 @@
+//! CPython processes: recognised by the interpreter they map (as soon as the
+//! mapping is seen, so that the recorder walks their frames from then on),
+//! their code objects as the recorder sent them, and their interpreter
+//! frames as frames of a dso of their own per process, `[python]`, named
+//! `function (file.py:LINE)` at the end of the recording.
+
+use holdup_bpf::perf::AddressEvent;
+use holdup_bpf::records::{self as raw, PyCodeRec, PyConfig, PyCounts, PyFrame};
+use holdup_symbolize::python::{self, lines, Interpreter};
+use holdup_trace::fxhash::FxHashMap;
+use holdup_trace::{DsoId, Frame, SymFrame};
+use std::collections::BTreeSet;
+use std::ops::Range;
+use std::path::Path;
+use std::rc::Rc;
+
+/// The path of the dso of a process's interpreter frames, as reports show it.
+pub const PYTHON_DSO: &str = "[python]";
+
+/// A code object as the recorder copied it.
+#[derive(Clone, Debug)]
+struct Code {
+    name: String,
+    file: String,
+    first_line: i32,
+    /// Code units (3.11+), 0 when not known.
+    units: u32,
+    table: Vec<u8>,
+    /// The 3.10 line table (by byte offset), not the location table.
+    v310: bool,
+}
+
+/// One interpreter frame of a process: its code object (address and
+/// check: addresses are reused) and where in it.
+type FrameKey = (u32, u64, u16, u32);
+
+#[derive(Debug, Default)]
+pub struct PythonFrames {
+    /// Interpreter files looked at, by path: the interpreter, none (not one),
+    /// or why it cannot be walked.
+    files: FxHashMap<String, Result<Option<Rc<Interpreter>>, python::Refusal>>,
+    /// Processes whose frames are walked, with their interpreter.
+    procs: FxHashMap<u32, (Rc<Interpreter>, PyConfig)>,
+    /// Configurations for the recorder, and processes it is to forget.
+    pending: Vec<(u32, PyConfig)>,
+    forgotten: Vec<u32>,
+    /// Code objects by process, address and check.
+    codes: FxHashMap<(u32, u64, u16), Code>,
+    /// Frames handed out: their address in the process's dso is their
+    /// index here.
+    keys: Vec<FrameKey>,
+    addrs: FxHashMap<FrameKey, u64>,
+    dsos: FxHashMap<u32, DsoId>,
+    pids: FxHashMap<DsoId, u32>,
+    /// Evaluator ranges by the path of the dso the converter gave them.
+    evaluators: FxHashMap<String, Vec<Range<u64>>>,
+    refused: BTreeSet<String>,
+    pub spliced: python::splice::Spliced,
+    /// Frames whose code object never came (its record was lost).
+    pub unknown_code: u64,
+    /// The recorder's counts of its walks, at the end.
+    pub walks: PyCounts,
+    /// Processes the recorder had no room for.
+    pub not_handed_over: u64,
+}
+
+/// The recorder's view of an interpreter mapped with load bias `bias`.
+fn config(i: &Interpreter, bias: u64) -> PyConfig {
+    let l = &i.layout;
+    let max = |v: &[u16]| v.iter().copied().max().unwrap_or(0) + 8;
+    let code_fields = [l.co_firstlineno, l.co_filename, l.co_name, l.co_linetable];
+    PyConfig {
+        runtime: i.runtime.wrapping_add(bias),
+        code_type: i.code_type.wrapping_add(bias),
+        version: u16::from(i.version.0) << 8 | u16::from(i.version.1),
+        layout: match (i.version, l.cframe_current) {
+            ((3, 10), _) => raw::PY_FRAME_OBJECT as u8,
+            ((3, 11), _) => raw::PY_ENTRY_FLAG as u8,
+            _ => raw::PY_SHIM_OWNER as u8,
+        },
+        id_is_fsbase: u8::from(i.version == (3, 10)),
+        rt_interp_head: l.rt_interp_head,
+        interp_next: l.interp_next,
+        interp_threads: l.interp_threads,
+        ts_next: l.ts_next,
+        ts_frame: l.ts_frame,
+        ts_id: l.ts_id,
+        cframe_current: l.cframe_current.unwrap_or(raw::PY_NO_CFRAME as u16),
+        f_code: l.f_code,
+        f_back: l.f_back,
+        f_instr: l.f_instr,
+        f_entry: l.f_entry,
+        co_adaptive: l.co_adaptive,
+        co_firstlineno: l.co_firstlineno,
+        co_filename: l.co_filename,
+        co_name: l.co_name,
+        co_linetable: l.co_linetable,
+        str_ascii_data: l.str_ascii_data,
+        str_compact_data: l.str_compact_data,
+        frame_read: max(&[l.f_code, l.f_back, l.f_instr, l.f_entry]),
+        code_read: max(&code_fields),
+        check_from: code_fields.iter().copied().min().unwrap_or(0),
+        ..Default::default()
+    }
+}
+
+impl PythonFrames {
+    /// What an address-space event says of interpreters (events in time
+    /// order, as soon as they are collected).
+    pub fn note(&mut self, ev: &AddressEvent) {
+        match ev {
+            AddressEvent::Mmap(m) => self.mapped(m.pid, &m.path, m.start, m.pgoff),
+            AddressEvent::Exec { pid, .. } => self.exec(*pid),
+        }
+    }
+
+    /// `pid` mapped `path` at `start` from file offset `pgoff`.
+    pub fn mapped(&mut self, pid: u32, path: &str, start: u64, pgoff: u64) {
+        if self.procs.contains_key(&pid) || !python::layout::may_be_python(path) {
+            return;
+        }
+        let found = self
+            .files
+            .entry(path.to_string())
+            .or_insert_with(|| python::inspect(Path::new(path)).map(|i| i.map(Rc::new)));
+        let interp = match found {
+            Ok(Some(i)) => i.clone(),
+            Ok(None) => return,
+            Err(why) => {
+                self.refused.insert(format!(
+                    "python: {path}: {why}; its processes show native frames only"
+                ));
+                return;
+            }
+        };
+        let Some(bias) = interp.bias(start, pgoff) else {
+            return;
+        };
+        let cfg = config(&interp, bias);
+        self.evaluators
+            .entry(path.to_string())
+            .or_insert_with(|| interp.evaluator.clone());
+        self.pending.push((pid, cfg));
+        self.procs.insert(pid, (interp, cfg));
+    }
+
+    /// `pid` replaced its image: whatever interpreter it ran is gone.
+    pub fn exec(&mut self, pid: u32) {
+        if self.procs.remove(&pid).is_some() {
+            self.forgotten.push(pid);
+        }
+        // Its next interpreter frames are another dso; the old one keeps
+        // its names.
+        self.dsos.remove(&pid);
+    }
+
+    /// A forked child runs its parent's interpreter at the same addresses.
+    pub fn fork(&mut self, parent: u32, child: u32) {
+        if let Some((interp, cfg)) = self.procs.get(&parent).cloned() {
+            self.pending.push((child, cfg));
+            self.procs.insert(child, (interp, cfg));
+        }
+    }
+
+    /// Configurations to hand to the recorder, and processes to forget.
+    pub fn take_changes(&mut self) -> (Vec<(u32, PyConfig)>, Vec<u32>) {
+        (
+            std::mem::take(&mut self.pending),
+            std::mem::take(&mut self.forgotten),
+        )
+    }
+
+    /// A code record.
+    pub fn code(&mut self, r: &PyCodeRec) {
+        self.codes.insert(
+            (r.pid, r.code, r.check),
+            Code {
+                name: r.name(),
+                file: r.file(),
+                first_line: r.firstlineno,
+                units: r.units,
+                table: r.table().to_vec(),
+                v310: r.version == 0x030a,
+            },
+        );
+    }
+
+    /// The dso of `pid`'s interpreter frames, if it has one yet.
+    pub fn dso_of(&self, pid: u32) -> Option<DsoId> {
+        self.dsos.get(&pid).copied()
+    }
+
+    pub fn add_dso(&mut self, pid: u32, dso: DsoId) {
+        self.dsos.insert(pid, dso);
+        self.pids.insert(dso, pid);
+    }
+
+    /// The process whose interpreter frames `dso` holds.
+    pub fn pid_of(&self, dso: DsoId) -> Option<u32> {
+        self.pids.get(&dso).copied()
+    }
+
+    /// The evaluator's file offsets in the file at `path`, if it is an
+    /// interpreter.
+    pub fn evaluator(&self, path: &str) -> Option<&[Range<u64>]> {
+        self.evaluators.get(path).map(Vec::as_slice)
+    }
+
+    /// The frames of a sample's interpreter frames in `dso`, grouped by the
+    /// evaluator call that runs them, leaf first.
+    pub fn groups(
+        &mut self,
+        pid: u32,
+        dso: DsoId,
+        frames: impl Iterator<Item = PyFrame>,
+    ) -> Vec<Vec<Frame>> {
+        let mut groups = vec![Vec::new()];
+        for f in frames {
+            let key = (pid, f.code, f.check, f.instr);
+            let next = self.keys.len() as u64;
+            let addr = *self.addrs.entry(key).or_insert(next);
+            if addr == next {
+                self.keys.push(key);
+            }
+            let group = groups.last_mut().expect("one group at least");
+            group.push(Frame { dso, addr });
+            if f.group_end {
+                groups.push(Vec::new());
+            }
+        }
+        groups.retain(|g| !g.is_empty());
+        groups
+    }
+
+    /// Names of interpreter frames at `addrs` (see [`PythonFrames::groups`]).
+    pub fn symbols(&mut self, addrs: &[u64]) -> Vec<Vec<SymFrame>> {
+        let mut out = Vec::with_capacity(addrs.len());
+        for &a in addrs {
+            let Some(&(pid, code, check, instr)) = self.keys.get(a as usize) else {
+                out.push(Vec::new());
+                continue;
+            };
+            let Some(c) = self.codes.get(&(pid, code, check)) else {
+                self.unknown_code += 1;
+                out.push(vec![SymFrame {
+                    function: format!("<python code {code:#x}>"),
+                    file: None,
+                    line: 0,
+                }]);
+                continue;
+            };
+            out.push(vec![c.frame(instr)]);
+        }
+        out
+    }
+
+    /// What the user should know: interpreters refused, and frame walks
+    /// that did not end where a thread's frames end.
+    pub fn notes(&self) -> Vec<String> {
+        let mut notes: Vec<String> = self.refused.iter().cloned().collect();
+        if self.not_handed_over > 0 {
+            notes.push(format!(
+                "python: {} processes show native frames only: the recorder's table of interpreters was full",
+                self.not_handed_over
+            ));
+        }
+        let w = &self.walks;
+        let mut ended = Vec::new();
+        for (n, what) in [
+            (w.truncated, "were cut at the depth limit"),
+            (w.loops, "ended at a frame that pointed back"),
+            (w.bad_pointer, "ended at an unreadable frame"),
+            (w.not_code, "ended at a frame without a code object"),
+            (
+                w.stale_tstate,
+                "found the thread's state reused by another thread (looked up again)",
+            ),
+        ] {
+            if n > 0 {
+                ended.push(format!("{n} {what}"));
+            }
+        }
+        if self.unknown_code > 0 {
+            ended.push(format!(
+                "{} frames have no name (their code object's record was lost)",
+                self.unknown_code
+            ));
+        }
+        if !ended.is_empty() {
+            notes.push(format!(
+                "python: of {} frame walks, {}",
+                w.samples,
+                ended.join(", ")
+            ));
+        }
+        notes
+    }
+}
+
+impl Code {
+    /// `qualname (file.py:LINE)`: the function and where in it.
+    fn frame(&self, instr: u32) -> SymFrame {
+        let line = match instr {
+            u32::MAX => None,
+            i if self.v310 => lines::line_310(&self.table, self.first_line, i),
+            i if self.units != 0 && i >= self.units => None,
+            i => lines::line_311(&self.table, self.first_line, i),
+        };
+        let base = self.file.rsplit('/').next().unwrap_or(&self.file);
+        let function = match line {
+            Some(l) => format!("{} ({base}:{l})", self.name),
+            None => format!("{} ({base})", self.name),
+        };
+        SymFrame {
+            function,
+            file: Some(self.file.clone()),
+            line: line.unwrap_or(0),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code_rec(pid: u32, code: u64, name: &str, table: &[u8]) -> Box<PyCodeRec> {
+        let mut r: Box<PyCodeRec> = Box::default();
+        r.pid = pid;
+        r.code = code;
+        r.check = 3;
+        r.version = 0x030c;
+        r.firstlineno = 40;
+        r.units = 8;
+        r.name[..name.len()].copy_from_slice(name.as_bytes());
+        r.name_len = name.len() as u16;
+        r.name_kind = 1;
+        let file = "/srv/app/worker.py";
+        r.file[..file.len()].copy_from_slice(file.as_bytes());
+        r.file_len = file.len() as u16;
+        r.file_kind = 1;
+        r.table[..table.len()].copy_from_slice(table);
+        r.table_len = table.len() as u16;
+        r
+    }
+
+    #[test]
+    fn frames_are_grouped_by_evaluator_call_and_named_with_their_line() {
+        let mut p = PythonFrames::default();
+        // [0, 2) line 40, [2, 4) line 42 (form 12: +2).
+        p.code(&code_rec(
+            7,
+            0x1000,
+            "Worker.run",
+            &[0x81, 0, 0x80 | (12 << 3) | 1, 0, 0],
+        ));
+        let frame = |code, instr, group_end, check| PyFrame {
+            code,
+            instr,
+            group_end,
+            check,
+        };
+        let frames = [
+            frame(0x1000, 3, false, 3),
+            frame(0x2000, 0, true, 3),
+            frame(0x1000, 1, true, 3),
+            // Another code object that had the same address, never sent.
+            frame(0x1000, 1, true, 4),
+        ];
+        let groups = p.groups(7, 5, frames.into_iter());
+        assert_eq!(groups.len(), 3);
+        assert_eq!(groups[0].len(), 2);
+        let addrs: Vec<u64> = groups.iter().flatten().map(|f| f.addr).collect();
+        let names: Vec<String> = p
+            .symbols(&addrs)
+            .into_iter()
+            .map(|s| s[0].function.clone())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "Worker.run (worker.py:42)",
+                "<python code 0x2000>",
+                "Worker.run (worker.py:40)",
+                "<python code 0x1000>"
+            ]
+        );
+        assert_eq!(p.unknown_code, 2);
+        assert!(p.notes()[0].contains("2 frames have no name"));
+        // The same frame again is the same address.
+        let again = p.groups(7, 5, frames[..1].iter().copied());
+        assert_eq!(again[0][0].addr, addrs[0]);
+    }
+
+    #[test]
+    fn an_instruction_outside_the_code_has_no_line() {
+        let mut p = PythonFrames::default();
+        p.code(&code_rec(7, 0x1000, "f", &[0x87, 0]));
+        let g = p.groups(
+            7,
+            5,
+            [PyFrame {
+                code: 0x1000,
+                instr: 9,
+                group_end: true,
+                check: 3,
+            }]
+            .into_iter(),
+        );
+        let s = p.symbols(&[g[0][0].addr]);
+        assert_eq!(s[0][0].function, "f (worker.py)");
+        assert_eq!(s[0][0].file.as_deref(), Some("/srv/app/worker.py"));
+    }
+}
