@@ -22,7 +22,7 @@ mod advice;
 mod critical;
 mod index;
 mod paths;
-mod rows;
+pub(crate) mod rows;
 #[cfg(test)]
 mod tests;
 mod walk;
