@@ -24,7 +24,7 @@ mod index;
 mod paths;
 pub(crate) mod rows;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 mod walk;
 
 pub use advice::advice;

@@ -144,3 +144,58 @@ fn a_graph_without_thread_wakeups_is_left_as_it_is() {
     assert!(g.edges.iter().all(|e| e.held.is_none()));
     assert!(g.notes.iter().all(|n| !n.contains("waited-for side")));
 }
+
+/// A loaded trace as the records a recording would hold: names first,
+/// then segments and samples in the order they end.
+fn records_of(t: &holdup_trace::Trace) -> Vec<holdup_trace::Record> {
+    use holdup_trace::{Record, Stack};
+    let mut v: Vec<Record> = t
+        .threads
+        .values()
+        .map(|th| Record::Comm {
+            time: t.header.start_ns,
+            pid: th.pid,
+            tid: th.tid,
+            comm: th.comm.clone(),
+        })
+        .collect();
+    v.extend(t.stacks.iter().map(|(&id, frames)| {
+        Record::Stack(Stack {
+            id,
+            frames: frames.clone(),
+        })
+    }));
+    let mut timed: Vec<(u64, Record)> = t
+        .segments
+        .iter()
+        .map(|s| (s.end, Record::Segment(s.clone())))
+        .chain(t.samples.iter().map(|s| (s.end, Record::Sample(s.clone()))))
+        .collect();
+    timed.sort_by_key(|(k, _)| *k);
+    v.extend(timed.into_iter().map(|(_, r)| r));
+    v
+}
+
+#[test]
+#[ignore = "a measurement: prints the rate, run with --ignored --nocapture"]
+fn rate_of_the_edges_on_a_storm() {
+    let trace = crate::holder::tests::storm(200, 10_000);
+    let recs = records_of(&trace);
+    let mut src = InMemory {
+        header: trace.header.clone(),
+        features: WAIT_FEATURES,
+        records: &recs,
+    };
+    let mut g = analyze(&mut src, &Options::default()).unwrap();
+    let t = std::time::Instant::now();
+    add_holders(&trace, &mut g);
+    let secs = t.elapsed().as_secs_f64();
+    let with = g.edges.iter().filter(|e| e.held.is_some()).count();
+    println!(
+        "{} scheduler events, {with} of {} edges annotated in {secs:.3} s: {:.2} M events/s",
+        g.events(),
+        g.edges.len(),
+        g.events() as f64 / secs / 1e6
+    );
+    assert!(with > 0);
+}

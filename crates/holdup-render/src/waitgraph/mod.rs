@@ -45,7 +45,6 @@ pub(crate) fn why(g: &WaitGraph, edges: &[usize]) -> Option<String> {
     let e = edges
         .iter()
         .map(|&e| &g.edges[e])
-        .filter(|e| e.from != e.to)
         .filter_map(|e| Some((e, meanwhile(e, 2)?)))
         .max_by_key(|(e, _)| (e.weight_ns, std::cmp::Reverse((e.from, e.to))));
     e.map(|(e, line)| {
