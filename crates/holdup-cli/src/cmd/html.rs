@@ -85,6 +85,8 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
+    // As `flame --critical-path` draws it, for the threads the filter keeps.
+    let critical = super::critical::folded(&trace, &filter).map_err(|e| e.to_string());
     let title = a.input.display().to_string();
     let page = html::render(&Page {
         title: &title,
@@ -92,6 +94,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         profile: &profile,
         samples: &samples,
         waitgraph: wait_graph(&a.input, &trace),
+        critical: critical.as_deref().map_err(Clone::clone),
         causal: causal.as_ref(),
     });
     crate::output::write(&a.output, page.as_bytes())?;
