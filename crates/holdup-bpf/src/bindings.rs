@@ -176,7 +176,8 @@ mod tests {
                 layout!(intf::rec_hdr { kind, size }),
                 layout!(intf::sample_rec {
                     hdr, pid, tid, start, wake, end, ip, sp, bp, weight, sched_weight, waker_id,
-                    cpu, class, waker_kind, flags, kstack_len, fp_len, copy_len, _pad
+                    cpu, class, waker_kind, flags, kstack_len, fp_len, copy_len, waker_kstack,
+                    waker_ustack, waker_pid, _pad
                 }),
                 layout!(intf::kstack_counts { walked, reused, checked, differed, shared }),
                 layout!(intf::syscall_key { pid, nr }),

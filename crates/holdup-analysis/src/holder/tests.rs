@@ -103,6 +103,7 @@ impl Build {
                 waker: if woken { waker } else { Waker::None },
                 stack,
                 late_user_stack: false,
+                waker_stack: 0,
             });
         }
     }
@@ -121,6 +122,7 @@ impl Build {
             waker: Waker::None,
             stack,
             late_user_stack: false,
+            waker_stack: 0,
         });
     }
 
