@@ -44,7 +44,7 @@ fn tid_of(r: &Value, comm: &str) -> u64 {
 
 /// The edge of the graph from the vertex holding `from` to the one holding
 /// `to`.
-fn edge<'g>(g: &'g Value, from: u64, to: u64) -> &'g Value {
+fn edge(g: &Value, from: u64, to: u64) -> &Value {
     let id = |tid: u64| {
         g["nodes"]
             .as_array()

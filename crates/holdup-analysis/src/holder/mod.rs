@@ -30,7 +30,7 @@ mod walk;
 pub use advice::advice;
 pub use critical::{critical_folded, critical_paths, CriticalPath};
 pub use paths::{Hop, PathId, Paths, DIRECT};
-pub use rows::{annotate, Activity, RowHeld, Via};
+pub use rows::{annotate, Activity, RowHeld, Via, WokenAt};
 pub use walk::{End, Piece, MAX_DEPTH};
 
 use crate::fxhash::FxHashMap;

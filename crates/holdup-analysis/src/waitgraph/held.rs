@@ -92,6 +92,7 @@ pub fn add_holders(trace: &Trace, g: &mut WaitGraph) {
         g.edges[e].held = Some(RowHeld {
             samples,
             activities,
+            woken_at: Vec::new(),
         });
     }
     if elsewhere >= 0.5 {
