@@ -29,18 +29,23 @@ fn io_in_a_lock() -> TraceBuilder {
     r
 }
 
-#[test]
-fn the_page_has_the_critical_path_with_its_wait_edges() {
-    let dir = scratch("html_critical");
+/// The page of `io_in_a_lock` recorded with `features`, written in `dir`.
+fn page_of(dir: &std::path::Path, features: u32) -> String {
     let r = io_in_a_lock();
-    r.write(&dir.join("lock.data"), &r.header(), WAIT_FEATURES)
+    r.write(&dir.join("lock.data"), &r.header(), features)
         .unwrap();
     let o = holdup()
-        .current_dir(&dir)
+        .current_dir(dir)
         .args(["html", "-i", "lock.data", "-o", "lock.html"])
         .bounded_output();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let page = std::fs::read_to_string(dir.join("lock.html")).unwrap();
+    std::fs::read_to_string(dir.join("lock.html")).unwrap()
+}
+
+#[test]
+fn the_page_has_the_critical_path_with_its_wait_edges() {
+    let dir = scratch("html_critical");
+    let page = page_of(&dir, WAIT_FEATURES);
     assert!(
         page.contains("id=\"critical-path\""),
         "no critical path view"
@@ -83,15 +88,7 @@ fn the_page_has_the_critical_path_with_its_wait_edges() {
 
 #[test]
 fn a_page_without_wait_segments_says_why_it_has_no_critical_path() {
-    let dir = scratch("html_critical_noseg");
-    let r = io_in_a_lock();
-    r.write(&dir.join("noseg.data"), &r.header(), 0).unwrap();
-    let o = holdup()
-        .current_dir(&dir)
-        .args(["html", "-i", "noseg.data", "-o", "noseg.html"])
-        .bounded_output();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let page = std::fs::read_to_string(dir.join("noseg.html")).unwrap();
+    let page = page_of(&scratch("html_critical_noseg"), 0);
     assert!(
         page.contains(
             "\"critical\":null,\"critical_missing\":\"the trace was recorded without wait segments"

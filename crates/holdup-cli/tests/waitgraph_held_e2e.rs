@@ -87,23 +87,42 @@ fn at_sites(e: &Value, tid: u64, via: usize, parts: &[&str]) -> f64 {
         .sum()
 }
 
+/// The edge `from → to`, after checking that the activities of `tid` at
+/// `sites` (through `via` threads) take the share of the waiter's mutex
+/// time the program measured.
+fn edge_with_share<'g>(
+    g: &'g Value,
+    r: &Value,
+    (from, to): (u64, u64),
+    (tid, via, sites): (u64, usize, &[&str]),
+    measured: f64,
+) -> &'g Value {
+    let e = edge(g, from, to);
+    let samples = n(&e["waited_for"]["samples"]);
+    let share = at_sites(e, tid, via, sites) / (samples + runqueue(r));
+    eprintln!(
+        "edge {from} → {to}: {samples} samples, {tid} at {sites:?} {:.1}% (measured {:.1}%)",
+        100.0 * share,
+        100.0 * measured
+    );
+    assert!(samples >= 200.0, "too few samples to judge: {samples}");
+    assert_near(
+        "the share of the waited-for side's site",
+        share,
+        measured,
+        0.05,
+    );
+    e
+}
+
 #[test]
 #[ignore = "needs root and BPF"]
 fn the_edge_to_the_keeper_lists_its_fdatasync() {
     let _serial = serial();
     let (_, r, g, text, measured) = held_io("lock");
     let (waiter, keeper) = (tid_of(&r, "waiter"), tid_of(&r, "keeper"));
-    let e = edge(&g, waiter, keeper);
-    let samples = n(&e["waited_for"]["samples"]);
-    let io = at_sites(e, keeper, 0, &["fdatasync", "pwrite"]);
-    let share = io / (samples + runqueue(&r));
-    eprintln!(
-        "edge waiter → keeper: {samples} samples, the keeper's I/O calls {:.1}% (measured {:.1}%)",
-        100.0 * share,
-        100.0 * measured
-    );
-    assert!(samples >= 200.0, "too few samples to judge: {samples}");
-    assert_near("the keeper's I/O share", share, measured, 0.05);
+    let io = (keeper, 0, &["fdatasync", "pwrite"][..]);
+    let e = edge_with_share(&g, &r, (waiter, keeper), io, measured);
     let summary = e["waited_for"]["summary"].as_str().unwrap();
     assert!(
         summary.contains("fdatasync") && summary.contains("[I]"),
@@ -134,17 +153,8 @@ fn the_edge_to_the_relay_ends_on_the_feeders_reads() {
         tid_of(&r, "relay"),
         tid_of(&r, "feeder"),
     );
-    let e = edge(&g, waiter, relay);
-    let samples = n(&e["waited_for"]["samples"]);
-    let reads = at_sites(e, feeder, 1, &["read_block"]);
-    let share = reads / (samples + runqueue(&r));
-    eprintln!(
-        "edge waiter → relay: {samples} samples, the feeder's reads {:.1}% (measured {:.1}%)",
-        100.0 * share,
-        100.0 * measured
-    );
-    assert!(samples >= 200.0, "too few samples to judge: {samples}");
-    assert_near("the feeder's read share", share, measured, 0.05);
+    let reads = (feeder, 1, &["read_block"][..]);
+    let e = edge_with_share(&g, &r, (waiter, relay), reads, measured);
     // The heaviest activity is the feeder's disk read, through the relay.
     let top = &e["waited_for"]["activities"][0];
     assert_eq!(top["tid"], feeder, "{top}");
