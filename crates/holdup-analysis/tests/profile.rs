@@ -46,6 +46,7 @@ fn sample(
         waker,
         stack,
         late_user_stack: false,
+        waker_stack: 0,
     })
 }
 

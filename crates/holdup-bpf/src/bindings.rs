@@ -180,7 +180,8 @@ mod tests {
                 layout!(intf::rec_hdr { kind, size }),
                 layout!(intf::sample_rec {
                     hdr, pid, tid, start, wake, end, ip, sp, bp, weight, sched_weight, waker_id,
-                    cpu, class, waker_kind, flags, kstack_len, fp_len, copy_len, py_len, _pad
+                    cpu, class, waker_kind, flags, kstack_len, fp_len, copy_len, py_len, _pad,
+                    waker_kstack, waker_ustack, waker_pid
                 }),
                 layout!(intf::py_frame { code, instr, flags, check }),
                 layout!(intf::py_config {

@@ -50,5 +50,5 @@ pub fn counter_total(fds: impl IntoIterator<Item = std::os::fd::RawFd>) -> usize
 #[cfg(feature = "loader")]
 pub use recorder::{
     DrainStats, Error, KstackCounts, Lost, Recorder, RecorderOptions, Result, SyscallOptions,
-    Target,
+    Target, WakerStacks,
 };

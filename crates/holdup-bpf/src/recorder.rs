@@ -126,6 +126,26 @@ impl Lost {
     }
 }
 
+/// The stacks wakers had at their wakeups, by the id a blocked sample
+/// carries (`waker_kstack`, `waker_ustack`: the map's id plus one). A
+/// handle of its own, so that it can be read while records are drained.
+pub struct WakerStacks(libbpf_rs::MapHandle);
+
+impl WakerStacks {
+    /// The addresses of stack `id` (as a sample carries it), leaf first;
+    /// none for 0 or a stack the map does not hold.
+    pub fn get(&self, id: u32) -> Option<Vec<u64>> {
+        let key = id.checked_sub(1)?.to_ne_bytes();
+        let v = self.0.lookup(&key, MapFlags::ANY).ok()??;
+        Some(
+            v.chunks_exact(8)
+                .map(|c| u64::from_ne_bytes(c.try_into().unwrap()))
+                .take_while(|&a| a != 0)
+                .collect(),
+        )
+    }
+}
+
 /// The loaded and attached recorder. Dropping it detaches everything.
 pub struct Recorder {
     // Field order is drop order: links before the skeleton.
@@ -363,6 +383,13 @@ impl Recorder {
     /// Mmap events lost by the kernel.
     pub fn lost_mmaps(&self) -> u64 {
         self.mmaps.lost
+    }
+
+    /// A handle on the wakers' stacks, to read them while draining.
+    pub fn waker_stacks(&self) -> Option<WakerStacks> {
+        libbpf_rs::MapHandle::try_from(&self.skel.maps.waker_stacks)
+            .ok()
+            .map(WakerStacks)
     }
 
     /// Records the kernel side did not write so far, and why.

@@ -19,15 +19,16 @@ pub const MAX_PY_FRAMES: usize = c::MAX_PY_FRAMES as usize;
 /// `REC_SYSCALL` that follows, a sample-shaped record.
 pub use c::{
     REC_BIO_DONE, REC_BIO_ISSUE, REC_COMM, REC_EXEC, REC_EXIT, REC_FORK, REC_PY_CODE, REC_SAMPLE,
-    REC_SEGMENT, REC_SYSCALL, REC_SYSCALL_STACK,
+    REC_SEGMENT, REC_SYSCALL, REC_SYSCALL_STACK, REC_WAKER_STACK,
 };
 /// Record kinds are below this.
 pub const REC_KINDS: usize = c::REC_KIND_SLOTS as usize;
 
 /// Why a record was not written (`enum lost_cause`): the ring buffer was
 /// full; the kernel could not allocate the thread's state; a kernel table
-/// (system-call totals) was full.
-pub use c::{LOST_NO_STATE, LOST_RING_FULL, LOST_TABLE_FULL};
+/// (system-call totals) was full; the table of wakers' stacks had no room
+/// (`REC_WAKER_STACK`: no record, the slot of those stacks).
+pub use c::{LOST_NO_STATE, LOST_RING_FULL, LOST_STACK_TABLE, LOST_TABLE_FULL};
 pub const LOST_CAUSES: usize = c::LOST_CAUSES as usize;
 pub const SYS_HIST: usize = c::SYS_HIST as usize;
 
@@ -502,7 +503,7 @@ mod tests {
         let mut bytes = vec![0u8; 48];
         bytes[0] = 99;
         assert_eq!(parse(&bytes).unwrap_err(), ParseError::UnknownKind(99));
-        let mut sample = vec![0u8; 100];
+        let mut sample = vec![0u8; size_of::<SampleRec>()];
         sample[0] = REC_SAMPLE as u8;
         sample[std::mem::offset_of!(SampleRec, copy_len)] = 10; // more than present
         assert!(matches!(parse(&sample), Err(ParseError::BadSize { .. })));

@@ -354,6 +354,7 @@ fn write_trace(path: &Path, with_syscalls: bool) {
             waker: Waker::None,
             stack: 1,
             late_user_stack: false,
+            waker_stack: 0,
         }),
     ];
     if with_syscalls {

@@ -46,6 +46,7 @@ fn sample(time: u64, tid: u32, class: Class, weight: u32, waker: Waker, stack: u
         waker,
         stack,
         late_user_stack: tid.is_multiple_of(2),
+        waker_stack: 0,
     })
 }
 

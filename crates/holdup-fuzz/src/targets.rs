@@ -213,12 +213,14 @@ pub fn jitdump(input: &[u8]) -> bool {
 fn exports(trace: &Trace, p: &profile::Profile) {
     let filter = Filter::default();
     let samples = export::stack_samples(trace, &filter);
+    let critical = holdup_analysis::holder::critical_folded(trace, &|_| true);
     let _ = html::render(&Page {
         title: "fuzz",
         trace,
         profile: p,
         samples: &samples,
         waitgraph: WaitGraph::Missing("fuzz".into()),
+        critical: Ok(&critical),
         causal: None,
     });
     let _ = pprof::encode(trace, &samples);

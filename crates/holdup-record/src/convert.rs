@@ -72,6 +72,10 @@ pub struct Converter<W: Write> {
     /// Per thread, the stack of its last on-CPU sample: where the points of
     /// its exit tail go (see `sample`).
     last_cpu_stacks: FxHashMap<u32, StackId>,
+    /// The recorder's table of wakers' stacks (none in tests), and the
+    /// trace stack of each (kernel id, user id, process) looked up.
+    waker_stacks: Option<holdup_bpf::WakerStacks>,
+    waker_stack_ids: FxHashMap<(u32, u32, u32), StackId>,
     /// A copy of the vDSO: it is no file on disk, but unwinding through it
     /// needs its CFI and reports need its symbols. Every process of a
     /// kernel maps the same image, so the recorder's own one is used.
@@ -170,8 +174,45 @@ impl<W: Write> Converter<W> {
             user: Vec::new(),
             syscall_stacks: FxHashMap::default(),
             last_cpu_stacks: FxHashMap::default(),
+            waker_stacks: None,
+            waker_stack_ids: FxHashMap::default(),
             vdso: VdsoCopy::new(),
         }
+    }
+
+    /// Where the wakers' stacks that blocked samples name are read.
+    pub fn set_waker_stacks(&mut self, stacks: Option<holdup_bpf::WakerStacks>) {
+        self.waker_stacks = stacks;
+    }
+
+    /// The waker's stack at the wakeup of a blocked sample, as a trace
+    /// stack: its kernel frames, then its user frames in its own process.
+    /// A table entry never changes once made, so each is looked up once.
+    fn waker_stack(&mut self, r: &raw::SampleRec) -> std::io::Result<StackId> {
+        let key = (r.waker_kstack, r.waker_ustack, r.waker_pid);
+        if key.0 == 0 && key.1 == 0 {
+            return Ok(0);
+        }
+        if let Some(&id) = self.waker_stack_ids.get(&key) {
+            return Ok(id);
+        }
+        let Some(table) = &self.waker_stacks else {
+            return Ok(0);
+        };
+        let kernel = table.get(r.waker_kstack).unwrap_or_default();
+        let user = table.get(r.waker_ustack).unwrap_or_default();
+        self.frames.clear();
+        self.frames.extend(kernel.iter().map(|&a| Frame {
+            dso: KERNEL_DSO,
+            addr: adjust(a, false),
+        }));
+        for (i, &a) in user.iter().enumerate() {
+            let f = self.frame_in_mapping(r.waker_pid, a, i == 0)?;
+            self.frames.push(f);
+        }
+        let id = self.stack_id()?;
+        self.waker_stack_ids.insert(key, id);
+        Ok(id)
     }
 
     /// Read the mappings of a process that exists already (-p, -a).
@@ -510,6 +551,10 @@ impl<W: Write> Converter<W> {
         if class == Class::Cpu && !exit_tail {
             self.last_cpu_stacks.insert(r.tid, stack);
         }
+        let waker_stack = match class {
+            Class::Cpu => 0,
+            _ => self.waker_stack(r)?,
+        };
         if class == Class::Cpu {
             self.counts.cpu_samples += 1;
         } else {
@@ -530,6 +575,7 @@ impl<W: Write> Converter<W> {
             stack,
             late_user_stack: r.flags & raw::SF_LATE_USTACK != 0
                 || (class != Class::Cpu && r.flags & raw::SF_USER_REGS == 0),
+            waker_stack,
         }))
     }
 

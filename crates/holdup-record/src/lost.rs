@@ -14,22 +14,24 @@ use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 /// Record kinds by the name of what they carry.
-const KINDS: [(&str, &[u32]); 6] = [
+const KINDS: [(&str, &[u32]); 7] = [
     ("samples", &[REC_SAMPLE]),
     ("wait segments", &[REC_SEGMENT]),
     ("task events", &[REC_FORK, REC_EXEC, REC_COMM, REC_EXIT]),
     ("block requests", &[REC_BIO_ISSUE, REC_BIO_DONE]),
     ("system calls", &[REC_SYSCALL, REC_SYSCALL_STACK]),
     ("python code objects", &[REC_PY_CODE]),
+    ("wakers' stacks", &[REC_WAKER_STACK]),
 ];
 
 /// Causes, as the trace names them: what a full ring buffer lost has no
 /// cause in its name; what the recorder dropped has its cause in
 /// parentheses (see `holdup_trace::Lost::cause`).
-const CAUSES: [(u32, &str); 3] = [
+const CAUSES: [(u32, &str); 4] = [
     (LOST_RING_FULL, ""),
     (LOST_NO_STATE, " (no thread state)"),
     (LOST_TABLE_FULL, " (totals table full)"),
+    (LOST_STACK_TABLE, " (stack table full)"),
 ];
 
 /// Every count, by its name in the trace (zeros included).

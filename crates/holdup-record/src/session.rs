@@ -332,6 +332,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     let start_ns = holdup_bpf::monotonic_ns();
     rec.set_start(start_ns);
     let mut d = open_trace(cfg, start_ns)?;
+    d.set_waker_stacks(rec.waker_stacks());
     if let Some(pid) = recording.pid() {
         // Until it execs, the command is a copy of this process.
         d.load_existing(pid);

@@ -87,6 +87,7 @@ fn main() -> std::io::Result<()> {
             waker: Waker::Thread(100),
             stack: 1 + (rand() % 2000) as u32,
             late_user_stack: false,
+            waker_stack: 0,
         }))?;
     }
     w.write(&Record::Finish(Finish {

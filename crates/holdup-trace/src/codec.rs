@@ -43,6 +43,9 @@ pub const MAX_BUILD_ID: usize = 64;
 const S_LATE_USER_STACK: u64 = 8;
 /// An on-CPU sample that also carries steal time.
 const S_CPU_STEAL: u64 = 16;
+/// A blocked sample that carries its waker's stack at the wakeup (after
+/// its other fields: older traces have none).
+const S_WAKER_STACK: u64 = 32;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[non_exhaustive]
@@ -162,6 +165,10 @@ impl Encoder {
                 if steal {
                     cl |= S_CPU_STEAL;
                 }
+                let waker_stack = s.class != Class::Cpu && s.waker_stack != 0;
+                if waker_stack {
+                    cl |= S_WAKER_STACK;
+                }
                 self.u(cl);
                 self.u(s.stack as u64);
                 self.u(s.weight as u64);
@@ -174,6 +181,9 @@ impl Encoder {
                     self.u(s.sched_weight as u64);
                     self.waker(s.waker);
                     self.u((s.wake == 0) as u64);
+                    if waker_stack {
+                        self.u(s.waker_stack as u64);
+                    }
                 }
             }
             Record::Segment(s) => {
@@ -500,6 +510,7 @@ impl<'a> Decoder<'a> {
                     waker: Waker::None,
                     stack,
                     late_user_stack: cl & S_LATE_USER_STACK != 0,
+                    waker_stack: 0,
                 };
                 if class == Class::Cpu && cl & S_CPU_STEAL != 0 {
                     s.sched_weight = self.u32("sample")?;
@@ -515,6 +526,9 @@ impl<'a> Decoder<'a> {
                     } else {
                         time.saturating_add(wake)
                     };
+                    if cl & S_WAKER_STACK != 0 {
+                        s.waker_stack = self.u32("sample")?;
+                    }
                 }
                 Record::Sample(s)
             }

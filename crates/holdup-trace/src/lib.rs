@@ -65,6 +65,7 @@ mod tests {
                 waker: Waker::None,
                 stack: 1,
                 late_user_stack: false,
+                waker_stack: 0,
             }),
             // Steal time rides on an on-CPU sample.
             Record::Sample(Sample {
@@ -80,6 +81,7 @@ mod tests {
                 waker: Waker::None,
                 stack: 1,
                 late_user_stack: true,
+                waker_stack: 0,
             }),
             Record::Sample(Sample {
                 time: 4_000_000,
@@ -94,6 +96,23 @@ mod tests {
                 waker: Waker::Irq(24),
                 stack: 1,
                 late_user_stack: true,
+                waker_stack: 0,
+            }),
+            // A wait a thread ended, with that thread's stack at the wakeup.
+            Record::Sample(Sample {
+                time: 9_500_000,
+                wake: 12_000_000,
+                end: 12_500_000,
+                pid: 10,
+                tid: 11,
+                cpu: 0,
+                class: Class::Lock,
+                weight: 2,
+                sched_weight: 1,
+                waker: Waker::Thread(12),
+                stack: 1,
+                late_user_stack: false,
+                waker_stack: 1,
             }),
             Record::Segment(Segment {
                 pid: 10,

@@ -128,6 +128,11 @@ pub struct Sample {
     /// The user part of the stack was read after the thread ran again (may
     /// not be the stack it blocked with) or could not be read.
     pub late_user_stack: bool,
+    /// A blocked sample a thread woke: that thread's stack at the wakeup
+    /// (kernel frames then user frames, leaf first); 0 when not taken (an
+    /// interrupt woke it, the interval passed no sampling point before the
+    /// wakeup, an older recorder).
+    pub waker_stack: StackId,
 }
 
 /// One off-CPU interval of a thread: `[start, wake)` waiting, `[wake, end)`

@@ -146,6 +146,7 @@ impl TraceBuilder {
             waker,
             stack,
             late_user_stack: false,
+            waker_stack: 0,
         };
         self.timed.push((s.end + 1, Record::Sample(s)));
     }
@@ -167,6 +168,7 @@ impl TraceBuilder {
             waker: Waker::None,
             stack,
             late_user_stack: false,
+            waker_stack: 0,
         };
         self.timed.push((t, Record::Sample(s)));
     }

@@ -22,15 +22,15 @@ mod advice;
 mod critical;
 mod index;
 mod paths;
-mod rows;
+pub(crate) mod rows;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 mod walk;
 
 pub use advice::advice;
 pub use critical::{critical_folded, critical_paths, CriticalPath};
 pub use paths::{Hop, PathId, Paths, DIRECT};
-pub use rows::{annotate, Activity, RowHeld, Via};
+pub use rows::{annotate, Activity, RowHeld, Via, WokenAt};
 pub use walk::{End, Piece, MAX_DEPTH};
 
 use crate::fxhash::FxHashMap;

@@ -56,6 +56,18 @@ impl Activity {
     }
 }
 
+/// Where the thread that ended a row's waits was when it woke the waiter
+/// (its stack at the wakeup, named as a site), heaviest first.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct WokenAt {
+    pub site: String,
+    /// The heaviest stack of the site, `root;…;leaf` (kernel frames
+    /// suffixed `_[k]`), as offwaketime shows a waker.
+    pub stack: String,
+    /// Sampling points of the waits woken there.
+    pub samples: f64,
+}
+
 /// The activity behind one row's waits, heaviest first.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct RowHeld {
@@ -63,6 +75,9 @@ pub struct RowHeld {
     /// ended by interrupts, or by nothing).
     pub samples: f64,
     pub activities: Vec<Activity>,
+    /// The wakers' stacks at the wakeups, where the recorder took them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub woken_at: Vec<WokenAt>,
 }
 
 fn state_name(end: End) -> &'static str {
@@ -146,6 +161,13 @@ impl<'t> Names<'t> {
         s
     }
 
+    /// A stack folded, `root;…;leaf`.
+    pub fn folded(&mut self, stack: StackId) -> String {
+        let mut line = String::new();
+        crate::folded::push_frames(&mut line, &self.resolver.stack(stack));
+        line.split_off(line.len().min(1))
+    }
+
     /// The activity of a part, its stack named as a site.
     pub fn site_of(&mut self, p: &Part) -> Option<Rc<str>> {
         p.stack.map(|s| self.site(s, p.end == End::Cpu))
@@ -194,6 +216,27 @@ pub(crate) fn sort_activities(v: &mut [Activity]) {
     });
 }
 
+/// Wakeup sites by weight, heaviest first (then by name), each with its
+/// heaviest stack.
+fn woken_at(names: &mut Names, by_stack: FxHashMap<StackId, f64>) -> Vec<WokenAt> {
+    let mut stacks: Vec<(StackId, f64)> = by_stack.into_iter().collect();
+    stacks.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut v: Vec<WokenAt> = Vec::new();
+    for (stack, samples) in stacks {
+        let site = names.site(stack, true);
+        match v.iter_mut().find(|w| *w.site == *site) {
+            Some(w) => w.samples += samples,
+            None => v.push(WokenAt {
+                site: site.to_string(),
+                stack: names.folded(stack),
+                samples,
+            }),
+        }
+    }
+    v.sort_by(|a, b| b.samples.total_cmp(&a.samples).then(a.site.cmp(&b.site)));
+    v
+}
+
 /// Fill in `while_held` of the blocked rows of every one-thread section
 /// (merged sections mix waiters; their rows are left as they are).
 pub fn annotate(trace: &Trace, profile: &mut Profile) {
@@ -217,11 +260,16 @@ pub fn annotate(trace: &Trace, profile: &mut Profile) {
     let mut names = Names::new(trace);
     type RowKey = (u32, Class, RowName);
     let mut rows: FxHashMap<RowKey, (f64, FxHashMap<ActivityKey, f64>)> = FxHashMap::default();
+    let mut woken: FxHashMap<RowKey, FxHashMap<StackId, f64>> = FxHashMap::default();
     // The points of every followed wait, per row, including waits whose
     // chain splits into no part worth keeping.
     for s in &trace.samples {
         if followed(s) {
             let key = (s.tid, s.class, names.row(s.stack, s.class));
+            if s.waker_stack != 0 {
+                let w = woken.entry(key.clone()).or_default();
+                *w.entry(s.waker_stack).or_default() += f64::from(s.weight);
+            }
             rows.entry(key).or_default().0 += f64::from(s.weight);
         }
     }
@@ -239,11 +287,13 @@ pub fn annotate(trace: &Trace, profile: &mut Profile) {
                 .map(|(key, &n)| names.activity(&a, key, n))
                 .collect();
             sort_activities(&mut activities);
+            let woken_at = woken_at(&mut names, woken.remove(&k).unwrap_or_default());
             (
                 k,
                 Rc::new(RowHeld {
                     samples,
                     activities,
+                    woken_at,
                 }),
             )
         })

@@ -103,6 +103,7 @@ impl Build {
                 waker: if woken { waker } else { Waker::None },
                 stack,
                 late_user_stack: false,
+                waker_stack: 0,
             });
         }
     }
@@ -121,6 +122,7 @@ impl Build {
             waker: Waker::None,
             stack,
             late_user_stack: false,
+            waker_stack: 0,
         });
     }
 
@@ -398,7 +400,7 @@ fn short_critical_sections_are_named_by_samples_pooled_over_the_waits() {
 
 /// A storm: `n` threads on a ring, each waiting for the one before it in
 /// short turns, `rounds` times; a third of the waits end on the disk.
-pub(super) fn storm(n: u32, rounds: u32) -> Trace {
+pub(crate) fn storm(n: u32, rounds: u32) -> Trace {
     let mut t = Build::new(u64::from(rounds) * 2 + 2);
     t.stack(1, &["recv", "worker"]);
     t.stack(2, &["send", "worker"]);

@@ -111,6 +111,7 @@ mod tests {
             waker: Waker::None,
             stack: 7,
             late_user_stack: false,
+            waker_stack: 0,
         });
         let f = |p: &str, n: &str| (p.to_string(), n.to_string());
         let edges = sampled_callees(&t, |p, n| p == "/bin/app" && n == "handle", 5);

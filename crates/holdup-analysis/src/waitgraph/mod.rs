@@ -20,6 +20,9 @@
 //! # Ok::<(), holdup_analysis::waitgraph::Error>(())
 //! ```
 
+mod held;
+#[cfg(test)]
+mod held_tests;
 mod knots;
 mod merge;
 mod passes;
@@ -29,6 +32,7 @@ pub mod sweep;
 #[cfg(test)]
 mod tests;
 
+pub use held::add_holders;
 pub use knots::{find_knots, KnotGraph, RawKnot};
 pub use source::{InMemory, Source, TraceFile};
 
@@ -179,6 +183,9 @@ pub struct Edge {
     pub stacks: Vec<StackInfo>,
     /// What `to` was running within one sampling period before a wakeup.
     pub waker_stacks: Vec<StackInfo>,
+    /// What the waited-for side did over these waits, down the chain
+    /// ([`add_holders`]; none until it ran, or when no thread ended them).
+    pub held: Option<crate::holder::RowHeld>,
 }
 
 impl Edge {

@@ -123,6 +123,12 @@ struct sample_rec {
 	u16 copy_len;
 	u16 py_len;
 	u16 _pad;
+	/* The waker's kernel and user stacks at the wakeup (ids in the
+	 * waker_stacks map plus one, 0: none) and its process, for a wait a
+	 * thread ended in task context. */
+	u32 waker_kstack;
+	u32 waker_ustack;
+	u32 waker_pid;
 };
 
 /* One off-CPU interval of a thread: [start, wake) waiting, [wake, end) runnable. */
@@ -291,6 +297,7 @@ struct py_code_rec {
 enum syscall_rec_kind {
 	REC_SYSCALL_STACK = 16,	/* a struct sample_rec: the stack of the next REC_SYSCALL */
 	REC_SYSCALL = 17,	/* one invocation, struct syscall_rec */
+	REC_WAKER_STACK = 18,	/* no record: the slot of waker stacks in the lost counts */
 	REC_KIND_SLOTS = 32,	/* record kinds are below this */
 };
 
@@ -305,7 +312,8 @@ enum lost_cause {
 	LOST_RING_FULL = 0,	/* the ring buffer was full */
 	LOST_NO_STATE = 1,	/* the kernel could not allocate the thread's state */
 	LOST_TABLE_FULL = 2,	/* a kernel table (system-call totals) was full */
-	LOST_CAUSES = 3,
+	LOST_STACK_TABLE = 3,	/* the waker stacks table had no room for a stack */
+	LOST_CAUSES = 4,
 };
 
 enum syscall_consts {

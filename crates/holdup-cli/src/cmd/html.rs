@@ -30,8 +30,8 @@ pub struct Args {
 
 /// GraphViz's picture of the wait-for graph; its text rendering without
 /// GraphViz; why there is none for a trace without wait segments.
-fn wait_graph(path: &Path) -> WaitGraph {
-    let g = match TraceFile::open(path)
+fn wait_graph(path: &Path, trace: &holdup_trace::Trace) -> WaitGraph {
+    let mut g = match TraceFile::open(path)
         .map_err(|e| e.to_string())
         .and_then(|mut src| {
             let opts = Options {
@@ -43,6 +43,7 @@ fn wait_graph(path: &Path) -> WaitGraph {
         Ok(g) => g,
         Err(e) => return WaitGraph::Missing(e),
     };
+    waitgraph::add_holders(trace, &mut g);
     let dot = wg::to_dot(
         &g,
         &wg::DotOptions {
@@ -84,13 +85,16 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
+    // As `flame --critical-path` draws it, for the threads the filter keeps.
+    let critical = super::critical::folded(&trace, &filter).map_err(|e| e.to_string());
     let title = a.input.display().to_string();
     let page = html::render(&Page {
         title: &title,
         trace: &trace,
         profile: &profile,
         samples: &samples,
-        waitgraph: wait_graph(&a.input),
+        waitgraph: wait_graph(&a.input, &trace),
+        critical: critical.as_deref().map_err(Clone::clone),
         causal: causal.as_ref(),
     });
     crate::output::write(&a.output, page.as_bytes())?;

@@ -37,6 +37,11 @@ pub struct Args {
     /// Stacks shown per edge in the text output.
     #[arg(long, default_value_t = 3)]
     pub stacks: usize,
+    /// Leave out what the waited-for side of each edge did (that needs the
+    /// whole trace in memory; without it, memory does not grow with the
+    /// trace's length).
+    #[arg(long)]
+    pub no_holders: bool,
     /// Print the analysis speed and peak memory on stderr.
     #[arg(long, hide = true)]
     pub timing: bool,
@@ -132,8 +137,23 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         Error::Trace(_) | Error::Io { .. } => anyhow::anyhow!("{e}"),
         e => anyhow::anyhow!("{}: {e}", path.display()),
     })?;
+    let graph_s = t.elapsed().as_secs_f64();
+    let mut g = g;
+    if !a.no_holders {
+        let t = Instant::now();
+        let trace = holdup_trace::Trace::load(path).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let loaded = t.elapsed().as_secs_f64();
+        waitgraph::add_holders(&trace, &mut g);
+        if a.timing {
+            let s = t.elapsed().as_secs_f64() - loaded;
+            eprintln!(
+                "holdup: what the waited-for side did: trace loaded in {loaded:.3} s, followed in {s:.3} s: {:.2} M events/s",
+                g.events() as f64 / s / 1e6
+            );
+        }
+    }
     if a.timing {
-        let s = t.elapsed().as_secs_f64();
+        let s = graph_s;
         if let Some(busy) = src.analysis_time() {
             let b = busy.as_secs_f64();
             eprintln!(

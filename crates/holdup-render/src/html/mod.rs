@@ -40,6 +40,9 @@ pub struct Page<'a> {
     pub profile: &'a Profile,
     pub samples: &'a [StackSample],
     pub waitgraph: WaitGraph,
+    /// Folded stacks of the critical path (as `flame --critical-path`
+    /// draws them), or why there are none.
+    pub critical: Result<&'a [(String, u64)], String>,
     pub causal: Option<&'a CausalProfile>,
 }
 
@@ -190,6 +193,65 @@ fn flame_tree(samples: &[StackSample]) -> FlameTree {
     tree
 }
 
+/// The subclass a critical-path frame stands for: a wait edge
+/// (`[L] wait for keeper:12`) the subclass it waited in, a leaf
+/// (`[I] io wait`) the subclass it ends in.
+fn frame_class(frame: &str) -> Option<Class> {
+    Class::ALL.into_iter().find(|&c| {
+        leaf_name(c) == Some(frame)
+            || frame
+                .strip_prefix(c.tag())
+                .is_some_and(|rest| rest.starts_with(" wait for "))
+    })
+}
+
+/// root → the waiter's thread → its frames → a frame per wait of the
+/// chain → the frames of what ended it → its subclass leaf, from the
+/// folded lines of the critical path. A wait edge takes the colour of the
+/// subclass it waited in, the other frames that of where the line ends.
+fn critical_tree(lines: &[(String, u64)]) -> FlameTree {
+    let mut tree = FlameTree {
+        nodes: vec![Node::new(Rc::from("all"))],
+    };
+    for (line, points) in lines {
+        let frames: Vec<&str> = line.split(';').collect();
+        let end = frames
+            .last()
+            .and_then(|f| frame_class(f))
+            .filter(|_| frames.len() > 1)
+            .unwrap_or(Class::Cpu);
+        tree.nodes[0].add(*points, end);
+        let mut node = 0;
+        for f in frames {
+            node = tree.child(node, &Rc::from(f));
+            let class = frame_class(f).unwrap_or(end);
+            tree.nodes[node].add(*points, class);
+        }
+    }
+    tree
+}
+
+/// The flame graphs' data: both trees, or why the critical path has none.
+fn flame_data(page: &Page) -> String {
+    let tree = flame_tree(page.samples);
+    let flame = tree.json(tree.nodes[0].value / FLAME_DETAIL);
+    let (critical, why) = match &page.critical {
+        Ok(lines) if !lines.is_empty() => {
+            let tree = critical_tree(lines);
+            (tree.json(tree.nodes[0].value / FLAME_DETAIL), "null".into())
+        }
+        Ok(_) => (
+            "null".into(),
+            serde_json::Value::from("no thread of the page has samples").to_string(),
+        ),
+        Err(why) => (
+            "null".into(),
+            serde_json::Value::from(why.as_str()).to_string(),
+        ),
+    };
+    format!("{{\"flame\":{flame},\"critical\":{critical},\"critical_missing\":{why}}}")
+}
+
 fn ms(points: u64, period_ns: u64) -> String {
     format!("{:.1}", points as f64 * period_ns as f64 / 1e6)
 }
@@ -305,7 +367,7 @@ pub fn render(page: &Page) -> String {
     );
     let _ = writeln!(
         out,
-        "<p>{} on {}: {:.3} s, {} threads, sampling period {} µs. <a href=\"#flame-section\">Flame graph</a> · <a href=\"#waitgraph\">Wait-for graph</a>{}</p>",
+        "<p>{} on {}: {:.3} s, {} threads, sampling period {} µs. <a href=\"#flame-section\">Flame graph</a> · <a href=\"#critical-path\">Critical path</a> · <a href=\"#waitgraph\">Wait-for graph</a>{}</p>",
         escape(page.title),
         escape(&page.trace.header.hostname),
         page.trace.duration_ns() as f64 / 1e9,
@@ -329,14 +391,11 @@ pub fn render(page: &Page) -> String {
     }
     out.push_str("</p>\n");
 
-    out.push_str("<h2 id=\"flame-section\">Flame graph, on- and off-CPU</h2>\n<p><input type=\"search\" id=\"flame-search\" placeholder=\"search functions\"> <button id=\"flame-reset\">reset zoom</button> Click a frame to zoom in.</p>\n<div id=\"flame-info\"></div>\n<div id=\"flame\"></div>\n");
+    out.push_str("<h2 id=\"flame-section\">Flame graph, on- and off-CPU</h2>\n<p id=\"critical-path\"><button id=\"view-flame\" class=\"on\">on- and off-CPU</button> <button id=\"view-critical\">critical path</button> The critical path replaces each wait another thread ended by what the chain behind it did; the wait is a frame naming its subclass and the thread waited for (<code>[L] wait for keeper:12</code>).</p>\n<p><input type=\"search\" id=\"flame-search\" placeholder=\"search functions\"> <button id=\"flame-reset\">reset zoom</button> Click a frame to zoom in.</p>\n<div id=\"flame-info\"></div>\n<div id=\"flame\"></div>\n");
     let _ = writeln!(
         out,
         "<script type=\"application/json\" id=\"flame-data\">{}</script>",
-        script_text(&{
-            let tree = flame_tree(page.samples);
-            tree.json(tree.nodes[0].value / FLAME_DETAIL)
-        })
+        script_text(&flame_data(page))
     );
 
     out.push_str("<h2 id=\"report\">Report</h2>\n<p><input type=\"search\" id=\"filter\" placeholder=\"filter rows\"></p>\n");
@@ -433,6 +492,25 @@ mod tests {
             r#"["all",6,0,[["app-2",6,0,[["main",6,0,[["work",3,0,[]],["read",2,1,[["[I] io wait",2,1,[]]]]]]]]]]"#
         );
         assert!(!script_text(&flame_tree(&samples).json(0)).contains('<'));
+    }
+
+    #[test]
+    fn the_critical_tree_colours_a_wait_by_its_subclass_and_the_rest_by_the_end() {
+        let lines = vec![
+            (
+                "waiter;main;take;[L] wait for keeper:2;keep;fdatasync;[I] io wait".to_string(),
+                6,
+            ),
+            ("waiter;main;take;[L] wait for keeper:2;keep".to_string(), 2),
+            ("waiter;main;spin".to_string(), 1),
+        ];
+        let (cpu, io, lock) = (Class::Cpu.index(), Class::Io.index(), Class::Lock.index());
+        assert_eq!(
+            critical_tree(&lines).json(0),
+            format!(
+                r#"["all",9,{cpu},[["waiter",9,{cpu},[["main",9,{cpu},[["take",8,{cpu},[["[L] wait for keeper:2",8,{lock},[["keep",8,{cpu},[["fdatasync",6,{io},[["[I] io wait",6,{io},[]]]]]]]]]],["spin",1,{cpu},[]]]]]]]]"#
+            )
+        );
     }
 
     /// The deepest stack a trace holds (its frames, each with its inlined

@@ -10,7 +10,10 @@ function filterRows(text) {
 // Flame graph of [name, value, class, children] nodes: click zooms into a
 // frame (the root zooms out), the search box highlights matching frames.
 const ROW = 17;
-const tree = JSON.parse(document.getElementById("flame-data").textContent);
+// Two views of one box: the on- and off-CPU flame graph, and the critical
+// path (each wait another thread ended replaced by what its chain did).
+const data = JSON.parse(document.getElementById("flame-data").textContent);
+let tree = data.flame;
 const box = document.getElementById("flame");
 const info = document.getElementById("flame-info");
 let zoomed = [tree];
@@ -68,6 +71,19 @@ document.getElementById("flame-search").addEventListener("input", (e) => {
   search = e.target.value.toLowerCase();
   draw();
 });
+function view(critical) {
+  if (critical && !data.critical) {
+    info.textContent = "No critical path: " + data.critical_missing;
+    return;
+  }
+  tree = critical ? data.critical : data.flame;
+  zoomed = [tree];
+  document.getElementById("view-flame").classList.toggle("on", !critical);
+  document.getElementById("view-critical").classList.toggle("on", critical);
+  draw();
+}
+document.getElementById("view-flame").addEventListener("click", () => view(false));
+document.getElementById("view-critical").addEventListener("click", () => view(true));
 document.getElementById("flame-reset").addEventListener("click", () => { zoomed = [tree]; draw(); });
 document.getElementById("filter").addEventListener("input", (e) => filterRows(e.target.value));
 window.addEventListener("resize", draw);
@@ -77,5 +93,12 @@ if (fromLink) {
   document.getElementById("flame-search").value = fromLink;
   search = fromLink.toLowerCase();
 }
-draw();
+// A link to the critical path opens that view: report.html#critical-path,
+// or #view=critical (with a search: #view=critical&search=fdatasync).
+const wanted = new URLSearchParams(location.hash.slice(1)).get("view");
+if (wanted === "critical" || location.hash === "#critical-path") {
+  view(true);
+} else {
+  draw();
+}
 document.body.dataset.ready = "1";

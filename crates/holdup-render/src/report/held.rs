@@ -107,16 +107,34 @@ pub fn line(held: &RowHeld, weight: u64, max: usize) -> String {
         .join("; ")
 }
 
-/// Write the line under a blocked row, if other threads ended its waits.
+/// Where the wakers were when they woke the row's waits: up to `max`
+/// sites, shares of `weight`, those under 0.5% left out.
+pub fn woken_at(held: &RowHeld, weight: u64, max: usize) -> String {
+    let total = weight as f64;
+    held.woken_at
+        .iter()
+        .filter(|w| pct(w.samples, total) >= 0.5)
+        .take(max)
+        .map(|w| format!("{} {:.0}%", w.site, pct(w.samples, total)))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Write the lines under a blocked row, if other threads ended its waits:
+/// what they did meanwhile, and where they were at the wakeups.
 pub fn write(out: &mut impl Write, r: &Row, pad: &str, max: usize) -> io::Result<()> {
     let Some(held) = &r.while_held else {
         return Ok(());
     };
     let text = line(held, r.weight, max);
-    if text.is_empty() {
-        return Ok(());
+    if !text.is_empty() {
+        writeln!(out, "{pad}{}: {text}", lead(r.lock_kind))?;
     }
-    writeln!(out, "{pad}{}: {text}", lead(r.lock_kind))
+    let at = woken_at(held, r.weight, max.min(2));
+    if !at.is_empty() {
+        writeln!(out, "{pad}woken at: {at}")?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -171,6 +189,7 @@ mod tests {
                 act("keeper:2", &[], Class::Cpu, "sync_under_lock → write", 6.8),
                 act("keeper:2", &[], Class::Cpu, "tiny", 0.2),
             ],
+            woken_at: vec![],
         };
         assert_eq!(
             line(&held, 100, 3),
@@ -189,6 +208,7 @@ mod tests {
                 act("relay:2", &[], Class::Cpu, "relay", 3.0),
                 act("other:4", &[], Class::Cpu, "spin", 2.0),
             ],
+            woken_at: vec![],
         };
         assert_eq!(
             line(&chained, 10, 2),
@@ -202,7 +222,31 @@ mod tests {
         let held = RowHeld {
             samples: 10.0,
             activities: vec![outside],
+            woken_at: vec![],
         };
         assert_eq!(line(&held, 10, 3), "");
+    }
+
+    #[test]
+    fn the_wakeup_sites_come_with_their_shares() {
+        let at = |site: &str, samples| holdup_analysis::holder::WokenAt {
+            site: site.into(),
+            stack: String::new(),
+            samples,
+        };
+        let held = RowHeld {
+            samples: 100.0,
+            activities: vec![],
+            woken_at: vec![
+                at("keeper → pthread_mutex_unlock", 90.0),
+                at("keeper → cleanup → pthread_mutex_unlock", 9.8),
+                at("rare", 0.2),
+            ],
+        };
+        assert_eq!(
+            woken_at(&held, 100, 3),
+            "keeper → pthread_mutex_unlock 90%; keeper → cleanup → pthread_mutex_unlock 10%"
+        );
+        assert_eq!(woken_at(&held, 100, 1), "keeper → pthread_mutex_unlock 90%");
     }
 }

@@ -7,7 +7,7 @@ use holdup_analysis::stacks::LockKind;
 use holdup_trace::Class;
 use std::io::{self, Write};
 
-mod held;
+pub(crate) mod held;
 mod json;
 pub use json::{to_json, write_json};
 

@@ -161,11 +161,11 @@ pub fn to_dot(g: &WaitGraph, o: &DotOptions) -> String {
         let mut attrs = vec![
             format!(
                 "label={}",
-                q(&format!(
-                    "{} ({:.0}%)",
-                    dur(e.weight_ns),
-                    pct(e.weight_ns, d)
-                ))
+                q(&match super::meanwhile(e, 1) {
+                    Some(what) =>
+                        format!("{} ({:.0}%)\n{what}", dur(e.weight_ns), pct(e.weight_ns, d)),
+                    None => format!("{} ({:.0}%)", dur(e.weight_ns), pct(e.weight_ns, d)),
+                })
             ),
             format!("penwidth={pen:.2}"),
         ];

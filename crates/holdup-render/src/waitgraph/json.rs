@@ -66,6 +66,11 @@ pub fn to_json(g: &WaitGraph) -> Value {
             "share": e.share,
             "stack_details": stacks(&e.stacks),
             "waker_stacks": stacks(&e.waker_stacks),
+            "waited_for": e.held.as_ref().map(|h| json!({
+                "samples": h.samples,
+                "summary": super::meanwhile(e, 5),
+                "activities": h.activities,
+            })),
         })).collect::<Vec<_>>(),
         "knots": g.knots.iter().map(|k| json!({
             "kind": k.kind,
@@ -81,6 +86,7 @@ pub fn to_json(g: &WaitGraph) -> Value {
             "wait_ns": k.wait_ns,
             "weight_ns": k.weight_ns,
             "advice": advice::knot(g, k).to_string(),
+            "why": super::why(g, &super::text::knot_waits(g, k)),
         })).collect::<Vec<_>>(),
         "notes": g.notes,
         "stats": {

@@ -5,6 +5,8 @@ mod dot;
 mod json;
 mod text;
 
+use holdup_analysis::waitgraph::{Edge, WaitGraph};
+
 pub use dot::{to_dot, to_svg, DotOptions};
 pub use json::to_json;
 pub use text::{render, TextOptions};
@@ -27,4 +29,28 @@ pub(crate) fn pct(n: u64, total: u64) -> f64 {
     } else {
         100.0 * n as f64 / total as f64
     }
+}
+
+/// What the waited-for side of an edge did over its waits, as the report
+/// says it under a row: up to `max` sites with their subclasses.
+pub(crate) fn meanwhile(e: &Edge, max: usize) -> Option<String> {
+    let held = e.held.as_ref()?;
+    let line = crate::report::held::line(held, held.samples.round() as u64, max);
+    (!line.is_empty()).then_some(line)
+}
+
+/// Why the waits of a knot (or, into a sink, `edges` waiting on it) last:
+/// what the waited-for side of the heaviest of them did meanwhile.
+pub(crate) fn why(g: &WaitGraph, edges: &[usize]) -> Option<String> {
+    let e = edges
+        .iter()
+        .map(|&e| &g.edges[e])
+        .filter_map(|e| Some((e, meanwhile(e, 2)?)))
+        .max_by_key(|(e, _)| (e.weight_ns, std::cmp::Reverse((e.from, e.to))));
+    e.map(|(e, line)| {
+        format!(
+            "{} waits for {}, which meanwhile: {line}",
+            g.nodes[e.from].label, g.nodes[e.to].label
+        )
+    })
 }

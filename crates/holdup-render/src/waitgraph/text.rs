@@ -79,6 +79,9 @@ fn stacks(out: &mut impl Write, e: &Edge, n: usize, indent: &str) -> io::Result<
             s.samples
         )?;
     }
+    if let Some(line) = super::meanwhile(e, n.max(1)) {
+        writeln!(out, "{indent}  meanwhile   {line}")?;
+    }
     for s in e.waker_stacks.iter().take(n.min(2)) {
         writeln!(
             out,
@@ -87,6 +90,18 @@ fn stacks(out: &mut impl Write, e: &Edge, n: usize, indent: &str) -> io::Result<
         )?;
     }
     Ok(())
+}
+
+/// The waits that hold a knot up: its edges, or, for a sink, the edges
+/// into it.
+pub(crate) fn knot_waits(g: &WaitGraph, k: &Knot) -> Vec<usize> {
+    if k.kind == KnotKind::Sink {
+        (0..g.edges.len())
+            .filter(|&e| g.edges[e].to == k.nodes[0])
+            .collect()
+    } else {
+        k.edges.clone()
+    }
 }
 
 fn knot(
@@ -103,6 +118,9 @@ fn knot(
     };
     writeln!(out, "{what} {}: {}", i + 1, knot_title(g, k))?;
     writeln!(out, "  advice: {}", advice::knot(g, k))?;
+    if let Some(why) = super::why(g, &knot_waits(g, k)) {
+        writeln!(out, "  why: {why}")?;
+    }
     writeln!(
         out,
         "  {:<42} {:>12} {:>12} {:>12}",

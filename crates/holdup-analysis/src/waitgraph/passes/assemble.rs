@@ -561,6 +561,7 @@ fn merge_edges(b: &Build, vmap: &[usize]) -> Vec<Edge> {
             share: p.share,
             stacks: top(&mut members.iter().map(|&i| &b.edges[i].stacks)),
             waker_stacks: top(&mut members.iter().map(|&i| &b.edges[i].waker_stacks)),
+            held: None,
         })
         .collect();
     edges.sort_by_key(|e| (std::cmp::Reverse(e.weight_ns), e.from, e.to));

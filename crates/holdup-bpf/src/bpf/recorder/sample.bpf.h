@@ -98,6 +98,9 @@ static __always_inline void emit_pending(enum scratch_slot slot, struct thread_s
 	s->rec.class = st->p_class;
 	s->rec.waker_kind = st->p_waker_kind;
 	s->rec.waker_id = st->p_waker_id;
+	s->rec.waker_kstack = st->p_waker_kstack;
+	s->rec.waker_ustack = st->p_waker_ustack;
+	s->rec.waker_pid = st->p_waker_pid;
 	s->rec.cpu = st->p_cpu;
 	s->rec.flags = flags | (st->p_segment ? SF_SEGMENT : 0);
 	k = &st->ks[st->p_slot & 1];

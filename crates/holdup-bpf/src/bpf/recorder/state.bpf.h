@@ -64,6 +64,10 @@ struct thread_state {
 	u64 out;		/* switch-out time, 0 while running */
 	u64 wake;		/* wakeup time, 0 until woken */
 	u32 waker_id;
+	/* The waker's stacks at the wakeup (waker_stacks ids + 1, 0: none). */
+	u32 waker_kstack;
+	u32 waker_ustack;
+	u32 waker_pid;
 	u8 waker_kind;
 	u8 class;		/* subclass decided at switch-out */
 	u8 klock;		/* waiting for a sleeping kernel lock */
@@ -92,6 +96,9 @@ struct thread_state {
 	u8 p_waker_kind;
 	u16 p_cpu;
 	u32 p_waker_id;
+	u32 p_waker_kstack;
+	u32 p_waker_ustack;
+	u32 p_waker_pid;
 	u32 p_weight;
 	u32 p_sched_weight;
 	u64 p_start;
@@ -135,6 +142,17 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 32 << 20);
 } events SEC(".maps");
+
+/* Stacks of wakers at their wakeups (offwaketime's view), by id: ids are
+ * hashes of the stack, so a stack's id stays valid and user space looks each
+ * up once; a stack whose bucket another holds is counted as dropped. */
+#define WAKER_STACK_DEPTH 64
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 16384);
+	__uint(key_size, sizeof(u32));
+	__uint(value_size, WAKER_STACK_DEPTH * sizeof(u64));
+} waker_stacks SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);

@@ -32,6 +32,8 @@ static __always_inline void switch_out(struct task_struct *prev, struct thread_s
 	st->wake = 0;
 	st->waker_kind = WAKER_NONE;
 	st->waker_id = 0;
+	st->waker_kstack = 0;
+	st->waker_ustack = 0;
 	if (preempt || prev_state == TASK_RUNNING)
 		st->class = own_preemption_is_delay && BPF_CORE_READ(next, tgid) == self_tgid ?
 				    CLASS_DELAY : CLASS_SCHED;
@@ -127,6 +129,9 @@ static __always_inline bool close_interval(struct task_struct *task, struct thre
 	st->p_class = st->class;
 	st->p_waker_kind = st->waker_kind;
 	st->p_waker_id = st->waker_id;
+	st->p_waker_kstack = st->waker_kstack;
+	st->p_waker_ustack = st->waker_ustack;
+	st->p_waker_pid = st->waker_pid;
 	st->p_cpu = cpu;
 	read_kstack(task, st, scratch_at(slot), slot == SCRATCH_TASK);
 	st->pending = 1;

@@ -5,6 +5,39 @@
  * (two CPUs race), so one seen while the thread still runs is kept as early.
  */
 
+#ifndef EFAULT
+#define EFAULT 14
+#endif
+
+/* The waker's stacks at the wakeup of `st`'s thread, taken when the
+ * waiting part of its interval passes a sampling point (its blocked sample
+ * will carry them) and the waker is current in task context: in interrupt
+ * context current is only the thread the interrupt came upon. */
+static __always_inline void take_waker_stacks(void *ctx, struct thread_state *st, u64 now)
+{
+	struct irq_context *ic = this_irq_ctx();
+	u64 out = st->out < start_ns ? start_ns : st->out;
+	long k, u;
+
+	st->waker_kstack = 0;
+	st->waker_ustack = 0;
+	if (st->waker_kind != WAKER_THREAD || st->class == CLASS_SCHED ||
+	    st->waker_id != (u32)bpf_get_current_pid_tgid() ||
+	    st->off_credit + (now > out ? now - out : 0) < period_ns)
+		return;
+	if (ic && (ic->hardirq || ic->ipi || ic->timer || ic->softirq))
+		return;
+	/* Without this program and the tracepoint's caller (bpf_trace_run1). */
+	k = bpf_get_stackid(ctx, &waker_stacks, 2 & BPF_F_SKIP_FIELD_MASK);
+	u = bpf_get_stackid(ctx, &waker_stacks, BPF_F_USER_STACK);
+	/* -EFAULT: no user stack (a kernel thread); the rest is no room. */
+	if ((k < 0 && k != -EFAULT) || (u < 0 && u != -EFAULT))
+		count_lost(LOST_STACK_TABLE, REC_WAKER_STACK);
+	st->waker_kstack = k < 0 ? 0 : k + 1;
+	st->waker_ustack = u < 0 ? 0 : u + 1;
+	st->waker_pid = bpf_get_current_pid_tgid() >> 32;
+}
+
 SEC("tp_btf/sched_waking")
 int BPF_PROG(on_waking, struct task_struct *p)
 {
@@ -22,6 +55,7 @@ int BPF_PROG(on_waking, struct task_struct *p)
 		return 0;
 	st->wake = bpf_ktime_get_ns();
 	current_waker(&st->waker_kind, &st->waker_id);
+	take_waker_stacks(ctx, st, st->wake);
 	return 0;
 }
 
