@@ -75,7 +75,7 @@ struct Run {
 
 impl Run {
     fn new(cfg: &Config, cores: Cores, cpus: Vec<usize>, out: File) -> Run {
-        let mut resolver = Resolver::new(cfg.scope.clone(), true);
+        let mut resolver = Resolver::new(cfg.scope.clone(), cfg.granularity, true);
         let io = resolver.names.id(Target::Subclass(Subclass::Io));
         let sched = resolver.names.id(Target::Subclass(Subclass::Sched));
         let rng = Rng::from_seed(holdup_bpf::monotonic_ns() ^ std::process::id() as u64);
@@ -364,7 +364,7 @@ pub fn run(cfg: &Config, pids: &[u32], duration: Option<Duration>) -> anyhow::Re
     say_without_lines(&run.resolver, program.as_deref());
     drop(rec);
     if let (Some(spec), None) = (&run.fixed, run.fixed_id) {
-        bail!("no sample of the profiled processes was in {spec} (a line is FILE:LINE or BINARY:FILE:LINE, a kernel function kernel:NAME, a process process:COMM)");
+        bail!("no sample of the profiled processes was in {spec} (a line is FILE:LINE or BINARY:FILE:LINE, a function BINARY:FUNCTION, a kernel function kernel:NAME, a process process:COMM)");
     }
     // Stopped by the duration: the command runs on, untraced, to its end.
     let status = stop.status().or_else(|| recording.wait_untraced());
@@ -391,12 +391,12 @@ fn say_delays(run: &Run, spun: u64) {
     );
 }
 
-/// The profiled program without a line table. Other programs (with -a,
+/// The profiled program with neither lines nor symbols. Other programs (with -a,
 /// every one on the system) are not the user's to rebuild.
 fn say_without_lines(resolver: &Resolver, program: Option<&Path>) {
     let wanted = |p: &String| program.is_some_and(|w| w == Path::new(p.as_str()));
     for path in resolver.without_lines.iter().filter(|p| wanted(p)) {
-        eprintln!("holdup causal: {path} has no line table in scope; build it with -g");
+        eprintln!("holdup causal: {path} has no line table and no symbol table: none of its code can be a target");
     }
 }
 

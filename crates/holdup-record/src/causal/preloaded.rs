@@ -13,6 +13,7 @@ use anyhow::{bail, Context};
 use holdup_bpf::Recorder;
 use holdup_coz::env as e;
 use holdup_coz::target::Target;
+use holdup_symbolize::lines::Granularity;
 use std::fs::File;
 use std::os::fd::{AsFd, AsRawFd};
 
@@ -37,9 +38,15 @@ fn settings(cfg: &Config, lib: &str) -> anyhow::Result<Handed> {
     if let Some(s) = &cfg.scope {
         env.push((e::SCOPE, s.clone()));
     }
+    if cfg.granularity == Granularity::Function {
+        env.push((e::GRANULARITY, "function".into()));
+    }
     if let Some(l) = &cfg.line {
-        if !matches!(Target::parse(l), Ok(Target::Line { .. })) {
-            bail!("--line takes FILE:LINE, like work.c:42");
+        if !matches!(
+            Target::parse(l),
+            Ok(Target::Line { .. } | Target::Function { .. })
+        ) {
+            bail!("--line takes FILE:LINE (like work.c:42) or BINARY:FUNCTION (like app:compress)");
         }
         env.push((e::LINE, l.clone()));
     }
