@@ -26,13 +26,8 @@ pub struct Site {
 /// names: every overload, instantiation or monomorphization that answers
 /// to it is a site (one for a mangled symbol or a C function).
 pub fn resolve(default_binary: Option<&Path>, spec: &str) -> Result<Vec<Site>, String> {
-    let (binary, what) = match names::split_binary(spec, |h| is_elf(Path::new(h))) {
-        Some((head, rest)) => (PathBuf::from(head), rest),
-        None => match default_binary {
-            Some(b) => (b.to_path_buf(), spec),
-            None => return Err(format!("'{spec}': give the binary as BINARY:{spec}")),
-        },
-    };
+    let (binary, what) = binary_of(default_binary, spec)
+        .ok_or_else(|| format!("'{spec}': give the binary as BINARY:{spec}"))?;
     let line_svma = if names::is_file_line(what) {
         Some(line_address(&binary, what, 0)?)
     } else {
@@ -63,6 +58,34 @@ pub fn resolve(default_binary: Option<&Path>, spec: &str) -> Result<Vec<Site>, S
             })
             .collect()
     })
+}
+
+/// The binary a spec names (`BINARY:` when it is an ELF file), or the
+/// default one, and the rest of the spec.
+fn binary_of<'a>(default_binary: Option<&Path>, spec: &'a str) -> Option<(PathBuf, &'a str)> {
+    match names::split_binary(spec, |h| is_elf(Path::new(h))) {
+        Some((head, rest)) => Some((PathBuf::from(head), rest)),
+        None => default_binary.map(|b| (b.to_path_buf(), spec)),
+    }
+}
+
+/// The functions of the binary of `spec` (as [`resolve`] finds it) whose
+/// names are closest to the function it names; empty for a line.
+pub fn near_functions(default_binary: Option<&Path>, spec: &str) -> Vec<String> {
+    let Some((binary, what)) = binary_of(default_binary, spec) else {
+        return Vec::new();
+    };
+    if names::is_file_line(what) {
+        return Vec::new();
+    }
+    with_elf(&binary, |file, _| {
+        let functions = functions(file)?;
+        Ok(names::closest(
+            what,
+            functions.iter().map(|f| f.name.as_str()),
+        ))
+    })
+    .unwrap_or_default()
 }
 
 /// The symbols of the functions of `binary` that answer to `name` (see

@@ -14,11 +14,13 @@ use super::handlers::Handlers;
 use super::probes::{self, Probe};
 use super::tally::{self, Tally};
 use super::targets::{Hit, Resolver};
+use super::visits::Watch;
 use super::{create_output, start_recorder, Config, Outcome};
 use crate::launch;
 use crate::recording::{alive, Flow, Recording, Until};
 use anyhow::{bail, Context};
 use holdup_bpf::cores::{CoreDelays, Cores};
+use holdup_bpf::progress::Counted;
 use holdup_bpf::records::{RawRecord, RawSample, SF_BLOCKED_TAIL};
 use holdup_bpf::Recorder;
 use holdup_coz::experiment::{self, Rng, Window, COOL_OFF_NS};
@@ -300,7 +302,16 @@ pub fn run(cfg: &Config, pids: &[u32], duration: Option<Duration>) -> anyhow::Re
         (None, Some(pid)) => std::fs::read_link(format!("/proc/{pid}/exe")).ok(),
         (None, None) => None,
     };
-    let probes = probes::open(cfg, program.as_deref())?;
+    let counted = if pids.is_empty() {
+        Counted::All
+    } else {
+        Counted::Tracked
+    };
+    let probes = probes::open(cfg, program.as_deref(), counted)?;
+    for &pid in pids {
+        probes::track(&probes, pid)?;
+    }
+    let mut watch = Watch::new(&probes, program.clone());
     if probes.is_empty() {
         bail!("-a and -p need a progress point counted without recompiling: --progress SYMBOL|FILE:LINE or --latency BEGIN,END");
     }
@@ -335,12 +346,15 @@ pub fn run(cfg: &Config, pids: &[u32], duration: Option<Duration>) -> anyhow::Re
     let mut recording = Recording::launch(&cfg.command, until)?;
     if let Some(pid) = recording.pid() {
         rec.track(pid)?;
+        probes::track(&probes, pid)?;
     }
     recording.start()?;
+    watch.started(recording.pid().or(pids.first().copied()), recording.pid());
     let t0 = holdup_bpf::monotonic_ns();
     let stop = recording.run(Duration::from_nanos(TICK_NS), &[], || {
         run.drain(&mut rec);
         run.step(holdup_bpf::monotonic_ns(), &probes)?;
+        watch.check(&probes)?;
         handlers.wake_owing();
         Ok(Flow::Continue)
     })?;

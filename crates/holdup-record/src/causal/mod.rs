@@ -29,6 +29,7 @@ mod probes;
 mod system;
 mod tally;
 mod targets;
+mod visits;
 
 pub use attach::parse_pids;
 
