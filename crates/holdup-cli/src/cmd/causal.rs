@@ -113,8 +113,10 @@ pub struct RunArgs {
     pub verbose: bool,
     /// A progress point without recompiling: count the visits of a function
     /// or a source line (`[BINARY:]SYMBOL` or `[BINARY:]FILE:LINE`; the
-    /// command's executable by default) with a uprobe. Repeatable.
-    #[arg(long, value_name = "SYMBOL|FILE:LINE")]
+    /// command's executable by default) with a uprobe (a trap a visit), or
+    /// the program's system calls (`syscall:NAME`) or a tracepoint's hits
+    /// (`tracepoint:CAT:NAME`), counted in BPF without a trap. Repeatable.
+    #[arg(long, value_name = "SYMBOL|FILE:LINE|syscall:NAME")]
     pub progress: Vec<String>,
     /// A latency progress point without recompiling: a transaction begins
     /// at one place and ends at the other (each as for --progress).
