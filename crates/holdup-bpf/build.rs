@@ -6,7 +6,7 @@ use std::{env, path::Path, path::PathBuf};
 /// core-delay state and the in-band system-call slots of the public header.
 /// (module name, header, what of it: a file pattern or type names, the
 /// target it is laid out for: the BPF programs' or the host's)
-const INTERFACES: [(&str, &str, Items, Target); 4] = [
+const INTERFACES: [(&str, &str, Items, Target); 5] = [
     (
         "intf",
         "src/bpf/intf.h",
@@ -23,6 +23,12 @@ const INTERFACES: [(&str, &str, Items, Target); 4] = [
         "cores",
         "src/bpf/cores.h",
         Items::File(r".*/cores\.h"),
+        Target::Bpf,
+    ),
+    (
+        "progress",
+        "src/bpf/progress.h",
+        Items::File(r".*/progress\.h"),
         Target::Bpf,
     ),
     (
@@ -77,7 +83,7 @@ fn main() {
     if env::var_os("CARGO_FEATURE_LOADER").is_none() {
         return;
     }
-    for name in ["recorder", "latency", "cores"] {
+    for name in ["recorder", "latency", "cores", "progress"] {
         SkeletonBuilder::new()
             .source(format!("src/bpf/{name}.bpf.c"))
             // Kept beside the skeleton: a test reads its BTF to check the

@@ -25,6 +25,8 @@ generated!(
     latency,
     /// `src/bpf/cores.h`: the per-core delay state of core-level speedups.
     cores,
+    /// `src/bpf/progress.h`: progress points counted without a trap.
+    progress,
     /// `include/holdup_debox.h`: the in-band slot a recorded program maps.
     debox,
 );

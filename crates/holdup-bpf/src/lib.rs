@@ -1,9 +1,11 @@
 //! holdup's recorder: the eBPF programs, their loader and the ring-buffer drainer.
 //!
-//! Without the default `loader` feature only [`records`] and [`ringbuf`] are
-//! built: the record layouts and a libc-only ring consumer.
+//! Without the default `loader` feature only [`records`], [`ringbuf`] and the
+//! reading half of [`progress`] are built: the record layouts, a libc-only
+//! ring consumer and the mapped visit counts of progress points.
 
 mod bindings;
+pub mod progress;
 pub mod records;
 pub mod ringbuf;
 

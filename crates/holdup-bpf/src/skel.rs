@@ -1,5 +1,5 @@
 //! The skeletons libbpf-cargo generates from the BPF programs (build.rs):
-//! `src/bpf/recorder.bpf.c`, `latency.bpf.c` and `cores.bpf.c`.
+//! `src/bpf/recorder.bpf.c`, `latency.bpf.c`, `cores.bpf.c` and `progress.bpf.c`.
 #![allow(
     clippy::all,
     non_camel_case_types,
@@ -18,4 +18,8 @@ pub(crate) mod latency {
 
 pub(crate) mod cores {
     include!(concat!(env!("OUT_DIR"), "/cores.skel.rs"));
+}
+
+pub(crate) mod progress {
+    include!(concat!(env!("OUT_DIR"), "/progress.skel.rs"));
 }

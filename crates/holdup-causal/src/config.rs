@@ -6,6 +6,7 @@ pub use holdup_coz::env;
 use holdup_coz::handoff::Inherited;
 use holdup_coz::probe_list::{self, ProbePoint};
 use holdup_coz::target::Subclass;
+use holdup_symbolize::lines::Granularity;
 
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -16,6 +17,7 @@ pub struct Config {
     /// `--system`, whose processes send their records over their socket).
     pub output_fd: i32,
     pub scope: Option<String>,
+    pub granularity: Granularity,
     pub line: Option<String>,
     /// Fixed speedup in percent.
     pub speedup: Option<u32>,
@@ -61,6 +63,10 @@ impl Config {
             period_ns: number(env::PERIOD_NS).unwrap_or(1_000_000),
             output_fd: number(env::OUTPUT_FD).unwrap_or(-1),
             scope: var(env::SCOPE),
+            granularity: match var(env::GRANULARITY).as_deref() {
+                Some("function") => Granularity::Function,
+                _ => Granularity::Line,
+            },
             line: var(env::LINE),
             speedup: number(env::SPEEDUP).filter(|&s| s <= 100),
             subclass: var(env::SUBCLASS).as_deref().and_then(Subclass::parse),

@@ -12,7 +12,7 @@
 //! Loaded without `holdup causal run` (no settings in the environment), it
 //! only answers `_coz_get_counter` and forwards every call.
 
-pub use holdup_coz::lines;
+pub use holdup_symbolize::lines;
 
 pub mod clock;
 pub mod config;

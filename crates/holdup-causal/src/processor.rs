@@ -2,7 +2,7 @@
 //! location and into delay credit for the running experiment's target.
 
 use crate::clock::{now_ns, seeded_rng, Rng};
-use crate::lines::{self, LineTable, Locations};
+use crate::lines::{self, LineTable, Locations, Place};
 use crate::modules::{Modules, Role};
 use crate::points::points_of;
 use crate::source::Source;
@@ -11,6 +11,7 @@ use crate::threads::{ThreadState, ThreadTable};
 use crate::unwind::Unwinder;
 use holdup_bpf::records::{self, RawRecord};
 use holdup_bpf::ringbuf::RingPeek;
+use holdup_coz::names;
 use holdup_coz::target::{Subclass, Target};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -18,7 +19,8 @@ use std::sync::Mutex;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SpeedupTarget {
-    Line(u32),
+    /// A location: a source line, or a whole function.
+    Code(u32),
     Subclass(Subclass),
     /// This whole process (SCOZ's process target, with `--system`): every
     /// on-CPU sample of its threads is in the target.
@@ -99,10 +101,13 @@ impl Processor {
         match t {
             SpeedupTarget::Subclass(sc) => Target::Subclass(sc),
             SpeedupTarget::Process => Target::Process(process_name()),
-            SpeedupTarget::Line(l) => {
-                let (file, line) = self.locs.file_line(l);
-                Target::line(self.binary.as_deref(), file, line)
-            }
+            SpeedupTarget::Code(l) => match self.locs.place(l) {
+                Place::Line { file, line } => Target::line(self.binary.as_deref(), file, line),
+                Place::Function { binary, symbol } => Target::Function {
+                    binary: binary.to_string(),
+                    function: names::without_params(symbol),
+                },
+            },
         }
     }
 
@@ -119,8 +124,13 @@ impl Processor {
                 .locs
                 .id(&format!("{file}:{line}"))
                 .or_else(|| self.locs.find(name))
-                .map(SpeedupTarget::Line),
-            _ => self.locs.find(name).map(SpeedupTarget::Line),
+                .map(SpeedupTarget::Code),
+            Ok(Target::Function { binary, function }) => self
+                .locs
+                .functions(&binary, |s| names::answers_to(s, &function))
+                .next()
+                .map(SpeedupTarget::Code),
+            _ => self.locs.find(name).map(SpeedupTarget::Code),
         }
     }
 
@@ -176,7 +186,7 @@ impl Processor {
         self.unwinder.unwind(&self.modules, &stack, &mut frames);
 
         let target_line = match self.exp.as_ref().map(|e| e.target) {
-            Some(SpeedupTarget::Line(l)) => Some(l),
+            Some(SpeedupTarget::Code(l)) => Some(l),
             _ => None,
         };
         let mut first = None;
@@ -236,8 +246,8 @@ impl Processor {
             let (target, start, delay) = (exp.target, exp.start_ns, exp.delay_ns);
             let p = points_of(&r, start);
             let credit = match target {
-                SpeedupTarget::Line(_) if hit => p.line,
-                SpeedupTarget::Line(_) => 0,
+                SpeedupTarget::Code(_) if hit => p.line,
+                SpeedupTarget::Code(_) => 0,
                 SpeedupTarget::Process => p.line,
                 SpeedupTarget::Subclass(Subclass::Io) => p.io,
                 SpeedupTarget::Subclass(Subclass::Sched) => p.sched,
@@ -262,7 +272,7 @@ impl Processor {
         }
         if let Some(loc) = first {
             if !lines::is_progress_header(self.locs.name(loc)) {
-                self.offer(SpeedupTarget::Line(loc), all.line);
+                self.offer(SpeedupTarget::Code(loc), all.line);
             }
         }
         if self.allow_subclasses {

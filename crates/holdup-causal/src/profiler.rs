@@ -10,7 +10,7 @@ use crate::sink::Sink;
 use crate::state::State as Shared;
 use holdup_coz::experiment::{self, Window, COOL_OFF_NS};
 use holdup_coz::profile::{self, PointCounts};
-use holdup_coz::scope::scope_match;
+use holdup_coz::scope::{object_in_scope, scope_match};
 use holdup_coz::target::{Subclass, Target};
 use std::sync::atomic::Ordering;
 
@@ -182,54 +182,50 @@ impl Profiler {
         let mut modules = Modules::load(runtime_address());
         let mut locs = Locations::default();
         let mut tables = Vec::new();
-        let scope = rt.cfg.scope.clone();
+        let scope = rt.cfg.scope.as_deref();
         for m in &mut modules.list {
             if m.role == Role::Runtime || m.path.is_empty() || m.path.starts_with("linux-vdso") {
                 continue;
             }
-            let wanted_object = match &scope {
-                None => m.role == Role::Main,
-                Some(g) => m.role == Role::Main || scope_match(g, &m.path),
-            };
-            if !wanted_object {
+            let is_main = m.role == Role::Main;
+            if !object_in_scope(scope, &m.path, is_main) {
                 continue;
             }
-            let object_matches = scope.as_ref().is_some_and(|g| scope_match(g, &m.path));
-            let keep = |file: &str| match &scope {
+            let object_matches = scope.is_some_and(|g| scope_match(g, &m.path));
+            let keep = |file: &str| match scope {
                 None => true,
                 Some(g) => object_matches || scope_match(g, file),
             };
             // This process's own objects: the loader's name may be a link
             // (libz.so.1), which the reader does not follow.
             let path = std::fs::canonicalize(&m.path).unwrap_or_else(|_| m.path.clone().into());
-            match lines::load(&path, &mut locs, &keep) {
-                Ok(t) if !t.is_empty() => {
+            let binary = m.path.rsplit('/').next().unwrap_or(&m.path);
+            let table = holdup_symbolize::traced::read(&path)
+                .map_err(lines::Error::from)
+                .and_then(|data| {
+                    lines::targets_from_elf(&data, binary, &mut locs, &keep, rt.cfg.granularity)
+                });
+            match table {
+                Ok((t, _)) if !t.is_empty() => {
                     m.lines = Some(tables.len());
                     tables.push(t);
                 }
-                Ok(_) => {
-                    if m.role == Role::Main {
-                        eprintln!(
-                            "holdup causal: {} has no line table in scope; build it with -g",
-                            m.path
-                        );
-                    }
+                Ok(_) if is_main => {
+                    eprintln!(
+                        "holdup causal: {} has no line table and no symbol table: none of its code can be a target",
+                        m.path
+                    );
                 }
+                Ok(_) => {}
                 Err(e) => eprintln!("holdup causal: {}: {e}", m.path),
             }
         }
         self.verbose(&format!(
-            "{} line tables, {} source lines, in {} ms",
+            "{} tables of lines or functions, {} places, in {} ms",
             tables.len(),
             locs.len(),
             (now_ns() - t0) / 1_000_000
         ));
-        if let Some(spec) = &rt.cfg.line {
-            self.fixed_line = locs.find(spec);
-            if self.fixed_line.is_none() {
-                eprintln!("holdup causal: line {spec} is not in the program's line tables; no experiments will run");
-            }
-        }
         let Ok(mut p) = self.samples.processor.lock() else {
             return;
         };
@@ -244,6 +240,15 @@ impl Profiler {
         p.modules = modules;
         p.tables = tables;
         p.locs = locs;
+        if let Some(spec) = &rt.cfg.line {
+            self.fixed_line = match p.resolve(spec) {
+                Some(SpeedupTarget::Code(l)) => Some(l),
+                _ => None,
+            };
+            if self.fixed_line.is_none() {
+                eprintln!("holdup causal: {spec} is not in the program's line or function tables; no experiments will run");
+            }
+        }
         p.allow_subclasses = rt.cfg.line.is_none() && rt.cfg.process.is_none();
         p.ready = true;
         if std::mem::take(&mut p.modules_stale) {
@@ -267,7 +272,7 @@ impl Profiler {
             return Some((None, target));
         }
         let target = if rt.cfg.line.is_some() {
-            self.fixed_line.map(SpeedupTarget::Line)
+            self.fixed_line.map(SpeedupTarget::Code)
         } else if let Some(s) = rt.cfg.subclass {
             Some(SpeedupTarget::Subclass(s))
         } else {
@@ -416,7 +421,7 @@ impl Profiler {
             let mut locs: Vec<(&u32, &u64)> = p.counts.iter().filter(|(_, &c)| c > 0).collect();
             locs.sort();
             for (&loc, &count) in locs {
-                let name = p.target(SpeedupTarget::Line(loc)).to_string();
+                let name = p.target(SpeedupTarget::Code(loc)).to_string();
                 text.push_str(&profile::samples(&name, count, pid));
             }
             for (sc, count) in [

@@ -6,11 +6,15 @@
 //!
 //! Programs that cannot be rebuilt get progress points from uprobes:
 //! `holdup causal run --progress` / `--latency` open a counting perf event
-//! per probe and hand its fd over; reading it gives the visits so far.
+//! per probe and hand its fd over; reading it gives the visits so far. A
+//! system call or tracepoint point is counted by a BPF program instead,
+//! whose per-CPU counts the runtime maps from the fd handed over.
 
 use crate::counter::{Counter, BEGIN, END, THROUGHPUT};
 use crate::domain::{Domain, NoPoint};
-use holdup_coz::probe_list::ProbePoint;
+use holdup_bpf::progress::MappedVisits;
+use holdup_coz::probe_list::{Count as ProbeCount, ProbePoint};
+use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
@@ -20,6 +24,9 @@ pub enum Count {
     Memory(&'static Counter),
     /// By the kernel: counting perf events on a uprobe, one per CPU.
     Probe(Vec<i32>),
+    /// By a BPF program on a system call or tracepoint, its per-CPU
+    /// counts mapped here (None: the map could not be, counted as 0).
+    Mapped(Option<MappedVisits>),
 }
 
 impl Count {
@@ -27,6 +34,19 @@ impl Count {
         match self {
             Count::Memory(c) => c.count.load(Ordering::Relaxed),
             Count::Probe(fds) => holdup_bpf::counter_total(fds.iter().copied()),
+            Count::Mapped(m) => m.as_ref().map_or(0, |m| m.total() as usize),
+        }
+    }
+
+    fn of(count: ProbeCount) -> Count {
+        match count {
+            ProbeCount::Perf(fds) => Count::Probe(fds),
+            ProbeCount::Mapped(fd) => {
+                // SAFETY: an fd `holdup causal run` handed over, open for
+                // the process's life; only borrowed to map it.
+                let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+                Count::Mapped(MappedVisits::map(fd).ok())
+            }
         }
     }
 }
@@ -155,14 +175,14 @@ pub fn add_probes(list: &[ProbePoint]) {
     let mut points = POINTS.lock().unwrap_or_else(|e| e.into_inner());
     for p in list {
         points.push(match p.clone() {
-            ProbePoint::Throughput { name, fds } => Point::Throughput {
+            ProbePoint::Throughput { name, count } => Point::Throughput {
                 name,
-                count: Count::Probe(fds),
+                count: Count::of(count),
             },
             ProbePoint::Latency { name, begin, end } => Point::Latency {
                 name,
-                begin: Count::Probe(begin),
-                end: Count::Probe(end),
+                begin: Count::of(begin),
+                end: Count::of(end),
             },
         });
     }

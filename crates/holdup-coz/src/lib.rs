@@ -1,14 +1,13 @@
 //! One definition of the names that the causal runtime and its readers
 //! share: the environment through which `holdup causal run` hands its
 //! settings to the runtime, and the records and keys of COZ's profile
-//! format, which the runtime writes and `holdup causal report` reads; the
-//! source lines of machine code, which the runtime turns samples into and
-//! `holdup causal run` finds progress points with.
+//! format, which the runtime writes and `holdup causal report` reads; where
+//! `holdup causal run` puts progress points (the source lines and
+//! functions of machine code are `holdup_symbolize`'s).
 
 pub mod experiment;
 pub mod frames;
 pub mod handoff;
-pub mod lines;
 pub mod names;
 pub mod points;
 pub mod probe;
@@ -28,6 +27,8 @@ pub mod env {
     /// processes send theirs over their socket).
     pub const OUTPUT_FD: &str = "HOLDUP_CAUSAL_OUTPUT_FD";
     pub const SCOPE: &str = "HOLDUP_CAUSAL_SCOPE";
+    /// `function`: whole functions are the targets, line tables or not.
+    pub const GRANULARITY: &str = "HOLDUP_CAUSAL_GRANULARITY";
     pub const LINE: &str = "HOLDUP_CAUSAL_LINE";
     pub const SPEEDUP: &str = "HOLDUP_CAUSAL_SPEEDUP";
     pub const SUBCLASS: &str = "HOLDUP_CAUSAL_SUBCLASS";
@@ -53,6 +54,7 @@ pub mod env {
         PERIOD_NS,
         OUTPUT_FD,
         SCOPE,
+        GRANULARITY,
         LINE,
         SPEEDUP,
         SUBCLASS,

@@ -84,10 +84,36 @@ pub fn readable(raw: &str) -> String {
         .unwrap_or_else(|| raw.to_string())
 }
 
+/// A symbol as a causal target names it: demangled without parameters
+/// (`rocksdb::LRUCacheShard::Lookup`), or as it is.
+pub fn without_params(raw: &str) -> String {
+    let mut forms = demangled_forms(raw);
+    match forms.len() {
+        0 => raw.to_string(),
+        1 => forms.swap_remove(0),
+        _ => forms.swap_remove(1),
+    }
+}
+
 /// Whether the symbol `raw` is what `wanted` names: the same symbol, or
 /// one of its demangled forms.
 pub fn answers_to(raw: &str, wanted: &str) -> bool {
-    raw == wanted || demangled_forms(raw).iter().any(|f| f == wanted)
+    raw == wanted || (may_answer(raw, wanted) && demangled_forms(raw).iter().any(|f| f == wanted))
+}
+
+/// Whether `raw` can answer to `wanted` at all: a mangled name holds the
+/// function's own name as it is (`Lookup` in `_ZN7rocksdb13LRUCacheShard6LookupE…`),
+/// which saves demangling every symbol of a large library to find one.
+/// Operators are mangled as codes: those always may.
+fn may_answer(raw: &str, wanted: &str) -> bool {
+    let head = wanted.split('(').next().unwrap_or(wanted);
+    let last = head.rsplit("::").next().unwrap_or(head);
+    let last = last
+        .split('<')
+        .next()
+        .unwrap_or(last)
+        .trim_start_matches('~');
+    last.is_empty() || last.starts_with("operator") || raw.contains(last)
 }
 
 /// How many close names a miss lists.
@@ -103,12 +129,7 @@ pub fn closest<'a>(wanted: &str, raws: impl Iterator<Item = &'a str>) -> Vec<Str
         .next()
         .unwrap_or(wanted)
         .to_ascii_lowercase();
-    let mut names: Vec<String> = raws
-        .map(|r| {
-            let forms = demangled_forms(r);
-            forms.get(1).cloned().unwrap_or_else(|| r.to_string())
-        })
-        .collect();
+    let mut names: Vec<String> = raws.map(without_params).collect();
     names.sort();
     names.dedup();
     let mut scored: Vec<(bool, usize, String)> = names
@@ -166,6 +187,10 @@ mod tests {
             assert!(answers_to(raw, raw));
         }
         assert!(answers_to(a, "ns::Cls::work(int)"));
+        // Constructors, destructors and operators answer too.
+        assert!(answers_to("_ZN2ns3ClsC1Ev", "ns::Cls::Cls"));
+        assert!(answers_to("_ZN2ns3ClsD2Ev", "ns::Cls::~Cls"));
+        assert!(answers_to("_ZN2ns3ClsclEv", "ns::Cls::operator()"));
         assert!(!answers_to(b, "ns::Cls::work(int)"));
         assert!(!answers_to(a, "ns::Cls::wor"));
         assert!(!answers_to(a, "Cls::work"));
@@ -173,6 +198,9 @@ mod tests {
         let t = "_ZN2ns5twiceIiEET_S1_";
         assert!(answers_to(t, "ns::twice<int>"));
         assert!(answers_to(t, "ns::twice"));
+        assert_eq!(without_params(a), "ns::Cls::work");
+        assert_eq!(without_params(t), "ns::twice<int>");
+        assert_eq!(without_params("main"), "main");
         // A C name is only itself.
         assert!(answers_to("main", "main"));
         assert!(demangled_forms("main").is_empty());

@@ -1,10 +1,12 @@
 //! Progress points without recompiling: where a uprobe goes for a
 //! `SYMBOL` or a `FILE:LINE` of a binary, as an offset in the file.
 
-use crate::lines::{self, Locations};
 use crate::names;
+use holdup_symbolize::functions::{line_address, of_file as functions, text_symbols, with_elf};
 use object::{Object, ObjectSegment, ObjectSymbol};
 use std::path::{Path, PathBuf};
+
+pub use holdup_symbolize::functions::function_at;
 
 /// A place in an ELF file where visits can be counted.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -24,13 +26,8 @@ pub struct Site {
 /// names: every overload, instantiation or monomorphization that answers
 /// to it is a site (one for a mangled symbol or a C function).
 pub fn resolve(default_binary: Option<&Path>, spec: &str) -> Result<Vec<Site>, String> {
-    let (binary, what) = match names::split_binary(spec, |h| is_elf(Path::new(h))) {
-        Some((head, rest)) => (PathBuf::from(head), rest),
-        None => match default_binary {
-            Some(b) => (b.to_path_buf(), spec),
-            None => return Err(format!("'{spec}': give the binary as BINARY:{spec}")),
-        },
-    };
+    let (binary, what) = binary_of(default_binary, spec)
+        .ok_or_else(|| format!("'{spec}': give the binary as BINARY:{spec}"))?;
     let line_svma = if names::is_file_line(what) {
         Some(line_address(&binary, what, 0)?)
     } else {
@@ -61,6 +58,34 @@ pub fn resolve(default_binary: Option<&Path>, spec: &str) -> Result<Vec<Site>, S
             })
             .collect()
     })
+}
+
+/// The binary a spec names (`BINARY:` when it is an ELF file), or the
+/// default one, and the rest of the spec.
+fn binary_of<'a>(default_binary: Option<&Path>, spec: &'a str) -> Option<(PathBuf, &'a str)> {
+    match names::split_binary(spec, |h| is_elf(Path::new(h))) {
+        Some((head, rest)) => Some((PathBuf::from(head), rest)),
+        None => default_binary.map(|b| (b.to_path_buf(), spec)),
+    }
+}
+
+/// The functions of the binary of `spec` (as [`resolve`] finds it) whose
+/// names are closest to the function it names; empty for a line.
+pub fn near_functions(default_binary: Option<&Path>, spec: &str) -> Vec<String> {
+    let Some((binary, what)) = binary_of(default_binary, spec) else {
+        return Vec::new();
+    };
+    if names::is_file_line(what) {
+        return Vec::new();
+    }
+    with_elf(&binary, |file, _| {
+        let functions = functions(file)?;
+        Ok(names::closest(
+            what,
+            functions.iter().map(|f| f.name.as_str()),
+        ))
+    })
+    .unwrap_or_default()
 }
 
 /// The symbols of the functions of `binary` that answer to `name` (see
@@ -158,117 +183,6 @@ fn is_elf(path: &Path) -> bool {
         && magic == *b"\x7fELF"
 }
 
-/// The bytes of a binary named by a user or by a process (`BINARY:` of a
-/// spec, a command found on PATH, a process's executable): its links
-/// resolved, as the kernel resolves a uprobe's path, then read as a traced
-/// process's file (never blocking on a FIFO, a file its owner can change
-/// copied, not mapped).
-fn read_binary(binary: &Path) -> Result<holdup_traced::Contents, String> {
-    binary
-        .canonicalize()
-        .and_then(|real| holdup_traced::read(&real))
-        .map_err(|e| format!("{}: {e}", binary.display()))
-}
-
-/// `f` of the parsed ELF file `binary`.
-fn with_elf<T>(
-    binary: &Path,
-    f: impl FnOnce(&object::File<'_>, &[u8]) -> Result<T, String>,
-) -> Result<T, String> {
-    let data = read_binary(binary)?;
-    let file = object::File::parse(&*data).map_err(|e| format!("{}: {e}", binary.display()))?;
-    f(&file, &data)
-}
-
-/// A function of a binary: its symbol and where its code is.
-struct Function {
-    name: String,
-    address: u64,
-    size: u64,
-}
-
-/// The functions `file` defines; for a stripped file (no `.symtab`), also
-/// those of its separate debug file, found by build-id (its addresses are
-/// the file's).
-fn functions(file: &object::File<'_>) -> Result<Vec<Function>, String> {
-    let of = |f: &object::File<'_>| -> Vec<Function> {
-        text_symbols(f)
-            .filter_map(|s| {
-                Some(Function {
-                    name: s.name().ok()?.to_string(),
-                    address: s.address(),
-                    size: s.size(),
-                })
-            })
-            .collect()
-    };
-    let mut all = of(file);
-    if file.section_by_name(".symtab").is_none() {
-        if let Some(debug) = lines::separate_debug_file(file) {
-            let data = read_binary(&debug)?;
-            let dfile =
-                object::File::parse(&*data).map_err(|e| format!("{}: {e}", debug.display()))?;
-            all.extend(of(&dfile));
-        }
-    }
-    Ok(all)
-}
-
-/// The functions a file defines, from both symbol tables.
-fn text_symbols<'a>(file: &'a object::File<'_>) -> impl Iterator<Item = object::Symbol<'a, 'a>> {
-    file.symbols()
-        .chain(file.dynamic_symbols())
-        .filter(|s| s.is_definition() && s.kind() == object::SymbolKind::Text)
-}
-
-/// The lowest address of line `spec` (`FILE:LINE`), or of the first line
-/// with code among the `below` lines after it.
-fn line_address(binary: &Path, spec: &str, below: u32) -> Result<u64, String> {
-    let mut locs = Locations::default();
-    let table = lines::from_elf(&read_binary(binary)?, &mut locs, &|_| true)
-        .map_err(|e| format!("{}: {e}", binary.display()))?;
-    let no_code = || {
-        format!(
-            "line {spec} has no code in {} (is it built with -g?)",
-            binary.display()
-        )
-    };
-    let (file, line) = spec.rsplit_once(':').ok_or_else(no_code)?;
-    let line: u32 = line.trim().parse().map_err(|_| no_code())?;
-    (line..=line.saturating_add(below))
-        .find_map(|l| {
-            locs.find(&format!("{file}:{l}"))
-                .and_then(|loc| table.first_address(loc))
-        })
-        .ok_or_else(no_code)
-}
-
-/// How many lines below a line without code `function_at` looks at.
-const NEXT_LINES: u32 = 19;
-
-/// The function whose code holds line `file_line` (`FILE:LINE`) of
-/// `binary`: its symbol, for tools that time whole functions.
-///
-/// The line of a function's name often has no code of its own (its entry
-/// is the line of the opening brace): as a debugger's breakpoint does, the
-/// first line with code at or after the given one counts.
-pub fn function_at(binary: &Path, file_line: &str) -> Result<String, String> {
-    let svma = line_address(binary, file_line, NEXT_LINES)?;
-    with_elf(binary, |file, _| {
-        functions(file)?
-            .into_iter()
-            .find(|f| f.address <= svma && svma < f.address.saturating_add(f.size))
-            .map(|f| f.name)
-            .ok_or_else(|| {
-                format!(
-                    "line {file_line} of {} is in no function of its symbol table (stripped?)",
-                    binary.display()
-                )
-            })
-    })
-}
-
-/// Where static address `svma` lies in the file.
 /// A loaded segment of an ELF file: where it is in the file and at which
 /// static address it starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -304,6 +218,7 @@ pub fn segments(elf: &[u8]) -> Result<Vec<Segment>, String> {
         .collect())
 }
 
+/// Where static address `svma` lies in the file.
 fn file_offset(file: &object::File<'_>, svma: u64) -> Option<u64> {
     file.segments().find_map(|seg| {
         let (off, len) = seg.file_range();

@@ -7,6 +7,7 @@
 //! | target | name | kind |
 //! | --- | --- | --- |
 //! | a source line | `FILE:LINE`, or `BINARY:FILE:LINE` when several binaries take part | `line` |
+//! | a function (where there is no line table, or `--granularity function`) | `BINARY:FUNCTION`, demangled without parameters | `function` |
 //! | a subclass of blocked samples | `subclass:io`, `subclass:sched` | `subclass` |
 //! | a whole process | `process:COMM` | `process` |
 //! | a kernel function | `kernel:FUNC` | `kernel` |
@@ -60,6 +61,12 @@ pub enum Target {
         file: String,
         line: u32,
     },
+    /// A whole function of a binary (its file name), named as people read
+    /// it (`rocksdb::LRUCacheShard::Lookup`, `compress_block`).
+    Function {
+        binary: String,
+        function: String,
+    },
     Subclass(Subclass),
     /// A whole process, by its comm: all its threads' on-CPU time (SCOZ).
     Process(String),
@@ -75,6 +82,8 @@ pub enum Target {
 #[non_exhaustive]
 pub enum Kind {
     Line,
+    /// A whole function (no line table, or `--granularity function`).
+    Function,
     Subclass,
     /// A whole process of a `--system`, `-a` or `-p` profile.
     Process,
@@ -86,6 +95,7 @@ impl Kind {
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::Line => "line",
+            Kind::Function => "function",
             Kind::Subclass => "subclass",
             Kind::Process => "process",
             Kind::Kernel => "kernel",
@@ -95,6 +105,7 @@ impl Kind {
     pub fn parse(s: &str) -> Option<Kind> {
         match s {
             "line" => Some(Kind::Line),
+            "function" => Some(Kind::Function),
             "subclass" => Some(Kind::Subclass),
             "process" => Some(Kind::Process),
             "kernel" => Some(Kind::Kernel),
@@ -124,7 +135,7 @@ impl fmt::Display for Kind {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum BadTarget {
-    #[error("'{0}' is no target: a line is FILE:LINE or BINARY:FILE:LINE, a subclass subclass:io or subclass:sched, a process process:COMM, a kernel function kernel:FUNC")]
+    #[error("'{0}' is no target: a line is FILE:LINE or BINARY:FILE:LINE, a function BINARY:FUNCTION, a subclass subclass:io or subclass:sched, a process process:COMM, a kernel function kernel:FUNC")]
     Name(String),
 }
 
@@ -152,6 +163,19 @@ impl Target {
                 return (!s.is_empty()).then(|| make(s.to_string())).ok_or_else(bad);
             }
         }
+        if !crate::names::is_file_line(name) {
+            // BINARY:FUNCTION: the first single colon ends the binary (a
+            // C++ or Rust name has `::` in it).
+            let (binary, function) =
+                crate::names::split_binary(name, |b| !b.contains('/')).ok_or_else(bad)?;
+            if function.is_empty() {
+                return Err(bad());
+            }
+            return Ok(Target::Function {
+                binary: binary.to_string(),
+                function: function.to_string(),
+            });
+        }
         let (head, line) = name.rsplit_once(':').ok_or_else(bad)?;
         let line: u32 = line.parse().map_err(|_| bad())?;
         // A binary is a file name: no `/`. A file's path has one, or is
@@ -169,6 +193,7 @@ impl Target {
     pub fn kind(&self) -> Kind {
         match self {
             Target::Line { .. } => Kind::Line,
+            Target::Function { .. } => Kind::Function,
             Target::Subclass(_) => Kind::Subclass,
             Target::Process(_) => Kind::Process,
             Target::Kernel(_) => Kind::Kernel,
@@ -197,6 +222,7 @@ impl fmt::Display for Target {
                 file,
                 line,
             } => write!(f, "{file}:{line}"),
+            Target::Function { binary, function } => write!(f, "{binary}:{function}"),
             Target::Subclass(s) => write!(f, "{SUBCLASS}{}", s.as_str()),
             Target::Process(p) => write!(f, "{PROCESS}{p}"),
             Target::Kernel(k) => write!(f, "{KERNEL}{k}"),
@@ -246,6 +272,22 @@ mod tests {
                 Kind::Subclass,
             ),
             (
+                "librocksdb.so.8.9:rocksdb::LRUCacheShard::Lookup",
+                Target::Function {
+                    binary: "librocksdb.so.8.9".into(),
+                    function: "rocksdb::LRUCacheShard::Lookup".into(),
+                },
+                Kind::Function,
+            ),
+            (
+                "prog:work",
+                Target::Function {
+                    binary: "prog".into(),
+                    function: "work".into(),
+                },
+                Kind::Function,
+            ),
+            (
                 "subclass:sched",
                 Target::Subclass(Subclass::Sched),
                 Kind::Subclass,
@@ -275,8 +317,8 @@ mod tests {
             "",
             "main",
             "a.c:",
-            "a.c:x",
             ":10",
+            "/bin/prog:work",
             "bin::10",
             "subclass:disk",
             "process:",

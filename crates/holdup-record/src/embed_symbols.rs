@@ -165,7 +165,7 @@ fn why(e: &holdup_symbolize::Error) -> String {
 pub fn find_debug_files_for_specs() {
     let fetched = SymbolCache::open().map(|c| c.subdir("debuginfod"));
     let files = std::sync::Mutex::new(DebugFiles::from_env(fetched));
-    holdup_coz::lines::set_debug_file_finder(Box::new(move |id| files.lock().ok()?.find(id)));
+    holdup_symbolize::lines::set_debug_file_finder(Box::new(move |id| files.lock().ok()?.find(id)));
 }
 
 pub fn symbolize<W: Write>(d: &mut Converter<W>) -> std::io::Result<SymbolStats> {

@@ -38,38 +38,61 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
+//!
+//! Without the default feature `symbolize`, only [`lines`] and
+//! [`functions`] are built: the source lines and functions of machine code,
+//! which the causal runtime (inside every profiled program) needs without
+//! blazesym, framehop or an HTTP client.
+
+#[cfg(feature = "symbolize")]
 pub mod callgraph;
+#[cfg(feature = "symbolize")]
 pub mod debuginfo;
+#[cfg(feature = "symbolize")]
 mod elf;
+pub mod functions;
+#[cfg(feature = "symbolize")]
 pub mod jit;
+#[cfg(feature = "symbolize")]
 pub mod jitdump;
+#[cfg(feature = "symbolize")]
 mod kallsyms;
+pub mod lines;
+#[cfg(feature = "symbolize")]
 mod maps;
+#[cfg(feature = "symbolize")]
 pub mod perfmap;
+#[cfg(feature = "symbolize")]
 pub mod python;
+#[cfg(feature = "symbolize")]
 mod symbolizer;
 /// Opening traced processes' files (its own crate, which the causal
 /// runtime's line tables use too).
 pub use holdup_traced as traced;
+#[cfg(feature = "symbolize")]
 mod unwind;
 
+#[cfg(feature = "symbolize")]
 pub use elf::read_build_id;
+#[cfg(feature = "symbolize")]
 pub use kallsyms::KernelSymbols;
+#[cfg(feature = "symbolize")]
 pub use maps::{parse_maps, AddressSpaces, Mapping};
+#[cfg(feature = "symbolize")]
 pub use symbolizer::{Frame, Symbolizer};
+#[cfg(feature = "symbolize")]
 pub use unwind::{UnwindStats, Unwinder, UserStack, MAX_FRAMES};
-
-use std::path::PathBuf;
 
 /// A scratch directory of this test process, emptied first.
 #[cfg(test)]
-pub(crate) fn scratch(name: &str) -> PathBuf {
+pub(crate) fn scratch(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("holdup-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
 
+#[cfg(feature = "symbolize")]
 /// Why a file could not be symbolized. The caller falls back to showing
 /// `dso+offset` for its frames.
 #[derive(Debug, thiserror::Error)]
@@ -78,24 +101,27 @@ pub enum Error {
     /// The file could not be opened or mapped.
     #[error("cannot read {path}: {source}")]
     Io {
-        path: PathBuf,
+        path: std::path::PathBuf,
         #[source]
         source: std::io::Error,
     },
     /// The file is not an ELF file we can read.
     #[error("{path} is not a readable ELF file: {reason}")]
-    BadElf { path: PathBuf, reason: String },
+    BadElf {
+        path: std::path::PathBuf,
+        reason: String,
+    },
     /// The file at the path is not the one that was mapped when recording.
     #[error("{path} changed since it was recorded (build-id {found}, expected {expected}); symbolize on the machine that recorded, or keep the old file")]
     BuildIdMismatch {
-        path: PathBuf,
+        path: std::path::PathBuf,
         expected: String,
         found: String,
     },
     /// blazesym failed on the file as a whole.
     #[error("symbolization of {path} failed: {source}")]
     Symbolize {
-        path: PathBuf,
+        path: std::path::PathBuf,
         #[source]
         source: blazesym::Error,
     },

@@ -21,6 +21,8 @@
 //! so is a line longer than [`MAX_LINE`] or not UTF-8 (counted): a profile
 //! may come from anywhere, and no line makes the reader hold more than that.
 
+mod interval;
+
 use holdup_coz::profile::{key, kind, parse_line};
 /// What kind of thing a target is (`kind` in `holdup.causal/1`).
 pub use holdup_coz::target::Kind as TargetKind;
@@ -277,6 +279,9 @@ pub struct CurvePoint {
     /// Smoothed over neighbouring speedups (what rankings and predictions use).
     pub fitted: f64,
     pub experiments: u64,
+    /// 95% confidence interval of `fitted` [low, high], from a bootstrap
+    /// over the experiments (None: too few experiments to tell).
+    pub interval: Option<[f64; 2]>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -299,24 +304,34 @@ pub struct TargetCurve {
     /// range of their program speedups minus the fitted value at their line
     /// speedup (in program-speedup units; None below four experiments).
     pub spread: Option<f64>,
+    /// The interval of the curve's point whose low end is highest: the
+    /// most the target surely buys (what the ranking uses).
+    pub best_interval: Option<[f64; 2]>,
+    /// Every point's interval holds 0: whatever its curve shows, it is
+    /// noise (COZ's curves of lines that do not matter wander).
+    pub no_measurable_effect: bool,
 }
 
 impl TargetCurve {
     /// The smoothed program speedup at line speedup `s` (0–1), interpolated.
     pub fn predict(&self, s: f64) -> Option<f64> {
-        let c = &self.curve;
-        let first = c.first()?;
-        if s <= first.speedup {
-            return Some(first.fitted);
-        }
-        for w in c.windows(2) {
-            if s <= w[1].speedup {
-                let t = (s - w[0].speedup) / (w[1].speedup - w[0].speedup);
-                return Some(w[0].fitted + t * (w[1].fitted - w[0].fitted));
-            }
-        }
-        c.last().map(|p| p.fitted)
+        interpolate(&self.curve, s)
     }
+}
+
+/// The fitted value of `curve` at line speedup `s`, interpolated.
+fn interpolate(c: &[CurvePoint], s: f64) -> Option<f64> {
+    let first = c.first()?;
+    if s <= first.speedup {
+        return Some(first.fitted);
+    }
+    for w in c.windows(2) {
+        if s <= w[1].speedup {
+            let t = (s - w[0].speedup) / (w[1].speedup - w[0].speedup);
+            return Some(w[0].fitted + t * (w[1].fitted - w[0].fitted));
+        }
+    }
+    c.last().map(|p| p.fitted)
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -329,6 +344,74 @@ pub struct CausalProfile {
     pub baseline_experiments: u64,
     pub experiments: usize,
     pub targets: Vec<TargetCurve>,
+}
+
+/// Per target and speedup (in %), the measurements of some experiments,
+/// and the baseline they share.
+struct Tallies<'a> {
+    baseline: Acc,
+    by_target: BTreeMap<&'a str, BTreeMap<u32, Acc>>,
+    latency: bool,
+}
+
+impl<'a> Tallies<'a> {
+    /// The measurements of progress point `primary` in `experiments`.
+    fn of(experiments: impl Iterator<Item = &'a Experiment>, primary: &str) -> Tallies<'a> {
+        let mut t = Tallies {
+            baseline: Acc::default(),
+            by_target: BTreeMap::new(),
+            latency: false,
+        };
+        for e in experiments {
+            let Some(m) = e.measures.iter().find(|m| m.name() == primary) else {
+                continue;
+            };
+            t.latency = matches!(m, Measure::Latency { .. });
+            let pct = (e.speedup * 100.0).round() as u32;
+            if pct == 0 {
+                t.baseline.add(e, m);
+            }
+            t.by_target
+                .entry(e.selected.as_str())
+                .or_default()
+                .entry(pct)
+                .or_default()
+                .add(e, m);
+        }
+        t
+    }
+
+    /// The curve of one target's measurements against baseline `base`.
+    fn curve(&self, accs: &BTreeMap<u32, Acc>, base: f64) -> Vec<CurvePoint> {
+        let mut curve: Vec<CurvePoint> = Vec::new();
+        for (&pct, acc) in accs {
+            let Some(v) = acc.value(self.latency) else {
+                continue;
+            };
+            let program_speedup = if pct == 0 { 0.0 } else { (base - v) / base };
+            curve.push(CurvePoint {
+                speedup: pct as f64 / 100.0,
+                program_speedup,
+                fitted: 0.0,
+                experiments: acc.n,
+                interval: None,
+            });
+        }
+        if !curve.iter().any(|p| p.speedup == 0.0) {
+            curve.insert(
+                0,
+                CurvePoint {
+                    speedup: 0.0,
+                    program_speedup: 0.0,
+                    fitted: 0.0,
+                    experiments: 0,
+                    interval: None,
+                },
+            );
+        }
+        fit(&mut curve);
+        curve
+    }
 }
 
 #[derive(Default, Clone, Copy)]
@@ -415,10 +498,8 @@ pub fn analyze(profile: &CozProfile) -> CausalProfile {
     };
     let Some(primary) = primary else { return out };
 
-    let mut baseline = Acc::default();
-    let mut latency = false;
-    // target → speedup (in %) → accumulated measurements
-    let mut by_target: BTreeMap<&str, BTreeMap<u32, Acc>> = BTreeMap::new();
+    let tallies = Tallies::of(profile.experiments.iter(), &primary);
+    let latency = tallies.latency;
     let mut kinds: HashMap<&str, TargetKind> = HashMap::new();
     // target → (speedup in %, the experiment's own measurement)
     let mut singles: BTreeMap<&str, Vec<(u32, Acc)>> = BTreeMap::new();
@@ -426,18 +507,8 @@ pub fn analyze(profile: &CozProfile) -> CausalProfile {
         let Some(m) = e.measures.iter().find(|m| m.name() == primary) else {
             continue;
         };
-        latency = matches!(m, Measure::Latency { .. });
         let pct = (e.speedup * 100.0).round() as u32;
         kinds.insert(e.selected.as_str(), e.kind);
-        if pct == 0 {
-            baseline.add(e, m);
-        }
-        by_target
-            .entry(e.selected.as_str())
-            .or_default()
-            .entry(pct)
-            .or_default()
-            .add(e, m);
         let mut one = Acc::default();
         one.add(e, m);
         singles
@@ -445,39 +516,15 @@ pub fn analyze(profile: &CozProfile) -> CausalProfile {
             .or_default()
             .push((pct, one));
     }
-    let Some(base) = baseline.value(latency) else {
+    let Some(base) = tallies.baseline.value(latency) else {
         return out;
     };
     out.baseline_ns = base;
-    out.baseline_experiments = baseline.n;
+    out.baseline_experiments = tallies.baseline.n;
 
-    let names: Vec<&str> = by_target.keys().copied().collect();
-    for (target, accs) in &by_target {
-        let mut curve: Vec<CurvePoint> = Vec::new();
-        for (&pct, acc) in accs {
-            let Some(v) = acc.value(latency) else {
-                continue;
-            };
-            let program_speedup = if pct == 0 { 0.0 } else { (base - v) / base };
-            curve.push(CurvePoint {
-                speedup: pct as f64 / 100.0,
-                program_speedup,
-                fitted: 0.0,
-                experiments: acc.n,
-            });
-        }
-        if !curve.iter().any(|p| p.speedup == 0.0) {
-            curve.insert(
-                0,
-                CurvePoint {
-                    speedup: 0.0,
-                    program_speedup: 0.0,
-                    fitted: 0.0,
-                    experiments: 0,
-                },
-            );
-        }
-        fit(&mut curve);
+    let names: Vec<&str> = tallies.by_target.keys().copied().collect();
+    for (target, accs) in &tallies.by_target {
+        let curve = tallies.curve(accs, base);
         let residuals: Vec<f64> = singles
             .get(target)
             .map(|v| v.as_slice())
@@ -511,11 +558,19 @@ pub fn analyze(profile: &CozProfile) -> CausalProfile {
             curve,
             enough_data: nonzero >= 3,
             spread: interquartile_range(residuals),
+            best_interval: None,
+            no_measurable_effect: false,
         });
     }
+    interval::add_intervals(&profile.experiments, &primary, &mut out.targets);
+    // Targets with an effect first, by what they surely buy (the low end
+    // of their best interval), not by their noisiest point.
+    let surely = |t: &TargetCurve| t.best_interval.map_or(f64::NEG_INFINITY, |[low, _]| low);
     out.targets.sort_by(|a, b| {
         b.enough_data
             .cmp(&a.enough_data)
+            .then(a.no_measurable_effect.cmp(&b.no_measurable_effect))
+            .then(surely(b).total_cmp(&surely(a)))
             .then(b.max_program_speedup.total_cmp(&a.max_program_speedup))
             .then(b.samples.cmp(&a.samples))
     });

@@ -25,6 +25,19 @@ pub fn name(nr: u32) -> String {
     }
 }
 
+/// The x86-64 number of the system call `name`.
+pub fn number(name: &str) -> Option<u32> {
+    names::NAMES
+        .iter()
+        .find(|&&(_, n)| n == name)
+        .map(|&(nr, _)| nr)
+}
+
+/// Every x86-64 system call name.
+pub fn all_names() -> impl Iterator<Item = &'static str> {
+    names::NAMES.iter().map(|&(_, n)| n)
+}
+
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum Error {
     #[error(

@@ -11,6 +11,7 @@ use holdup_coz::target::{Subclass, Target};
 use holdup_record::causal::{self, Mode};
 use holdup_record::launch::{self, ExitStatus};
 use holdup_record::recording;
+use holdup_symbolize::lines::Granularity;
 use std::fs::File;
 use std::io::{BufReader, Seek as _};
 use std::path::{Path, PathBuf};
@@ -45,16 +46,36 @@ impl From<SubclassArg> for Subclass {
     }
 }
 
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GranularityArg {
+    Line,
+    Function,
+}
+
+impl From<GranularityArg> for Granularity {
+    fn from(g: GranularityArg) -> Self {
+        match g {
+            GranularityArg::Line => Self::Line,
+            GranularityArg::Function => Self::Function,
+        }
+    }
+}
+
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
     /// Profile to write (COZ's format).
     #[arg(short, long, default_value = "profile.coz")]
     pub output: PathBuf,
-    /// Source files (or objects) whose lines may be targets, as a glob
-    /// (`*`, `**`, `?`) on their path or its last components. Default: every
-    /// line of the main executable.
+    /// Source files (or objects) whose lines or functions may be targets,
+    /// as a glob (`*`, `**`, `?`) on their path or its last components.
+    /// Default: the main executable and the libraries it loaded that are not
+    /// the system's runtime (libc, libstdc++, the loader, libm…).
     #[arg(long, value_name = "GLOB")]
     pub scope: Option<String>,
+    /// What a code target is: a source line (where a line table exists;
+    /// elsewhere its function, `BINARY:FUNCTION`) or always a whole function.
+    #[arg(long, value_enum, default_value_t = GranularityArg::Line)]
+    pub granularity: GranularityArg,
     /// Use program completion as the progress point: run the command
     /// repeatedly, one experiment per run.
     #[arg(long)]
@@ -62,7 +83,8 @@ pub struct RunArgs {
     /// Runs with --end-to-end.
     #[arg(long, default_value_t = 10, requires = "end_to_end", value_parser = clap::value_parser!(u32).range(1..))]
     pub runs: u32,
-    /// Only experiment on this line (FILE:LINE, FILE may be a path suffix).
+    /// Only experiment on this line (FILE:LINE, FILE may be a path suffix)
+    /// or function (BINARY:FUNCTION).
     #[arg(long, value_name = "FILE:LINE", conflicts_with = "subclass")]
     pub line: Option<String>,
     /// Only use this speedup, in percent.
@@ -91,8 +113,10 @@ pub struct RunArgs {
     pub verbose: bool,
     /// A progress point without recompiling: count the visits of a function
     /// or a source line (`[BINARY:]SYMBOL` or `[BINARY:]FILE:LINE`; the
-    /// command's executable by default) with a uprobe. Repeatable.
-    #[arg(long, value_name = "SYMBOL|FILE:LINE")]
+    /// command's executable by default) with a uprobe (a trap a visit), or
+    /// the program's system calls (`syscall:NAME`) or a tracepoint's hits
+    /// (`tracepoint:CAT:NAME`), counted in BPF without a trap. Repeatable.
+    #[arg(long, value_name = "SYMBOL|FILE:LINE|syscall:NAME")]
     pub progress: Vec<String>,
     /// A latency progress point without recompiling: a transaction begins
     /// at one place and ends at the other (each as for --progress).
@@ -178,6 +202,7 @@ fn config(a: &RunArgs) -> anyhow::Result<causal::Config> {
         command: a.command.clone(),
         mode,
         scope: a.scope.clone(),
+        granularity: a.granularity.into(),
         line: a.line.clone(),
         subclass: a.subclass.map(Subclass::from),
         process: a.process.clone(),

@@ -14,11 +14,13 @@ use super::handlers::Handlers;
 use super::probes::{self, Probe};
 use super::tally::{self, Tally};
 use super::targets::{Hit, Resolver};
+use super::visits::Watch;
 use super::{create_output, start_recorder, Config, Outcome};
 use crate::launch;
 use crate::recording::{alive, Flow, Recording, Until};
 use anyhow::{bail, Context};
 use holdup_bpf::cores::{CoreDelays, Cores};
+use holdup_bpf::progress::Counted;
 use holdup_bpf::records::{RawRecord, RawSample, SF_BLOCKED_TAIL};
 use holdup_bpf::Recorder;
 use holdup_coz::experiment::{self, Rng, Window, COOL_OFF_NS};
@@ -75,7 +77,7 @@ struct Run {
 
 impl Run {
     fn new(cfg: &Config, cores: Cores, cpus: Vec<usize>, out: File) -> Run {
-        let mut resolver = Resolver::new(cfg.scope.clone(), true);
+        let mut resolver = Resolver::new(cfg.scope.clone(), cfg.granularity, true);
         let io = resolver.names.id(Target::Subclass(Subclass::Io));
         let sched = resolver.names.id(Target::Subclass(Subclass::Sched));
         let rng = Rng::from_seed(holdup_bpf::monotonic_ns() ^ std::process::id() as u64);
@@ -300,7 +302,16 @@ pub fn run(cfg: &Config, pids: &[u32], duration: Option<Duration>) -> anyhow::Re
         (None, Some(pid)) => std::fs::read_link(format!("/proc/{pid}/exe")).ok(),
         (None, None) => None,
     };
-    let probes = probes::open(cfg, program.as_deref())?;
+    let counted = if pids.is_empty() {
+        Counted::All
+    } else {
+        Counted::Tracked
+    };
+    let probes = probes::open(cfg, program.as_deref(), counted)?;
+    for &pid in pids {
+        probes::track(&probes, pid)?;
+    }
+    let mut watch = Watch::new(&probes, program.clone());
     if probes.is_empty() {
         bail!("-a and -p need a progress point counted without recompiling: --progress SYMBOL|FILE:LINE or --latency BEGIN,END");
     }
@@ -335,12 +346,15 @@ pub fn run(cfg: &Config, pids: &[u32], duration: Option<Duration>) -> anyhow::Re
     let mut recording = Recording::launch(&cfg.command, until)?;
     if let Some(pid) = recording.pid() {
         rec.track(pid)?;
+        probes::track(&probes, pid)?;
     }
     recording.start()?;
+    watch.started(recording.pid().or(pids.first().copied()), recording.pid());
     let t0 = holdup_bpf::monotonic_ns();
     let stop = recording.run(Duration::from_nanos(TICK_NS), &[], || {
         run.drain(&mut rec);
         run.step(holdup_bpf::monotonic_ns(), &probes)?;
+        watch.check(&probes)?;
         handlers.wake_owing();
         Ok(Flow::Continue)
     })?;
@@ -364,7 +378,7 @@ pub fn run(cfg: &Config, pids: &[u32], duration: Option<Duration>) -> anyhow::Re
     say_without_lines(&run.resolver, program.as_deref());
     drop(rec);
     if let (Some(spec), None) = (&run.fixed, run.fixed_id) {
-        bail!("no sample of the profiled processes was in {spec} (a line is FILE:LINE or BINARY:FILE:LINE, a kernel function kernel:NAME, a process process:COMM)");
+        bail!("no sample of the profiled processes was in {spec} (a line is FILE:LINE or BINARY:FILE:LINE, a function BINARY:FUNCTION, a kernel function kernel:NAME, a process process:COMM)");
     }
     // Stopped by the duration: the command runs on, untraced, to its end.
     let status = stop.status().or_else(|| recording.wait_untraced());
@@ -391,12 +405,12 @@ fn say_delays(run: &Run, spun: u64) {
     );
 }
 
-/// The profiled program without a line table. Other programs (with -a,
+/// The profiled program with neither lines nor symbols. Other programs (with -a,
 /// every one on the system) are not the user's to rebuild.
 fn say_without_lines(resolver: &Resolver, program: Option<&Path>) {
     let wanted = |p: &String| program.is_some_and(|w| w == Path::new(p.as_str()));
     for path in resolver.without_lines.iter().filter(|p| wanted(p)) {
-        eprintln!("holdup causal: {path} has no line table in scope; build it with -g");
+        eprintln!("holdup causal: {path} has no line table and no symbol table: none of its code can be a target");
     }
 }
 

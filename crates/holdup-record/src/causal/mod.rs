@@ -29,6 +29,7 @@ mod probes;
 mod system;
 mod tally;
 mod targets;
+mod visits;
 
 pub use attach::parse_pids;
 
@@ -69,6 +70,8 @@ pub struct Config {
     pub mode: Mode,
     /// Source files or objects whose lines may be targets (a glob).
     pub scope: Option<String>,
+    /// Source lines where there are line tables, or whole functions.
+    pub granularity: holdup_symbolize::lines::Granularity,
     /// The one target, if any: a line (`FILE:LINE`, or any target's name
     /// or its end with [`Mode::Attach`]), a subclass, or a process by name.
     pub line: Option<String>,

@@ -5,14 +5,17 @@
 
 use super::probes::{self, Probe};
 use super::system::Forwarder;
+use super::visits::Watch;
 use super::{create_output, inheritable, preload, start_recorder, Config, Mode, Outcome};
 use super::{Traced, RING_BYTES};
 use crate::launch::{self, ExitStatus};
 use crate::recording::{Flow, Recording, Until};
 use anyhow::{bail, Context};
+use holdup_bpf::progress::Counted;
 use holdup_bpf::Recorder;
 use holdup_coz::env as e;
 use holdup_coz::target::Target;
+use holdup_symbolize::lines::Granularity;
 use std::fs::File;
 use std::os::fd::{AsFd, AsRawFd};
 
@@ -20,7 +23,8 @@ use std::os::fd::{AsFd, AsRawFd};
 /// uprobe counters they name (kept open until the run ends).
 struct Handed {
     env: Vec<(&'static str, String)>,
-    _probes: Vec<Probe>,
+    probes: Vec<Probe>,
+    watch: Watch,
 }
 
 fn settings(cfg: &Config, lib: &str) -> anyhow::Result<Handed> {
@@ -37,9 +41,15 @@ fn settings(cfg: &Config, lib: &str) -> anyhow::Result<Handed> {
     if let Some(s) = &cfg.scope {
         env.push((e::SCOPE, s.clone()));
     }
+    if cfg.granularity == Granularity::Function {
+        env.push((e::GRANULARITY, "function".into()));
+    }
     if let Some(l) = &cfg.line {
-        if !matches!(Target::parse(l), Ok(Target::Line { .. })) {
-            bail!("--line takes FILE:LINE, like work.c:42");
+        if !matches!(
+            Target::parse(l),
+            Ok(Target::Line { .. } | Target::Function { .. })
+        ) {
+            bail!("--line takes FILE:LINE (like work.c:42) or BINARY:FUNCTION (like app:compress)");
         }
         env.push((e::LINE, l.clone()));
     }
@@ -70,15 +80,16 @@ fn settings(cfg: &Config, lib: &str) -> anyhow::Result<Handed> {
         env.push((e::VERBOSE, "1".into()));
     }
     let program = cfg.command.first().and_then(|c| launch::resolve_program(c));
-    let probes = probes::open(cfg, program.as_deref())?;
+    let probes = probes::open(cfg, program.as_deref(), Counted::Tracked)?;
     if !probes.is_empty() {
         env.push((e::PROBES, probes::list(&probes)));
     }
-    Ok(Handed {
-        env,
-        _probes: probes,
-    })
+    let watch = Watch::new(&probes, program);
+    Ok(Handed { env, probes, watch })
 }
+
+/// How often a thread-level run looks at its progress points.
+const WATCH_TICK: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Ctrl-C reaches the command (same process group); we wait for it. Set
 /// after the command is forked, which would inherit ignored signals.
@@ -91,7 +102,7 @@ fn leave_signals_to_the_command() {
 
 pub fn run(cfg: &Config) -> anyhow::Result<Outcome> {
     let lib = preload::runtime_library()?;
-    let handed = settings(cfg, &lib)?;
+    let mut handed = settings(cfg, &lib)?;
     let output = create_output(&cfg.output, cfg.append)?;
     let system = cfg.mode == Mode::System;
     let rec = start_recorder(Traced::Pids(Vec::new()), cfg.period_ns, system, false)?;
@@ -99,7 +110,7 @@ pub fn run(cfg: &Config) -> anyhow::Result<Outcome> {
         std::env::set_var(k, v);
     }
     if system {
-        return system_run(cfg, &rec, output);
+        return system_run(cfg, &rec, output, &mut handed);
     }
     // The runtime reads the ring and writes the profile from inside the
     // command: give it fds that survive exec (libbpf's and ours are
@@ -116,7 +127,7 @@ pub fn run(cfg: &Config) -> anyhow::Result<Outcome> {
         } => runs,
         _ => 1,
     };
-    let status = thread_runs(&rec, &cfg.command, runs)?;
+    let status = thread_runs(&rec, &cfg.command, runs, &mut handed)?;
     drop((ring, profile));
     drop(rec);
     Ok(Outcome {
@@ -127,14 +138,30 @@ pub fn run(cfg: &Config) -> anyhow::Result<Outcome> {
 
 /// The recording loop of thread-level runs: the command `runs` times,
 /// until one fails.
-fn thread_runs(rec: &Recorder, command: &[String], runs: u32) -> anyhow::Result<ExitStatus> {
+fn thread_runs(
+    rec: &Recorder,
+    command: &[String],
+    runs: u32,
+    handed: &mut Handed,
+) -> anyhow::Result<ExitStatus> {
     let mut last = ExitStatus::Code(0);
     for _ in 0..runs {
         let mut child = launch::spawn_held(command)?;
         leave_signals_to_the_command();
-        rec.track(child.pid as u32)?;
+        let pid = child.pid as u32;
+        rec.track(pid)?;
+        probes::track(&handed.probes, pid)?;
         child.release()?;
-        last = child.wait(true).unwrap_or(ExitStatus::Code(0));
+        handed.watch.started(Some(pid), Some(pid));
+        last = loop {
+            if let Some(status) = child.wait_for(WATCH_TICK) {
+                break status;
+            }
+            if let Err(e) = handed.watch.check(&handed.probes) {
+                child.wait(true);
+                return Err(e);
+            }
+        };
         if last != ExitStatus::Code(0) {
             break;
         }
@@ -145,12 +172,17 @@ fn thread_runs(rec: &Recorder, command: &[String], runs: u32) -> anyhow::Result<
 /// `--system`: the runtimes get their samples from here and send their
 /// profile records back; the command ends the run (processes it left
 /// behind are not waited for).
-fn system_run(cfg: &Config, rec: &Recorder, output: File) -> anyhow::Result<Outcome> {
+fn system_run(
+    cfg: &Config,
+    rec: &Recorder,
+    output: File,
+    points: &mut Handed,
+) -> anyhow::Result<Outcome> {
     let (mut fwd, handed) = Forwarder::new(rec.ring_fd(), RING_BYTES as u64, output)?;
     for (k, v) in &handed.env {
         std::env::set_var(k, v);
     }
-    let status = system_loop(rec, &cfg.command, &mut fwd, handed)?;
+    let status = system_loop(rec, &cfg.command, &mut fwd, handed, points)?;
     let (output, s) = fwd.finish();
     // Samples queued for a process that ended reached nobody either.
     let lost = s.dropped + s.withheld;
@@ -185,14 +217,17 @@ fn system_loop(
     command: &[String],
     fwd: &mut Forwarder,
     handed: super::system::Handed,
+    points: &mut Handed,
 ) -> anyhow::Result<Option<ExitStatus>> {
     let mut recording = Recording::launch(command, Until::default())?;
     // Only the program holds them now.
     drop(handed);
     if let Some(pid) = recording.pid() {
         rec.track(pid)?;
+        probes::track(&points.probes, pid)?;
     }
     recording.start()?;
+    points.watch.started(recording.pid(), recording.pid());
     // A copy of the channel, for the loop to wait on while it pumps.
     let channel = fwd
         .channel()
@@ -202,6 +237,7 @@ fn system_loop(
     let wake = [rec.ring_fd(), channel.as_fd()];
     let stop = recording.run(tick, &wake, || {
         fwd.pump();
+        points.watch.check(&points.probes)?;
         Ok(Flow::Continue)
     })?;
     Ok(stop.status())

@@ -1,16 +1,17 @@
 //! What an on-CPU sample of `holdup causal run -a/-p` is in, by target
 //! name: the kernel function it hit (`kernel:FUNC`), the source lines of
-//! its user stack in scope (`BINARY:FILE:LINE`), and its process
-//! (`process:COMM`). Names are interned: a sample's targets are small ids.
+//! its user stack in scope (`BINARY:FILE:LINE`, or `BINARY:FUNCTION` where
+//! a binary has no line table), and its process (`process:COMM`). Names are interned: a sample's targets are small ids.
 //!
 //! SCOZ §3.4: line tables are built on demand, once per binary, shared by
 //! every process that runs it; the kernel has one table (kallsyms here).
 
 use holdup_bpf::records::{RawSample, SF_KSTACK_LEAF_IS_IP, SF_USER_REGS};
-use holdup_coz::lines::{self, LineTable, Locations};
+use holdup_coz::names;
 use holdup_coz::probe::Segment;
-use holdup_coz::scope::scope_match;
+use holdup_coz::scope::{object_in_scope, scope_match};
 use holdup_coz::target::Target;
+use holdup_symbolize::lines::{self, Granularity, LineTable, Locations, Place};
 use holdup_symbolize::{AddressSpaces, KernelSymbols, Unwinder};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -146,6 +147,7 @@ struct Process {
 pub struct Resolver {
     pub names: Names,
     scope: Option<String>,
+    granularity: Granularity,
     kernel: Option<KernelSymbols>,
     kernel_frames: HashMap<u64, KernelFrame>,
     spaces: AddressSpaces,
@@ -155,13 +157,14 @@ pub struct Resolver {
     objects: HashMap<String, Option<Object>>,
     locs: Locations,
     frames: Vec<u64>,
-    /// Binaries in scope that have no line table, to say so once.
+    /// Binaries in scope that have neither a line table nor a symbol
+    /// table, to say so once.
     pub without_lines: Vec<String>,
 }
 
 impl Resolver {
     /// `kernel`: whether kernel functions are targets (kallsyms readable).
-    pub fn new(scope: Option<String>, kernel: bool) -> Resolver {
+    pub fn new(scope: Option<String>, granularity: Granularity, kernel: bool) -> Resolver {
         let kernel = kernel
             .then(|| KernelSymbols::load().ok())
             .flatten()
@@ -169,6 +172,7 @@ impl Resolver {
         Resolver {
             names: Names::default(),
             scope,
+            granularity,
             kernel,
             kernel_frames: HashMap::new(),
             spaces: AddressSpaces::new(),
@@ -291,6 +295,7 @@ impl Resolver {
             let exe = self.procs.get(&pid).map_or("", |p| p.exe.as_str());
             let obj = load_object(
                 self.scope.as_deref(),
+                self.granularity,
                 &mut self.locs,
                 &mut self.without_lines,
                 m.candidates(pid),
@@ -306,37 +311,47 @@ impl Resolver {
         let locs = &self.locs;
         let binary = &obj.binary;
         Some(*obj.ids.entry(loc).or_insert_with(|| {
-            let (file, line) = locs.file_line(loc);
-            names.id(Target::line(Some(binary), file, line))
+            names.id(match locs.place(loc) {
+                Place::Line { file, line } => Target::line(Some(binary), file, line),
+                Place::Function { binary, symbol } => Target::Function {
+                    binary: binary.to_string(),
+                    function: names::without_params(symbol),
+                },
+            })
         }))
     }
 }
 
-/// The line table of a mapped file (at `path` in its process, read from
-/// the first of `candidates` that opens), when it is in scope: the main
-/// executable of a process by default, else what `--scope` names. A main
-/// executable without one is listed in `without_lines`.
+/// The table of lines (or functions) of a mapped file (at `path` in its
+/// process, read from the first of `candidates` that opens), when it is in
+/// scope (see [`object_in_scope`]). A main executable with neither lines
+/// nor symbols is listed in `without_lines`.
 fn load_object(
     scope: Option<&str>,
+    granularity: Granularity,
     locs: &mut Locations,
     without_lines: &mut Vec<String>,
     candidates: Vec<PathBuf>,
     path: &str,
     is_main: bool,
 ) -> Option<Object> {
-    let object_matches = scope.is_some_and(|g| scope_match(g, path));
-    if !is_main && !object_matches {
+    if !object_in_scope(scope, path, is_main) {
         return None;
     }
+    let object_matches = scope.is_some_and(|g| scope_match(g, path));
     let keep = |file: &str| match scope {
         None => true,
         Some(g) => object_matches || scope_match(g, file),
     };
+    let binary = path.rsplit('/').next().unwrap_or(path);
     // A traced process's file, read as root: never blocking, never
     // through a link its owner planted (see holdup_traced).
     let data = candidates.iter().find_map(|c| holdup_traced::read(c).ok());
-    let table = match data.as_deref().map(|d| lines::from_elf(d, locs, &keep)) {
-        Some(Ok(t)) if !t.is_empty() => t,
+    let table = data
+        .as_deref()
+        .map(|d| lines::targets_from_elf(d, binary, locs, &keep, granularity));
+    let table = match table {
+        Some(Ok((t, _))) if !t.is_empty() => t,
         _ => {
             if is_main {
                 without_lines.push(path.to_string());
@@ -348,7 +363,7 @@ fn load_object(
     Some(Object {
         table,
         segments,
-        binary: path.rsplit('/').next().unwrap_or(path).to_string(),
+        binary: binary.to_string(),
         ids: HashMap::new(),
     })
 }
@@ -401,7 +416,8 @@ mod tests {
     }
 
     /// A sample of this process at a known function: its line (in this
-    /// file, named with this binary) and this process by its comm.
+    /// file, named with this binary) or its function, and this process by
+    /// its comm.
     #[test]
     fn an_on_cpu_sample_resolves_to_its_line_and_its_process() {
         let ip = std::hint::black_box(somewhere as fn(u64) -> u64) as *const () as u64;
@@ -425,29 +441,39 @@ mod tests {
         let Ok(RawRecord::Sample(sample)) = raw::parse(&bytes) else {
             panic!("not a sample");
         };
-        let mut resolver = Resolver::new(None, false);
-        let mut hit = Hit::default();
-        resolver.resolve(&sample, holdup_bpf::monotonic_ns(), &mut hit);
-        assert!(hit.kernel.is_empty());
-        let comm = std::fs::read_to_string("/proc/self/comm").unwrap();
-        let process = hit.process.map(|id| resolver.names.target(id).clone());
-        assert_eq!(process, Some(Target::Process(comm.trim_end().to_string())));
         let exe = std::env::current_exe().unwrap();
         let binary = exe.file_name().unwrap().to_str().unwrap();
-        let &[first] = hit.lines.as_slice() else {
-            panic!("lines {:?}", hit.lines);
-        };
-        match resolver.names.target(first) {
-            Target::Line {
-                binary: Some(b),
-                file,
-                ..
-            } => assert!(
-                b == binary && file.ends_with("causal/targets.rs"),
-                "{b} {file}"
-            ),
-            other => panic!("{other}"),
+        let comm = std::fs::read_to_string("/proc/self/comm").unwrap();
+        for granularity in [Granularity::Line, Granularity::Function] {
+            let mut resolver = Resolver::new(None, granularity, false);
+            let mut hit = Hit::default();
+            resolver.resolve(&sample, holdup_bpf::monotonic_ns(), &mut hit);
+            assert!(hit.kernel.is_empty());
+            let process = hit.process.map(|id| resolver.names.target(id).clone());
+            assert_eq!(process, Some(Target::Process(comm.trim_end().to_string())));
+            let &[first] = hit.lines.as_slice() else {
+                panic!("lines {:?}", hit.lines);
+            };
+            match resolver.names.target(first) {
+                Target::Line {
+                    binary: Some(b),
+                    file,
+                    ..
+                } if granularity == Granularity::Line => assert!(
+                    b == binary && file.ends_with("causal/targets.rs"),
+                    "{b} {file}"
+                ),
+                // Demangled, without the hash of a Rust symbol.
+                Target::Function {
+                    binary: b,
+                    function,
+                } => assert!(
+                    b == binary && function.ends_with("causal::targets::tests::somewhere"),
+                    "{b} {function}"
+                ),
+                other => panic!("{other}"),
+            }
+            assert!(hit.contains(first) && !hit.contains(first + 100));
         }
-        assert!(hit.contains(first) && !hit.contains(first + 100));
     }
 }

@@ -41,6 +41,13 @@ fn pct(v: f64) -> String {
     format!("{:+.0}%", v * 100.0)
 }
 
+/// A 95% interval as `+28…+35%`.
+fn interval(i: Option<[f64; 2]>) -> String {
+    i.map_or("-".to_string(), |[low, high]| {
+        format!("{:+.0}…{:+.0}%", low * 100.0, high * 100.0)
+    })
+}
+
 /// Targets ranked by the best predicted program speedup, each with its
 /// curve at 25% steps and a sparkline of 10% steps.
 pub fn write_text(p: &CausalProfile, mut w: impl Write) -> io::Result<()> {
@@ -96,8 +103,8 @@ pub fn write_text(p: &CausalProfile, mut w: impl Write) -> io::Result<()> {
         .fold(0.0, f64::max);
     writeln!(
         w,
-        "{:>3}  {:<width$}  {:>8} {:>5} {:>6}  {:>6}   {:>5} {:>5} {:>5} {:>5}   curve 0→100%",
-        "#", "target", "samples", "exp", "spread", "best", "25%", "50%", "75%", "100%"
+        "{:>3}  {:<width$}  {:>8} {:>5} {:>6}  {:>6} {:>11}   {:>5} {:>5} {:>5} {:>5}   curve 0→100%",
+        "#", "target", "samples", "exp", "spread", "best", "sure", "25%", "50%", "75%", "100%"
     )?;
     for (i, t) in p.targets.iter().enumerate() {
         let spread = t
@@ -116,16 +123,31 @@ pub fn write_text(p: &CausalProfile, mut w: impl Write) -> io::Result<()> {
             )?;
             continue;
         }
+        if t.no_measurable_effect {
+            // Its curve is noise: no number that reads as a prediction.
+            writeln!(
+                w,
+                "{:>3}  {:<width$}  {:>8} {:>5} {:>6}  no measurable effect (every point's 95% interval holds 0; best {})",
+                i + 1,
+                t.target,
+                t.samples,
+                t.experiments,
+                spread,
+                interval(t.best_interval)
+            )?;
+            continue;
+        }
         let at = |s: f64| t.predict(s).map_or("-".to_string(), pct);
         writeln!(
             w,
-            "{:>3}  {:<width$}  {:>8} {:>5} {:>6}  {:>6}   {:>5} {:>5} {:>5} {:>5}   {}",
+            "{:>3}  {:<width$}  {:>8} {:>5} {:>6}  {:>6} {:>11}   {:>5} {:>5} {:>5} {:>5}   {}",
             i + 1,
             t.target,
             t.samples,
             t.experiments,
             spread,
             pct(t.max_program_speedup),
+            interval(t.best_interval),
             at(0.25),
             at(0.5),
             at(0.75),
@@ -135,7 +157,8 @@ pub fn write_text(p: &CausalProfile, mut w: impl Write) -> io::Result<()> {
     }
     writeln!(w)?;
     writeln!(w, "Program speedup predicted if the target were made faster by 25–100%; samples are weighted sample points;")?;
-    writeln!(w, "exp: experiments on the target; spread: half the interquartile range of single experiments around the curve.")?;
+    writeln!(w, "exp: experiments on the target; spread: half the interquartile range of single experiments around the curve;")?;
+    writeln!(w, "sure: the 95% interval (bootstrap over experiments) of the point whose low end is highest, which ranks the targets.")?;
     Ok(())
 }
 

@@ -1,4 +1,6 @@
-//! Source lines of machine code, from DWARF line tables (versions 2–5).
+//! Source lines of machine code, from DWARF line tables (versions 2–5), or
+//! its functions, from the symbol tables, where there is no line table or
+//! whole functions are wanted (the causal profiler's targets).
 //!
 //! COZ 0.2.2 reads line tables with libelfin, which stops at DWARF 5 — the
 //! default of gcc ≥ 11. gimli reads every version, so the same code path
@@ -13,16 +15,51 @@ use object::{Object, ObjectSection};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-/// Interned `file:line` locations shared by all tables.
+/// Interned locations shared by all tables: `file:line` source lines, and
+/// whole functions of a binary.
 #[derive(Default, Debug)]
 pub struct Locations {
+    /// `path:line` of a line, the symbol of a function.
     names: Vec<String>,
     by_name: HashMap<String, u32>,
+    /// Source paths and binaries' file names.
     files: Vec<String>,
     file_ids: HashMap<String, u32>,
-    /// (file id, line) of each location.
-    keys: Vec<(u32, u32)>,
+    keys: Vec<Key>,
     by_key: HashMap<(u32, u32), u32>,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Key {
+    /// (file id, line)
+    Line(u32, u32),
+    /// The binary's file id; the symbol is the location's name.
+    Function(u32),
+}
+
+/// What a location is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Place<'a> {
+    Line {
+        file: &'a str,
+        line: u32,
+    },
+    /// A function of `binary` (a file name), by its symbol as the symbol
+    /// table has it (mangled, for C++ and Rust).
+    Function {
+        binary: &'a str,
+        symbol: &'a str,
+    },
+}
+
+/// Which locations a table has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Granularity {
+    /// Source lines where there is a line table, else functions.
+    #[default]
+    Line,
+    /// Functions, line table or not.
+    Function,
 }
 
 impl Locations {
@@ -44,20 +81,48 @@ impl Locations {
         let name = format!("{}:{}", self.files[file as usize], line);
         self.by_name.insert(name.clone(), id);
         self.names.push(name);
-        self.keys.push((file, line));
+        self.keys.push(Key::Line(file, line));
         self.by_key.insert((file, line), id);
         id
     }
 
-    /// `path:line` of a location.
+    /// A new location for function `symbol` of `binary` (its file name):
+    /// a binary's table interns each function once.
+    fn intern_function(&mut self, binary: u32, symbol: &str) -> u32 {
+        let id = self.names.len() as u32;
+        self.names.push(symbol.to_string());
+        self.keys.push(Key::Function(binary));
+        id
+    }
+
+    /// `path:line` of a line, the symbol of a function.
     pub fn name(&self, loc: u32) -> &str {
         &self.names[loc as usize]
     }
 
-    /// The path and the line of a location.
-    pub fn file_line(&self, loc: u32) -> (&str, u32) {
-        let (file, line) = self.keys[loc as usize];
-        (&self.files[file as usize], line)
+    /// The line or function a location is.
+    pub fn place(&self, loc: u32) -> Place<'_> {
+        match self.keys[loc as usize] {
+            Key::Line(file, line) => Place::Line {
+                file: &self.files[file as usize],
+                line,
+            },
+            Key::Function(binary) => Place::Function {
+                binary: &self.files[binary as usize],
+                symbol: &self.names[loc as usize],
+            },
+        }
+    }
+
+    /// The function locations of `binary` whose symbol `matches`.
+    pub fn functions<'a>(
+        &'a self,
+        binary: &'a str,
+        matches: impl Fn(&str) -> bool + 'a,
+    ) -> impl Iterator<Item = u32> + 'a {
+        (0..self.keys.len() as u32).filter(move |&loc| {
+            matches!(self.place(loc), Place::Function { binary: b, symbol } if b == binary && matches(symbol))
+        })
     }
 
     pub fn len(&self) -> usize {
@@ -79,7 +144,10 @@ impl Locations {
         let (file, line) = spec.rsplit_once(':')?;
         let line: u32 = line.trim().parse().ok()?;
         let file = file.trim();
-        self.keys.iter().enumerate().find_map(|(id, &(f, l))| {
+        self.keys.iter().enumerate().find_map(|(id, &key)| {
+            let Key::Line(f, l) = key else {
+                return None;
+            };
             let path = &self.files[f as usize];
             let matches = path == file
                 || (path.ends_with(file) && path[..path.len() - file.len()].ends_with('/'));
@@ -145,6 +213,60 @@ pub type FileFilter<'a> = &'a dyn Fn(&str) -> bool;
 pub fn load(path: &Path, locs: &mut Locations, keep: FileFilter<'_>) -> Result<LineTable, Error> {
     let data = holdup_traced::read(path)?;
     from_elf(&data, locs, keep)
+}
+
+/// The table of targets of the ELF file `data` (file name `binary`): its
+/// source lines (those `keep` wants) at [`Granularity::Line`] when it has a
+/// line table, else its functions; and which of the two it is. A file with
+/// neither gives an empty table.
+pub fn targets_from_elf(
+    data: &[u8],
+    binary: &str,
+    locs: &mut Locations,
+    keep: FileFilter<'_>,
+    granularity: Granularity,
+) -> Result<(LineTable, Granularity), Error> {
+    let file = object::File::parse(data).map_err(|e| Error::Elf(e.to_string()))?;
+    if granularity == Granularity::Line {
+        if file.section_by_name(".debug_line").is_some() {
+            return Ok((from_object(&file, locs, keep)?, Granularity::Line));
+        }
+        if let Some(debug) = separate_debug_file(&file) {
+            let data = holdup_traced::read(&debug)?;
+            let dfile = object::File::parse(&*data).map_err(|e| Error::Elf(e.to_string()))?;
+            if dfile.section_by_name(".debug_line").is_some() {
+                return Ok((from_object(&dfile, locs, keep)?, Granularity::Line));
+            }
+        }
+    }
+    Ok((functions_of(&file, binary, locs)?, Granularity::Function))
+}
+
+/// A table of the functions of `file`: each function's code (from its
+/// symbol's address and size) is one location. Aliases share the first
+/// name; a symbol without a size is left out (it says not where it ends).
+fn functions_of(
+    file: &object::File<'_>,
+    binary: &str,
+    locs: &mut Locations,
+) -> Result<LineTable, Error> {
+    let mut functions = crate::functions::of_file(file).map_err(Error::Elf)?;
+    functions.retain(|f| f.size > 0);
+    functions.sort_by(|a, b| (a.address, &a.name).cmp(&(b.address, &b.name)));
+    let bin = locs.file_id(binary);
+    let mut ranges: Vec<Range> = Vec::with_capacity(functions.len());
+    for f in functions {
+        let (start, end) = (f.address, f.address.saturating_add(f.size));
+        let start = match ranges.last() {
+            Some(last) if start < last.end => last.end,
+            _ => start,
+        };
+        if start < end {
+            let loc = locs.intern_function(bin, &f.name);
+            ranges.push(Range { start, end, loc });
+        }
+    }
+    Ok(LineTable { ranges })
 }
 
 /// [`load`] of an ELF file already read.
@@ -352,10 +474,20 @@ mod tests {
     /// open for reading until someone writes to it.
     #[test]
     fn a_fifo_at_a_binarys_path_is_refused_at_once() {
-        let (dir, fifo) = crate::test_fifo::fifo("lines-fifo");
-        let e = crate::test_fifo::error_at_once(move || {
-            load(&fifo, &mut Locations::default(), &|_| true).map_err(|e| e.to_string())
+        let dir = crate::scratch("lines-fifo");
+        let fifo = dir.join("server");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let path = fifo.clone();
+        std::thread::spawn(move || {
+            let _ = tx
+                .send(load(&path, &mut Locations::default(), &|_| true).map_err(|e| e.to_string()));
         });
+        let e = rx
+            .recv_timeout(std::time::Duration::from_secs(2))
+            .expect("blocked on the FIFO")
+            .unwrap_err();
         assert!(e.contains("a FIFO"), "{e}");
         // And a link planted there is not followed.
         let link = dir.join("link");
@@ -368,6 +500,54 @@ mod tests {
             .unwrap()
             .is_empty());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[inline(never)]
+    fn a_function_of_this_test(x: u64) -> u64 {
+        x.wrapping_mul(3) ^ 0x55
+    }
+
+    /// This test binary as functions: the address of a function of it is
+    /// in that function's location, named by its symbol; as lines, in a
+    /// source line (of this file, or of what the compiler inlined there).
+    #[test]
+    fn a_binarys_functions_or_lines_by_granularity() {
+        let exe = std::env::current_exe().unwrap();
+        let data = holdup_traced::read(&exe).unwrap();
+        // The static address of the function: the runtime address less the
+        // load bias of this (position-independent) executable.
+        let file = object::File::parse(&*data).unwrap();
+        let ours = crate::functions::of_file(&file)
+            .unwrap()
+            .into_iter()
+            .find(|f| f.name.contains("a_function_of_this_test"))
+            .unwrap();
+        let bias = a_function_of_this_test as *const () as u64 - ours.address;
+        assert_eq!(a_function_of_this_test(std::hint::black_box(2)), 0x53);
+        let svma = a_function_of_this_test as *const () as u64 - bias;
+        let mut locs = Locations::default();
+        let (table, g) =
+            targets_from_elf(&data, "tests", &mut locs, &|_| true, Granularity::Function).unwrap();
+        assert_eq!(g, Granularity::Function);
+        let loc = table.lookup(svma + 1).unwrap();
+        assert_eq!(
+            locs.place(loc),
+            Place::Function {
+                binary: "tests",
+                symbol: &ours.name
+            }
+        );
+        // One past its end is another function's, or none.
+        assert_ne!(table.lookup(svma + ours.size), Some(loc));
+        let (table, g) =
+            targets_from_elf(&data, "tests", &mut locs, &|_| true, Granularity::Line).unwrap();
+        assert_eq!(g, Granularity::Line);
+        let loc = table.lookup(svma).unwrap();
+        assert!(
+            matches!(locs.place(loc), Place::Line { file, .. } if file.ends_with(".rs")),
+            "{:?}",
+            locs.place(loc)
+        );
     }
 
     #[test]
@@ -409,6 +589,28 @@ mod tests {
         assert_eq!(l.find("ork.c:42"), None);
         assert_eq!(l.find("/src/app/work.c:42"), Some(id));
         assert_eq!(l.name(id), "/src/app/work.c:42");
-        assert_eq!(l.file_line(id), ("/src/app/work.c", 42));
+        assert_eq!(
+            l.place(id),
+            Place::Line {
+                file: "/src/app/work.c",
+                line: 42
+            }
+        );
+        // A function is no line, whatever its name.
+        let bin = l.file_id("app");
+        let f = l.intern_function(bin, "work.c:42");
+        assert_eq!(l.find("work.c:42"), Some(id));
+        assert_eq!(
+            l.place(f),
+            Place::Function {
+                binary: "app",
+                symbol: "work.c:42"
+            }
+        );
+        assert_eq!(
+            l.functions("app", |s| s.starts_with("work"))
+                .collect::<Vec<_>>(),
+            [f]
+        );
     }
 }

@@ -1,0 +1,113 @@
+//! Causal profiles of programs as distributions ship them: no line table,
+//! so the targets are functions (`BINARY:FUNCTION`), checked against the
+//! speedup measured by rebuilding the program with the function's work
+//! halved.
+
+mod support;
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+use support::*;
+
+/// `round_ns` of one run of `bin` (ROUNDS, spin iterations per ms given).
+fn round_ns(bin: &Path, rounds: &str, per_ms: &str) -> f64 {
+    let out = Command::new(bin)
+        .arg(rounds)
+        .env("CAUSAL_ITERS_PER_MS", per_ms)
+        .bounded_output();
+    assert!(out.status.success(), "{}", bin.display());
+    printed_value(&String::from_utf8_lossy(&out.stdout), "round_ns")
+}
+
+/// The measured program speedup of halving hot(): medians of interleaved
+/// runs of the program as it is and rebuilt with hot() halved.
+fn measured_speedup(base: &Path, half: &Path, per_ms: &str) -> f64 {
+    let (mut b, mut h): (Vec<f64>, Vec<f64>) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        b.push(round_ns(base, "300", per_ms));
+        h.push(round_ns(half, "300", per_ms));
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    1.0 - median(&mut h) / median(&mut b)
+}
+
+/// The fitted program speedup of `t` at the curve's point closest to 50%.
+fn at_half(t: &Value) -> f64 {
+    let curve = t["curve"].as_array().unwrap();
+    let p = curve
+        .iter()
+        .min_by(|a, b| {
+            let d = |p: &Value| (p["speedup"].as_f64().unwrap() - 0.5).abs();
+            d(a).total_cmp(&d(b))
+        })
+        .unwrap();
+    p["fitted"].as_f64().unwrap()
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn a_function_of_a_binary_without_lines_is_the_target_and_predicts_halving_it() {
+    let _serial = serial();
+    let dir = scratch("causal_nodebug");
+    // -g0 after the harness's -g: no DWARF at all, symbols kept.
+    let base = workload_with("causal_nodebug", &["-g0"]);
+    let half = workload_with("causal_nodebug", &["-g0", "-DHALF_HOT"]);
+    let elf = std::fs::read(&base).unwrap();
+    assert!(
+        !elf.windows(11).any(|w| w == b".debug_line"),
+        "built with a line table"
+    );
+    let calibrated = Command::new(&base).arg("0").bounded_output();
+    let per_ms = String::from_utf8_lossy(&calibrated.stdout)
+        .trim()
+        .to_string();
+    std::env::set_var("CAUSAL_ITERS_PER_MS", &per_ms);
+
+    let coz = dir.join("profile.coz");
+    let coz = coz.to_str().unwrap();
+    let run = holdup()
+        .args(["causal", "run", "-o", coz, "--"])
+        .arg(&base)
+        .arg("2000")
+        .bounded_output();
+    let notes = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{notes}");
+    assert!(!notes.contains("build it with -g"), "{notes}");
+    let report = json(&["causal", "report", "--json", "-i", coz]);
+    let targets = report["targets"].as_array().unwrap();
+    let code: Vec<&Value> = targets.iter().filter(|t| t["kind"] != "subclass").collect();
+    let name = |t: &Value| t["target"].as_str().unwrap().to_string();
+    let binary = base.file_name().unwrap().to_str().unwrap();
+    assert!(
+        code.iter().all(|t| t["kind"] == "function"),
+        "{:?}",
+        code.iter().map(|t| name(t)).collect::<Vec<_>>()
+    );
+    assert_eq!(name(code[0]), format!("{binary}:hot"), "{report}");
+    assert!(code.iter().any(|t| name(t) == format!("{binary}:cool")));
+
+    let predicted = at_half(code[0]);
+    let mut tries = Vec::new();
+    for _ in 0..2 {
+        let measured = measured_speedup(&base, &half, &per_ms);
+        eprintln!(
+            "hot() halved: predicted {:.1}%, measured {:.1}%",
+            predicted * 100.0,
+            measured * 100.0
+        );
+        tries.push(measured);
+        if (predicted - measured).abs() <= 0.10 {
+            return;
+        }
+    }
+    assert_near(
+        &format!("hot() halved, predicted vs measured (tries {tries:?})"),
+        predicted,
+        tries[1],
+        0.10,
+    );
+}
