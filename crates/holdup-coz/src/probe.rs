@@ -2,8 +2,8 @@
 //! `SYMBOL` or a `FILE:LINE` of a binary, as an offset in the file.
 
 use crate::names;
-use holdup_symbolize::functions::{line_address, of_file as functions, text_symbols, with_elf};
-use object::{Object, ObjectSegment, ObjectSymbol};
+use holdup_symbolize::functions::{line_address, of_file as functions, with_elf};
+use object::{Object, ObjectSegment};
 use std::path::{Path, PathBuf};
 
 pub use holdup_symbolize::functions::function_at;
