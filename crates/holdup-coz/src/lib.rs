@@ -10,6 +10,7 @@ pub mod frames;
 pub mod handoff;
 pub mod lines;
 pub mod names;
+#[cfg(feature = "samples")]
 pub mod points;
 pub mod probe;
 pub mod probe_list;

@@ -381,6 +381,30 @@ pub mod waits {
         r
     }
 
+    /// Threads a (10) and b (11) hand a lock back and forth, 5 ms each,
+    /// ten times; c (12) waits 50 ms woken by interrupt 99, which no device
+    /// explains.
+    pub fn lock_pair_and_stray_irq() -> TraceBuilder {
+        let mut r = TraceBuilder::new(100.0);
+        r.comm(100, 10, "a");
+        r.comm(100, 11, "b");
+        r.comm(100, 12, "c");
+        for k in 0..10 {
+            let c = 10.0 * k as f64;
+            r.seg(10, c, c + 5.0, c + 5.0, Class::Lock, Waker::Thread(11));
+            r.seg(
+                11,
+                c + 5.0,
+                c + 10.0,
+                c + 10.0,
+                Class::Lock,
+                Waker::Thread(10),
+            );
+        }
+        r.seg(12, 0.0, 50.0, 50.0, Class::Other, Waker::Irq(99));
+        r
+    }
+
     /// A server (90) runs 95 ms of its 100, runnable 3 ms more, and waits
     /// 2 ms for its client (91); the client waits for the server most of
     /// its life.
