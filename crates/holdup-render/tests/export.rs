@@ -15,19 +15,12 @@ use golden::{assert_golden, dir as golden_dir};
 use holdup_analysis::folded::{self, FoldOptions};
 use holdup_analysis::profile::Filter;
 use holdup_render::export::{self, firefox, perfetto, pprof, speedscope};
+use holdup_testkit::scratch;
 use holdup_trace::features;
 use holdup_trace::synth::small::*;
 use holdup_trace::synth::MS;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-
-/// A scratch directory for one test, emptied first.
-fn setup(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("holdup-{test}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 /// `holdup export -f FORMAT -i small.data -o OUT` in `dir`, through the
 /// library: the file written.
@@ -63,7 +56,7 @@ fn export(dir: &Path, format: &str, out: &str) -> PathBuf {
 
 #[test]
 fn pprof_holds_every_subclass_with_labels_and_inlined_lines() {
-    let dir = setup("export_pprof");
+    let dir = scratch("export_pprof");
     let p = decode(&export(&dir, "pprof", "prof.pb.gz"));
     let names: Vec<&str> = p.types.iter().map(|(t, _)| t.as_str()).collect();
     assert_eq!(
@@ -139,7 +132,7 @@ fn pprof_holds_every_subclass_with_labels_and_inlined_lines() {
 
 #[test]
 fn pprof_locations_reference_the_mapping_of_their_file() {
-    let dir = setup("export_pprof_mappings");
+    let dir = scratch("export_pprof_mappings");
     let p = decode(&export(&dir, "pprof", "prof.pb.gz"));
     let by_file = |file: &str| {
         let (id, m) = p
@@ -190,7 +183,7 @@ fn pprof_locations_reference_the_mapping_of_their_file() {
 
 #[test]
 fn go_tool_pprof_reads_the_profile() {
-    let dir = setup("export_go_pprof");
+    let dir = scratch("export_go_pprof");
     let prof = export(&dir, "pprof", "prof.pb.gz");
     let pprof = |args: &[&str]| {
         let o = std::process::Command::new(go())
@@ -238,7 +231,7 @@ fn go_tool_pprof_reads_the_profile() {
 
 #[test]
 fn speedscope_has_one_sampled_profile_per_thread_in_ms() {
-    let dir = setup("export_speedscope");
+    let dir = scratch("export_speedscope");
     let path = export(&dir, "speedscope", "p.json");
     let doc: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
@@ -300,7 +293,7 @@ fn speedscope_has_one_sampled_profile_per_thread_in_ms() {
 
 #[test]
 fn firefox_profile_has_a_track_per_thread_blocked_samples_and_wait_markers() {
-    let dir = setup("export_firefox");
+    let dir = scratch("export_firefox");
     let path = export(&dir, "firefox", "p.json");
     let doc: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
@@ -358,7 +351,7 @@ fn firefox_profile_has_a_track_per_thread_blocked_samples_and_wait_markers() {
 
 #[test]
 fn perfetto_trace_has_thread_states_wakeup_flows_and_samples_with_stacks() {
-    let dir = setup("export_perfetto");
+    let dir = scratch("export_perfetto");
     let (threads, processes, events) = decode_perfetto(&export(&dir, "perfetto", "t.pftrace"));
     assert_eq!(
         threads,
@@ -447,7 +440,7 @@ fn perfetto_trace_has_thread_states_wakeup_flows_and_samples_with_stacks() {
 
 #[test]
 fn perfetto_scheduler_events_give_thread_states_and_cpu_switches() {
-    let dir = setup("perfetto_sched");
+    let dir = scratch("perfetto_sched");
     let events = decode_ftrace(&export(&dir, "perfetto", "t.pftrace"));
     let states = replay_thread_states(&events);
     let st = |ms: f64, s: &str, waker: Option<u64>| (ms, s.to_string(), waker);
@@ -502,7 +495,7 @@ fn perfetto_scheduler_events_give_thread_states_and_cpu_switches() {
 /// the listing of the decoder above); `HOLDUP_BLESS=1` rewrites them.
 #[test]
 fn exports_match_the_golden_files() {
-    let dir = setup("export_golden");
+    let dir = scratch("export_golden");
     let golden = golden_dir("export");
     let pprof = decode(&export(&dir, "pprof", "prof.pb.gz")).listing();
     let speedscope = std::fs::read_to_string(export(&dir, "speedscope", "p.json")).unwrap();

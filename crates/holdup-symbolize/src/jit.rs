@@ -798,7 +798,7 @@ mod tests {
 
     #[test]
     fn a_growing_rewritten_and_vanished_perf_map() {
-        let dir = crate::scratch("jit-perfmap");
+        let dir = holdup_testkit::scratch("jit-perfmap");
         let path = dir.join("perf-1.map");
         let source = Source::new(Kind::PerfMap, path.to_str().unwrap().into());
         let (mut p, owner) = own_process(vec![source]);
@@ -847,7 +847,7 @@ mod tests {
     #[test]
     fn links_fifos_strangers_and_stale_maps_are_refused() {
         use std::os::unix::fs::PermissionsExt;
-        let dir = crate::scratch("jit-refused");
+        let dir = holdup_testkit::scratch("jit-refused");
         let real = dir.join("real.map");
         std::fs::write(&real, "1000 100 planted\n").unwrap();
         let link = dir.join("perf-1.map");
@@ -888,7 +888,7 @@ mod tests {
 
     #[test]
     fn a_jitdump_read_in_pieces_with_lines_and_moves() {
-        let dir = crate::scratch("jit-jitdump");
+        let dir = holdup_testkit::scratch("jit-jitdump");
         let path = dir.join("jit-1.dump");
         let mut w = Writer::new(1, false);
         w.lines(0x5000, &[(0x5000, 10, "hot.py"), (0x5008, 11, "hot.py")]);

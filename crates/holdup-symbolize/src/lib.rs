@@ -60,15 +60,6 @@ pub use unwind::{UnwindStats, Unwinder, UserStack, MAX_FRAMES};
 
 use std::path::PathBuf;
 
-/// A scratch directory of this test process, emptied first.
-#[cfg(test)]
-pub(crate) fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("holdup-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 /// Why a file could not be symbolized. The caller falls back to showing
 /// `dso+offset` for its frames.
 #[derive(Debug, thiserror::Error)]

@@ -140,14 +140,6 @@ pub fn repo_root() -> PathBuf {
         .unwrap()
 }
 
-/// A scratch directory for one test, emptied first.
-pub fn scratch(test: &str) -> PathBuf {
-    let dir = repo_root().join("target/e2e").join(test);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 /// Compile `workloads/<name>.c` (frame pointers, debug info, pthreads) and
 /// return the binary. `extra` flags are appended (e.g. `-gdwarf-4`).
 pub fn workload_with(name: &str, extra: &[&str]) -> PathBuf {
@@ -285,11 +277,8 @@ pub fn assert_near(what: &str, actual: f64, expected: f64, tol: f64) {
     );
 }
 
-// The renderers' golden-file comparison, shared with their own tests.
-#[path = "../../../holdup-render/tests/golden/mod.rs"]
-mod render_golden;
-#[allow(unused_imports)] // not every test binary compares golden files
-pub use render_golden::assert_golden;
+#[allow(unused_imports)] // not every test binary uses both
+pub use holdup_testkit::{assert_golden, scratch};
 
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
