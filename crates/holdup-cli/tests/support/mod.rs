@@ -253,6 +253,17 @@ pub fn critical_path(data: &str, filter: &[&str]) -> serde_json::Value {
     cp
 }
 
+/// `holdup flame -i DATA --critical-path` of a trace, threads chosen by
+/// `filter` (`--comm waiter`), written to `dir/cp.svg`: the SVG.
+pub fn critical_flame(dir: &Path, data: &str, filter: &[&str]) -> String {
+    let svg = dir.join("cp.svg");
+    let mut args = vec!["flame", "-i", data, "--critical-path"];
+    args.extend_from_slice(filter);
+    args.extend_from_slice(&["-o", svg.to_str().unwrap()]);
+    run_ok(&args);
+    std::fs::read_to_string(&svg).unwrap()
+}
+
 /// The threads of a `report --json`.
 pub fn threads(r: &serde_json::Value) -> &Vec<serde_json::Value> {
     r["threads"].as_array().expect("threads")
