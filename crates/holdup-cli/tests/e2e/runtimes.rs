@@ -5,12 +5,10 @@
 //! (`workloads/runtimes/`) know their answer by construction. Needs root
 //! and BPF.
 
-mod support;
-
+use crate::support::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use support::*;
 
 fn n(v: &Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))

@@ -5,12 +5,10 @@
 //! names the program's function and line from it; a later recording, with
 //! no server, finds it there.
 
-mod support;
-
+use crate::support::*;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use support::*;
 
 /// A debuginfod serving the files under a directory, on a free port.
 struct Debuginfod {

@@ -2,11 +2,9 @@
 //! traces: the critical path of the small trace, and a trace recorded
 //! without wait segments, which cannot be followed and says so.
 
-mod support;
-
+use crate::support::small_trace::*;
+use crate::support::*;
 use holdup_trace::Class;
-use support::small_trace::*;
-use support::*;
 
 #[test]
 fn the_critical_path_of_the_small_trace_keeps_every_point() {

@@ -4,11 +4,11 @@
 //! every format (root). The formats themselves on the small trace, and the
 //! decoders used here, are holdup-render's tests.
 
-mod support;
-
-#[path = "../../holdup-render/tests/decode/mod.rs"]
+#[path = "../../../holdup-render/tests/decode/mod.rs"]
 mod decode;
 
+use crate::support::small_trace::*;
+use crate::support::*;
 use decode::firefox::*;
 use decode::perfetto::*;
 use decode::pprof::*;
@@ -16,8 +16,6 @@ use decode::protobuf::*;
 use holdup_trace::Class;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use support::small_trace::*;
-use support::*;
 
 fn export(dir: &Path, format: &str, out: &str) -> PathBuf {
     let o = holdup()

@@ -2,13 +2,11 @@
 //! the real kernel (needs root and BPF), and on hand-made trace files (no
 //! root): empty, tiny, segment-less, unknown devices, output formats.
 
-mod support;
-
+use crate::support::*;
 use holdup_trace::{features, Class, Finish, Header, Record, Segment, Waker, Writer};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use support::*;
 
 const ROOT: &str = "needs root and BPF";
 

@@ -2,11 +2,9 @@
 //! I/O calls, the report's while-held activity of a waiter's mutex row
 //! against the program's measure, on the real kernel. Needs root and BPF.
 
-mod support;
-
+use crate::support::*;
 use serde_json::Value;
 use std::path::Path;
-use support::*;
 
 fn n(v: &Value) -> f64 {
     v.as_f64().unwrap()
