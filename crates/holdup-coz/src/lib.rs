@@ -9,6 +9,7 @@ pub mod experiment;
 pub mod frames;
 pub mod handoff;
 pub mod names;
+#[cfg(feature = "samples")]
 pub mod points;
 pub mod probe;
 pub mod probe_list;
@@ -81,9 +82,7 @@ pub(crate) mod test_fifo {
 
     /// A fresh directory for test `name` with a FIFO named `server` in it.
     pub fn fifo(name: &str) -> (PathBuf, PathBuf) {
-        let dir = std::env::temp_dir().join(format!("holdup-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = holdup_testkit::scratch(name);
         let fifo = dir.join("server");
         let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);

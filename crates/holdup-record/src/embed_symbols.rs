@@ -278,8 +278,7 @@ mod tests {
     /// with the binary it came from.
     #[test]
     fn a_stripped_copy_has_its_own_cache_key() {
-        let dir = std::env::temp_dir().join(format!("holdup-cachekey-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = holdup_testkit::scratch("embed-cachekey");
         let full = dir.join("full");
         let stripped = dir.join("stripped");
         std::fs::write(&full, vec![1u8; 4096]).unwrap();

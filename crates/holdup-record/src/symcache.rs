@@ -198,11 +198,9 @@ mod tests {
         }
     }
 
+    /// A scratch directory only its owner can enter, as the cache's is.
     fn scratch(name: &str) -> PathBuf {
-        let dir =
-            std::env::temp_dir().join(format!("holdup-symcache-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = holdup_testkit::scratch(&format!("symcache-{name}"));
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
         dir
     }

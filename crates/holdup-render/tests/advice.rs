@@ -108,3 +108,31 @@ fn the_dot_label_is_the_whole_headline() {
     let label = format!("label=\"knot 1: {}\";", k.headline);
     assert!(dot.contains(&label), "{label} not in\n{dot}");
 }
+
+/// The holder advice for the facts the holder analysis finds on its
+/// constructed traces (holdup-analysis's holder tests): I/O inside the lock,
+/// a runnable holder, an allocating one.
+#[test]
+fn holder_advice_names_what_to_change_inside_the_lock() {
+    use holdup_analysis::holder::{HolderDoing, InsideTheLock};
+    let say = |waiting_pct, inside_pct, doing| {
+        advice::holder(&InsideTheLock {
+            waiting_pct,
+            inside_pct,
+            doing,
+        })
+    };
+    assert_eq!(
+        say(50.0, 60.0, HolderDoing::Io("fdatasync".into())),
+        "50% waiting for mutexes held by other threads; inside the critical section the holder spends 60% in fdatasync [I]: move the I/O out of the lock"
+    );
+    assert_eq!(
+        say(100.0, 70.0, HolderDoing::Runnable),
+        "100% waiting for mutexes held by other threads; inside the critical section the holder is runnable but not running 70% of the time: give the holder a core (fewer runnable threads, or a higher priority for it)"
+    );
+    let a = say(100.0, 90.0, HolderDoing::Allocating("malloc".into()));
+    assert!(
+        a.contains("spends 90% allocating in malloc [.]: allocate before taking the lock"),
+        "{a}"
+    );
+}

@@ -41,6 +41,57 @@ mod syscalls {
     }
 }
 
+/// `holdup waitgraph` as text and DOT.
+mod waitgraph {
+    use super::golden::{assert_golden, dir};
+    use holdup_analysis::waitgraph::{analyze, InMemory, Options};
+    use holdup_render::waitgraph::{render, to_dot, DotOptions, TextOptions};
+    use holdup_trace::{features, synth::waits};
+
+    /// The lock pair's knot and the stray interrupt's sink, as `holdup
+    /// waitgraph -i small.data` (and `--dot`) shows them.
+    #[test]
+    fn text_and_dot_match_the_golden_files() {
+        let r = waits::lock_pair_and_stray_irq();
+        let records = r.records();
+        let mut src = InMemory {
+            header: r.header(),
+            features: features::SEGMENTS,
+            records: &records,
+        };
+        let g = analyze(&mut src, &Options::default()).unwrap();
+        // Each of a and b waits for the other 10 × 5 ms.
+        let pair = &g.knots[0];
+        let labels: Vec<&str> = pair
+            .nodes
+            .iter()
+            .map(|&n| g.nodes[n].label.as_str())
+            .collect();
+        assert_eq!(labels, ["a:10", "b:11"]);
+        assert_eq!(pair.edges.len(), 2);
+        for &e in &pair.edges {
+            let e = &g.edges[e];
+            assert_eq!((e.wait_ns, e.count), (50_000_000, 10), "{e:?}");
+        }
+        let mut text = Vec::new();
+        let o = TextOptions {
+            source: "small.data".into(),
+            ..Default::default()
+        };
+        render(&mut text, &g, &o).unwrap();
+        let dot = to_dot(
+            &g,
+            &DotOptions {
+                title: "holdup waitgraph small.data".into(),
+                ..Default::default()
+            },
+        );
+        let d = dir("waitgraph");
+        assert_golden(&d, "small.txt", &String::from_utf8(text).unwrap());
+        assert_golden(&d, "small.dot", &dot);
+    }
+}
+
 /// `holdup report` (text, callers view, sections by name, JSON), `script`
 /// and `flame` on the small trace.
 mod report {

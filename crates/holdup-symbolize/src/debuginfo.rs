@@ -341,7 +341,7 @@ mod tests {
 
     #[test]
     fn a_failing_server_is_said_once_and_asked_no_more() {
-        let dir = crate::scratch("debuginfo-failing");
+        let dir = holdup_testkit::scratch("debuginfo-failing");
         // Nothing listens on a port just closed: refused at once.
         let closed = {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -358,7 +358,7 @@ mod tests {
 
     #[test]
     fn a_missing_file_is_no_failure_and_a_wrong_one_is_not_kept() {
-        let dir = crate::scratch("debuginfo-answers");
+        let dir = holdup_testkit::scratch("debuginfo-answers");
         let missing = serve_once("404 Not Found", b"not here".to_vec());
         let mut files = DebugFiles::in_dirs(vec![]).with_servers(&missing, dir.join("cache"));
         assert_eq!(files.find(&[1, 2, 3, 4]), None);
@@ -376,7 +376,7 @@ mod tests {
 
     #[test]
     fn the_right_file_is_fetched_once_and_then_found_here() {
-        let dir = crate::scratch("debuginfo-fetched");
+        let dir = holdup_testkit::scratch("debuginfo-fetched");
         // This test binary is an ELF file with a build-id: serve it.
         let me = std::env::current_exe().unwrap();
         let id = crate::elf::read_build_id(&me).expect("a build-id");

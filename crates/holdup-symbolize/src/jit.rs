@@ -378,10 +378,7 @@ impl Source {
             };
             self.read += bytes.len() as u64;
             stats.bytes += bytes.len() as u64;
-            let (consumed, malformed) = match self.kind {
-                Kind::PerfMap => self.perf_map(&bytes, table),
-                Kind::JitDump => self.jitdump(&bytes, table),
-            };
+            let (consumed, malformed) = self.take(&bytes, table);
             stats.malformed += malformed;
             self.consumed += consumed as u64;
             if consumed == 0 {
@@ -401,6 +398,25 @@ impl Source {
         }
         let at = self.consumed - self.tail.len() as u64;
         read_at(file, at, self.tail.len() as u64).as_deref() != Some(&self.tail[..])
+    }
+
+    /// Take the whole lines or records at the start of `bytes` into
+    /// `table`: how many bytes they were, and how many were malformed. What
+    /// is left is a line or record still being written.
+    fn take(&mut self, bytes: &[u8], table: &mut Table) -> (usize, u64) {
+        let (mut at, mut malformed) = (0, 0);
+        while at < bytes.len() && !self.ended {
+            let (consumed, bad) = match self.kind {
+                Kind::PerfMap => self.perf_map(&bytes[at..], table),
+                Kind::JitDump => self.jitdump(&bytes[at..], table),
+            };
+            malformed += bad;
+            if consumed == 0 {
+                break;
+            }
+            at += consumed;
+        }
+        (at, malformed)
     }
 
     fn perf_map(&mut self, bytes: &[u8], table: &mut Table) -> (usize, u64) {
@@ -650,7 +666,6 @@ impl JitMaps {
     }
 }
 
-/// The frames of one address: the function, with the line a jitdump gave.
 /// The frames that the perf map (or, with `jitdump`, the jitdump file)
 /// `bytes` gives `addrs`, read as a recording reads a file that has
 /// stopped growing: for fuzzing.
@@ -662,20 +677,11 @@ pub fn frames_in(jitdump: bool, bytes: &[u8], addrs: &[u64]) -> Vec<Vec<Frame>> 
     };
     let mut source = Source::new(kind, String::new());
     let mut table = Table::default();
-    let mut at = 0;
-    while at < bytes.len() && !source.ended {
-        let (consumed, _) = match kind {
-            Kind::PerfMap => source.perf_map(&bytes[at..], &mut table),
-            Kind::JitDump => source.jitdump(&bytes[at..], &mut table),
-        };
-        if consumed == 0 {
-            break;
-        }
-        at += consumed;
-    }
+    source.take(bytes, &mut table);
     addrs.iter().map(|&a| frame(&table, a)).collect()
 }
 
+/// The frames of one address: the function, with the line a jitdump gave.
 fn frame(table: &Table, addr: u64) -> Vec<Frame> {
     let Some((start, code)) = table.find(addr) else {
         return Vec::new();
@@ -798,7 +804,7 @@ mod tests {
 
     #[test]
     fn a_growing_rewritten_and_vanished_perf_map() {
-        let dir = crate::scratch("jit-perfmap");
+        let dir = holdup_testkit::scratch("jit-perfmap");
         let path = dir.join("perf-1.map");
         let source = Source::new(Kind::PerfMap, path.to_str().unwrap().into());
         let (mut p, owner) = own_process(vec![source]);
@@ -847,7 +853,7 @@ mod tests {
     #[test]
     fn links_fifos_strangers_and_stale_maps_are_refused() {
         use std::os::unix::fs::PermissionsExt;
-        let dir = crate::scratch("jit-refused");
+        let dir = holdup_testkit::scratch("jit-refused");
         let real = dir.join("real.map");
         std::fs::write(&real, "1000 100 planted\n").unwrap();
         let link = dir.join("perf-1.map");
@@ -888,7 +894,7 @@ mod tests {
 
     #[test]
     fn a_jitdump_read_in_pieces_with_lines_and_moves() {
-        let dir = crate::scratch("jit-jitdump");
+        let dir = holdup_testkit::scratch("jit-jitdump");
         let path = dir.join("jit-1.dump");
         let mut w = Writer::new(1, false);
         w.lines(0x5000, &[(0x5000, 10, "hot.py"), (0x5008, 11, "hot.py")]);

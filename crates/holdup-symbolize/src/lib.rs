@@ -83,15 +83,6 @@ pub use symbolizer::{Frame, Symbolizer};
 #[cfg(feature = "symbolize")]
 pub use unwind::{UnwindStats, Unwinder, UserStack, MAX_FRAMES};
 
-/// A scratch directory of this test process, emptied first.
-#[cfg(test)]
-pub(crate) fn scratch(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("holdup-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 #[cfg(feature = "symbolize")]
 /// Why a file could not be symbolized. The caller falls back to showing
 /// `dso+offset` for its frames.

@@ -474,7 +474,7 @@ mod tests {
     /// open for reading until someone writes to it.
     #[test]
     fn a_fifo_at_a_binarys_path_is_refused_at_once() {
-        let dir = crate::scratch("lines-fifo");
+        let dir = holdup_testkit::scratch("lines-fifo");
         let fifo = dir.join("server");
         let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);

@@ -365,8 +365,7 @@ mod tests {
     #[test]
     fn trace_files_are_created_owner_only() {
         use std::os::unix::fs::PermissionsExt;
-        let dir = std::env::temp_dir().join(format!("holdup-mode-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = holdup_testkit::scratch("trace-mode");
         let path = dir.join("t.data");
         // A file left with a wider mode is narrowed when it is rewritten.
         std::fs::write(&path, b"old").unwrap();

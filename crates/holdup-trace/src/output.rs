@@ -138,20 +138,13 @@ mod tests {
     use super::*;
     use std::io::Write;
 
-    fn scratch(name: &str) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("holdup-output-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    }
-
     fn mode(p: &Path) -> u32 {
         std::fs::metadata(p).unwrap().permissions().mode() & 0o7777
     }
 
     #[test]
     fn new_and_rewritten_files_are_private_and_emptied() {
-        let dir = scratch("mode");
+        let dir = holdup_testkit::scratch("output-mode");
         let path = dir.join("out");
         create_private(&path).unwrap().write_all(b"new").unwrap();
         assert_eq!(mode(&path), 0o600);
@@ -167,7 +160,7 @@ mod tests {
 
     #[test]
     fn links_fifos_and_directories_are_refused_untouched() {
-        let dir = scratch("planted");
+        let dir = holdup_testkit::scratch("output-planted");
         let victim = dir.join("victim");
         std::fs::write(&victim, b"precious").unwrap();
         std::os::unix::fs::symlink(&victim, dir.join("link")).unwrap();

@@ -358,6 +358,17 @@ pub mod waits {
         r
     }
 
+    /// `a` waits `half` ms for `b`'s lock, then `b` as long for `a`'s,
+    /// `rounds` times from the start.
+    fn take_turns(r: &mut TraceBuilder, (a, b): (u32, u32), half: f64, rounds: u32) {
+        for k in 0..rounds {
+            let c = 2.0 * half * f64::from(k);
+            r.seg(a, c, c + half, c + half, Class::Lock, Waker::Thread(b));
+            let d = c + half;
+            r.seg(b, d, d + half, d + half, Class::Lock, Waker::Thread(a));
+        }
+    }
+
     /// Threads a (1) and b (2) wait for each other in turn, 10 ms each; a
     /// is woken once by a ticker (3), which sleeps on a timer.
     pub fn pair_and_ticker() -> TraceBuilder {
@@ -365,21 +376,23 @@ pub mod waits {
         r.comm(100, 1, "a");
         r.comm(100, 2, "b");
         r.comm(100, 3, "ticker");
-        for k in 0..50 {
-            let c = 20.0 * k as f64;
-            r.seg(1, c, c + 10.0, c + 10.0, Class::Lock, Waker::Thread(2));
-            r.seg(
-                2,
-                c + 10.0,
-                c + 20.0,
-                c + 20.0,
-                Class::Lock,
-                Waker::Thread(1),
-            );
-        }
+        take_turns(&mut r, (1, 2), 10.0, 50);
         // a is woken once by the ticker (0.5 ms), the ticker sleeps on a timer.
         r.seg(1, 1000.5, 1001.0, 1001.0, Class::Other, Waker::Thread(3));
         r.seg(3, 0.0, 990.0, 990.0, Class::Other, Waker::Timer);
+        r
+    }
+
+    /// Threads a (10) and b (11) hand a lock back and forth, 5 ms each,
+    /// ten times; c (12) waits 50 ms woken by interrupt 99, which no device
+    /// explains.
+    pub fn lock_pair_and_stray_irq() -> TraceBuilder {
+        let mut r = TraceBuilder::new(100.0);
+        r.comm(100, 10, "a");
+        r.comm(100, 11, "b");
+        r.comm(100, 12, "c");
+        take_turns(&mut r, (10, 11), 5.0, 10);
+        r.seg(12, 0.0, 50.0, 50.0, Class::Other, Waker::Irq(99));
         r
     }
 

@@ -221,17 +221,9 @@ mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 
-    /// A scratch directory of this test process, emptied first.
-    fn scratch(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("holdup-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    }
-
     #[test]
     fn fifos_links_and_directories_are_refused_without_blocking() {
-        let dir = scratch("traced-refused");
+        let dir = holdup_testkit::scratch("traced-refused");
         let fifo = dir.join("lib.so");
         let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
@@ -255,7 +247,9 @@ mod tests {
 
     #[test]
     fn only_files_of_roots_are_mapped_or_named_by_path() {
-        let dir = scratch("traced-owners");
+        let dir = holdup_testkit::scratch("traced-owners");
+        // In a directory everyone can write (as /tmp is).
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
         let path = dir.join("f");
         std::fs::write(&path, b"0123456789").unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
@@ -265,7 +259,7 @@ mod tests {
             matches!(contents(&file, &md).unwrap(), Contents::Mapped(_)),
             ours
         );
-        // The scratch directory lies in a directory everyone can write.
+        // A file in a directory everyone can write has no stable path.
         assert!(stable_path(&path, &md).is_none());
         let libc_so = Path::new("/lib/x86_64-linux-gnu/libc.so.6");
         if let Ok((_, md)) = open(libc_so) {

@@ -18,17 +18,17 @@
 //! Cost: one sort of the segments and samples per thread, then per waiter
 //! sample a bisection and a walk over the intervals its chain overlaps.
 
-mod advice;
 mod critical;
 mod index;
+mod inside;
 mod paths;
 pub(crate) mod rows;
 #[cfg(test)]
 pub(crate) mod tests;
 mod walk;
 
-pub use advice::advice;
 pub use critical::{critical_folded, critical_paths, CriticalPath};
+pub use inside::{inside_the_lock, HolderDoing, InsideTheLock};
 pub use paths::{Hop, PathId, Paths, DIRECT};
 pub use rows::{annotate, Activity, RowHeld, Via, WokenAt};
 pub use walk::{End, Piece, MAX_DEPTH};

@@ -142,14 +142,6 @@ pub fn repo_root() -> PathBuf {
         .unwrap()
 }
 
-/// A scratch directory for one test, emptied first.
-pub fn scratch(test: &str) -> PathBuf {
-    let dir = repo_root().join("target/e2e").join(test);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 /// Compile `workloads/<name>.c` (frame pointers, debug info, pthreads) and
 /// return the binary. `extra` flags are appended (e.g. `-gdwarf-4`).
 pub fn workload_with(name: &str, extra: &[&str]) -> PathBuf {
@@ -263,6 +255,17 @@ pub fn critical_path(data: &str, filter: &[&str]) -> serde_json::Value {
     cp
 }
 
+/// `holdup flame -i DATA --critical-path` of a trace, threads chosen by
+/// `filter` (`--comm waiter`), written to `dir/cp.svg`: the SVG.
+pub fn critical_flame(dir: &Path, data: &str, filter: &[&str]) -> String {
+    let svg = dir.join("cp.svg");
+    let mut args = vec!["flame", "-i", data, "--critical-path"];
+    args.extend_from_slice(filter);
+    args.extend_from_slice(&["-o", svg.to_str().unwrap()]);
+    run_ok(&args);
+    std::fs::read_to_string(&svg).unwrap()
+}
+
 /// The threads of a `report --json`.
 pub fn threads(r: &serde_json::Value) -> &Vec<serde_json::Value> {
     r["threads"].as_array().expect("threads")
@@ -287,11 +290,8 @@ pub fn assert_near(what: &str, actual: f64, expected: f64, tol: f64) {
     );
 }
 
-// The renderers' golden-file comparison, shared with their own tests.
-#[path = "../../../holdup-render/tests/golden/mod.rs"]
-mod render_golden;
-#[allow(unused_imports)] // not every test binary compares golden files
-pub use render_golden::assert_golden;
+#[allow(unused_imports)] // not every test binary uses both
+pub use holdup_testkit::{assert_golden, scratch};
 
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 

@@ -158,20 +158,13 @@ mod tests {
     use super::*;
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
-    pub(crate) fn scratch(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("holdup-causal-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    }
-
     pub(crate) fn chmod(path: &Path, mode: u32) {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
     }
 
     #[test]
     fn the_profile_is_private_and_never_written_through_a_link() {
-        let dir = scratch("output");
+        let dir = holdup_testkit::scratch("causal-output");
         let out = dir.join("profile.coz");
         let f = create_output(&out, false).unwrap();
         assert_eq!(f.metadata().unwrap().mode() & 0o777, 0o600);

@@ -77,11 +77,11 @@ fn preloadable(lib: &Path) -> anyhow::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::causal::tests::{chmod, scratch};
+    use crate::causal::tests::chmod;
 
     #[test]
     fn only_a_library_that_others_cannot_change_is_preloaded_and_by_its_real_path() {
-        let dir = scratch("preload");
+        let dir = holdup_testkit::scratch("causal-preload");
         let lib = dir.join("libholdup_causal.so");
         std::fs::write(&lib, b"\x7fELF").unwrap();
         chmod(&lib, 0o644);

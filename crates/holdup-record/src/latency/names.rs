@@ -6,6 +6,7 @@ use holdup_analysis::syscalls::name as syscall_name;
 use holdup_bpf::latency::{
     HistRow, LatencyOptions, KIND_BLOCK, KIND_KFUNC, KIND_LOCK, KIND_SYSCALL, KIND_UFUNC,
 };
+use holdup_trace::devices;
 use holdup_trace::latency::{causes, CalleeTime, IntervalHistogram, WaitSite, OFF_CPU_CAUSES};
 
 /// The wait sites of system calls, their stacks named by the kernel's
@@ -85,16 +86,13 @@ fn columns<T: Clone>(v: &[T], keep: &[usize]) -> Vec<T> {
     keep.iter().filter_map(|&c| v.get(c).cloned()).collect()
 }
 
-/// `block:vda` for a device number as the BPF side packs it (major << 20 | minor).
+/// The `vda` of `block:vda`: this machine's name for the device (the
+/// recorder runs here), its numbers if it has none.
 fn block_name(dev: u32) -> String {
-    let (major, minor) = (dev >> 20, dev & 0xfffff);
-    std::fs::read_to_string(format!("/sys/dev/block/{major}:{minor}/uevent"))
-        .ok()
-        .and_then(|u| {
-            u.lines()
-                .find_map(|l| l.strip_prefix("DEVNAME=").map(str::to_string))
-        })
-        .unwrap_or_else(|| format!("{major}:{minor}"))
+    devices::block_name(dev).unwrap_or_else(|| {
+        let (major, minor) = devices::major_minor(dev);
+        format!("{major}:{minor}")
+    })
 }
 
 pub fn op_name(row: &HistRow, opts: &LatencyOptions) -> String {

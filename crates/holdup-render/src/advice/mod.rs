@@ -1,12 +1,16 @@
 //! Every line of advice holdup prints, in one place: per thread in the
-//! report (`thread`) and per knot of the wait-for graph (`knot`). The
+//! report (`thread`, and `holder` for a thread waiting on mutexes whose
+//! holders' activity was followed) and per knot of the wait-for graph
+//! (`knot`). The
 //! analyses find the facts (a knot's shape, its vertices, edges and
 //! stacks; a thread's samples); the words are said here. Both call a thread
 //! CPU-bound by the analyses' one rule and say so in the same words.
 
+pub mod holder;
 pub mod knot;
 pub mod thread;
 
+pub use holder::holder;
 pub use knot::{knot, KnotAdvice};
 pub use thread::thread;
 

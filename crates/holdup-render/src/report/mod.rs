@@ -91,7 +91,8 @@ fn thread_header(out: &mut impl Write, p: &Profile, t: &ThreadProfile) -> io::Re
         }
     }
     writeln!(out)?;
-    if let Some(a) = holdup_analysis::holder::advice(t).or_else(|| advice::thread(t)) {
+    let holder = holdup_analysis::holder::inside_the_lock(t).map(|i| advice::holder(&i));
+    if let Some(a) = holder.or_else(|| advice::thread(t)) {
         writeln!(out, "# advice: {a}")?;
     }
     writeln!(out, "#")

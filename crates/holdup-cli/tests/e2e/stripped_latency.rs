@@ -3,10 +3,9 @@
 //! a debuginfod server's answer is kept), and the uprobes go to the offset
 //! that file gives, since the kernel cannot look a name up there.
 
-mod support;
 
-use support::debug_split::{build_id, private_cache, split};
-use support::*;
+use crate::support::debug_split::{build_id, private_cache, split};
+use crate::support::*;
 
 #[test]
 #[ignore = "needs root and BPF"]

@@ -2,11 +2,9 @@
 //! that know their own answer, the report's text and JSON, `diff`, and bad
 //! input.
 
-mod support;
-
+use crate::support::*;
 use holdup_trace::latency::{write_latency, IntervalHistogram, LatencyData};
 use std::path::{Path, PathBuf};
-use support::*;
 
 /// The value of `key=N` in a workload's output.
 fn measured(out: &str, key: &str) -> u64 {

@@ -4,12 +4,10 @@
 //! hot function and times its own thread's CPU time in the loop: that
 //! many on-CPU samples of the thread must carry the function's name.
 
-mod support;
-
+use crate::support::*;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use support::*;
 
 /// Folded-stack frames that end a blocked stack (not on a CPU).
 const BLOCKED: [&str; 4] = [

@@ -3,13 +3,11 @@
 //! answer is known by construction or measured by the workload, on the
 //! real kernel. Needs root and BPF.
 
-mod support;
-
+use crate::support::*;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use support::*;
 
 /// Compile `workloads/<name>.cpp` as a C++ library is usually built: -O2,
 /// no frame pointers (the unwinder must use CFI), debug info.

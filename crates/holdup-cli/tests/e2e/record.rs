@@ -1,10 +1,8 @@
 //! `holdup record` + `report` on workloads whose answer is known by
 //! construction, on the real kernel. Needs root and BPF.
 
-mod support;
-
+use crate::support::*;
 use serde_json::Value;
-use support::*;
 
 fn total(samples: &Value) -> f64 {
     ["cpu", "io", "lock", "sched", "other"]

@@ -1,11 +1,9 @@
 //! Bad input gets one clear line and a non-zero exit, never a panic or a
 //! silently empty result.
 
-mod support;
-
+use crate::support::*;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
-use support::*;
 
 /// stderr as text; asserts the failure is one line, says `holdup: error:`
 /// and is not a panic.

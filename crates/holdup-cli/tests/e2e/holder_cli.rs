@@ -2,11 +2,9 @@
 //! traces: the critical path of the small trace, and a trace recorded
 //! without wait segments, which cannot be followed and says so.
 
-mod support;
-
+use crate::support::small_trace::*;
+use crate::support::*;
 use holdup_trace::Class;
-use support::small_trace::*;
-use support::*;
 
 #[test]
 fn the_critical_path_of_the_small_trace_keeps_every_point() {
@@ -29,18 +27,7 @@ fn the_critical_path_of_the_small_trace_keeps_every_point() {
     let text =
         String::from_utf8(run_ok(&["report", "-i", data, "--critical-path"]).stdout).unwrap();
     assert!(text.contains("# b:11 (pid 1): 9 samples"), "{text}");
-    let svg = dir.join("cp.svg");
-    run_ok(&[
-        "flame",
-        "-i",
-        data,
-        "--critical-path",
-        "-o",
-        svg.to_str().unwrap(),
-    ]);
-    assert!(std::fs::read_to_string(&svg)
-        .unwrap()
-        .contains("[I] io wait"));
+    assert!(critical_flame(&dir, data, &[]).contains("[I] io wait"));
 }
 
 #[test]

@@ -5,12 +5,10 @@
 //! it must not kill holdup. And the recorder, run as root with another
 //! user's `HOME` (sudo), makes nothing in that home.
 
-mod support;
-
+use crate::support::*;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use support::*;
 
 /// A directory of nobody's holding a fresh copy of the library the
 /// program maps.

@@ -4,13 +4,11 @@
 //! attacks are made as `nobody` in a directory everyone can write, while
 //! holdup runs as root.
 
-mod support;
-
+use crate::support::small_trace::small_trace;
+use crate::support::*;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::process::Command;
-use support::small_trace::small_trace;
-use support::*;
 
 /// Run `cmd` as `nobody` in `dir`.
 fn as_nobody(dir: &Path, cmd: &[&str]) {

@@ -3,12 +3,11 @@
 //! a point nobody visits ends the run in two seconds with the closest
 //! names; a uprobe point whose traps cost the program much is warned about.
 
-mod support;
 
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::Instant;
-use support::*;
+use crate::support::*;
 
 /// The sum of each progress point's deltas over the experiments of a
 /// COZ profile, by point name.

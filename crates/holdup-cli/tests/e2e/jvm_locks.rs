@@ -5,12 +5,11 @@
 //! workloads (`workloads/runtimes/`) know their answer by construction.
 //! Needs root and BPF.
 
-mod support;
 
-use support::runtimes::{
+use crate::support::runtimes::{
     assert_waits_for_holder, n, record_java, report_text, section, thread_by_tid,
 };
-use support::*;
+use crate::support::*;
 
 #[test]
 #[ignore = "needs root and BPF"]

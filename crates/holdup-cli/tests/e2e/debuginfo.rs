@@ -5,13 +5,11 @@
 //! names the program's function and line from it; a later recording, with
 //! no server, finds it there.
 
-mod support;
-
+use crate::support::debug_split::{build_id, private_cache, split};
+use crate::support::*;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use support::debug_split::{build_id, private_cache, split};
-use support::*;
 
 /// A debuginfod serving the files under a directory, on a free port.
 struct Debuginfod {

@@ -2,13 +2,11 @@
 //! the real kernel (needs root and BPF), and on hand-made trace files (no
 //! root): empty, tiny, segment-less, unknown devices, output formats.
 
-mod support;
-
+use crate::support::*;
 use holdup_trace::{features, Class, Finish, Header, Record, Segment, Waker, Writer};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use support::*;
 
 const ROOT: &str = "needs root and BPF";
 
@@ -536,23 +534,8 @@ fn empty_damaged_and_segmentless_files_give_one_clear_sentence() {
 
 /// Two threads and an interrupt that no device explains.
 fn small_trace(path: &Path) {
-    let mut recs = vec![comm(10, "a"), comm(11, "b")];
-    for k in 0..10u64 {
-        let c = 10 * k;
-        recs.push(seg(10, c, c + 5, c + 5, Class::Lock, Waker::Thread(11)));
-        recs.push(seg(
-            11,
-            c + 5,
-            c + 10,
-            c + 10,
-            Class::Lock,
-            Waker::Thread(10),
-        ));
-    }
-    recs.push(seg(12, 0, 50, 50, Class::Other, Waker::Irq(99)));
-    recs.push(comm(12, "c"));
-    recs.push(finish(100));
-    write_trace(path, features::SEGMENTS, &recs);
+    let r = holdup_trace::synth::waits::lock_pair_and_stray_irq();
+    r.write(path, &r.header(), features::SEGMENTS).unwrap();
 }
 
 #[test]
@@ -598,29 +581,6 @@ fn tiny_traces_and_unknown_interrupts_work() {
         "{}",
         g["knots"]
     );
-}
-
-/// Text and DOT output on a fixed trace, compared with golden files;
-/// `HOLDUP_BLESS=1` rewrites them.
-#[test]
-fn text_and_dot_match_the_golden_files() {
-    let dir = scratch("wg_golden");
-    let small = dir.join("small.data");
-    small_trace(&small);
-    let golden = repo_root().join("crates/holdup-cli/tests/waitgraph_golden");
-    for (args, file) in [
-        (vec!["waitgraph", "-i", "small.data"], "small.txt"),
-        (vec!["waitgraph", "--dot", "-i", "small.data"], "small.dot"),
-    ] {
-        let out = holdup().current_dir(&dir).args(&args).bounded_output();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let got = String::from_utf8(out.stdout).unwrap();
-        assert_golden(&golden, file, &got);
-    }
 }
 
 #[test]

@@ -6,11 +6,10 @@
 //! (`~/.pyenv/versions/X/bin/python`); a test whose version is absent says
 //! so and passes. Needs root and BPF.
 
-mod support;
 
 use serde_json::Value;
 use std::path::PathBuf;
-use support::*;
+use crate::support::*;
 
 /// pyenv's interpreter of `version`, if installed.
 fn python(version: &str) -> Option<PathBuf> {

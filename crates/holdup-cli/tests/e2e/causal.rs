@@ -13,13 +13,11 @@
 //! profile, and the profile runs long enough (~30 s) for a few hundred
 //! experiments.
 
-mod support;
-
+use crate::support::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Mutex, MutexGuard, OnceLock};
-use support::*;
 
 /// The tests time programs: running two at once on two cores would spoil
 /// both, so they take turns.

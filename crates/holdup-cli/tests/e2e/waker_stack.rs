@@ -3,10 +3,9 @@
 //! (its futex wake), and no wait an interrupt ended carries the stack of
 //! the thread the interrupt came upon. Needs root and BPF.
 
-mod support;
 
 use holdup_trace::{Class, Trace, Waker};
-use support::*;
+use crate::support::*;
 
 #[test]
 #[ignore = "needs root and BPF"]

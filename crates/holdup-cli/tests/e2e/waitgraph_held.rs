@@ -3,11 +3,10 @@
 //! to the lock's keeper carries the keeper's I/O in the share the program
 //! measured. Needs root and BPF.
 
-mod support;
 
 use serde_json::Value;
 use std::path::PathBuf;
-use support::*;
+use crate::support::*;
 
 fn n(v: &Value) -> f64 {
     v.as_f64().unwrap_or(0.0)

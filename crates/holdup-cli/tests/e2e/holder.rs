@@ -2,11 +2,9 @@
 //! I/O calls, the report's while-held activity of a waiter's mutex row
 //! against the program's measure, on the real kernel. Needs root and BPF.
 
-mod support;
-
+use crate::support::*;
 use serde_json::Value;
 use std::path::Path;
-use support::*;
 
 fn n(v: &Value) -> f64 {
     v.as_f64().unwrap()
@@ -188,18 +186,7 @@ fn a_wait_through_a_mutex_and_a_pipe_ends_on_the_disk_reads() {
         (via_reads - reads).abs() <= 0.02 * locked,
         "critical path {via_reads} vs rows {reads}"
     );
-    let svg = dir.join("cp.svg");
-    run_ok(&[
-        "flame",
-        "-i",
-        data,
-        "--critical-path",
-        "--comm",
-        "waiter",
-        "-o",
-        svg.to_str().unwrap(),
-    ]);
-    let svg = std::fs::read_to_string(&svg).unwrap();
+    let svg = critical_flame(&dir, data, &["--comm", "waiter"]);
     assert!(
         svg.contains(&format!("[L] wait for relay:{relay}")),
         "no wait edge in the flame graph"

@@ -3,12 +3,11 @@
 //! speedup measured by rebuilding the program with the function's work
 //! halved.
 
-mod support;
 
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
-use support::*;
+use crate::support::*;
 
 /// `round_ns` of one run of `bin` (ROUNDS, spin iterations per ms given).
 fn round_ns(bin: &Path, rounds: &str, per_ms: &str) -> f64 {

@@ -5,13 +5,11 @@
 //! (`workloads/runtimes/`) know their answer by construction. Needs root
 //! and BPF.
 
-mod support;
-
+use crate::support::*;
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
-use support::runtimes::{assert_waits_for_holder, n, record_java, report_text, section, source};
-use support::*;
+use crate::support::runtimes::{assert_waits_for_holder, n, record_java, report_text, section, source};
 
 #[test]
 #[ignore = "needs root and BPF"]

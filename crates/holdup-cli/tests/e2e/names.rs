@@ -4,10 +4,8 @@
 //! are known by construction (`workloads/overloads.cpp`: CALLS calls of
 //! `work(int)` and of each `twice`, none of `work(double)`).
 
-mod support;
-
+use crate::support::*;
 use std::path::{Path, PathBuf};
-use support::*;
 
 /// The workload, built as `name` (tests run in parallel).
 fn overloads(name: &str) -> PathBuf {

@@ -1,7 +1,8 @@
-//! Advice that names the code inside the lock: when a thread mostly waits
-//! for mutexes, what the holders did while it waited says what to change
-//! (I/O, sleeps, allocations inside the critical section, or a holder that
-//! waits for a core).
+//! What the holders did inside the critical section, for advice: when a
+//! thread mostly waits for mutexes, what the holders did while it waited
+//! says what to change (I/O, sleeps, allocations inside the critical
+//! section, or a holder that waits for a core). The facts are found here;
+//! the renderers word the advice.
 
 use crate::profile::ThreadProfile;
 use crate::stacks::LockKind;
@@ -38,9 +39,38 @@ fn callee(site: &str) -> &str {
     site.rsplit(" → ").next().unwrap_or(site)
 }
 
-/// One line of advice for a thread that waits mostly for mutexes, from
-/// what their holders did; `None` if it does not, or nothing was followed.
-pub fn advice(t: &ThreadProfile) -> Option<String> {
+/// What the holders mostly did while a thread waited for their mutexes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InsideTheLock {
+    /// The thread's share waiting for mutexes (%).
+    pub waiting_pct: f64,
+    /// The share of that waiting the holders spent doing [`Self::doing`] (%).
+    pub inside_pct: f64,
+    pub doing: HolderDoing,
+}
+
+/// The holders' main activity inside the critical section; each names the
+/// function (the innermost of its site) it was in.
+#[derive(Clone, Debug, PartialEq)]
+pub enum HolderDoing {
+    /// On the runqueue: runnable but not running.
+    Runnable,
+    /// Waiting for I/O in the function.
+    Io(String),
+    /// Waiting for another lock in the function.
+    OtherLock(String),
+    /// Blocked in the function (a sleep, a pipe, a socket, a poll).
+    Blocked(String),
+    /// Running an allocator.
+    Allocating(String),
+    /// Running the function.
+    Running(String),
+}
+
+/// What the holders did for a thread that waits mostly for mutexes; `None`
+/// if it does not, or nothing was followed, or no one activity is worth
+/// advice.
+pub fn inside_the_lock(t: &ThreadProfile) -> Option<InsideTheLock> {
     let total = t.samples.total() as f64;
     let mutex = t.lock_split.mutex as f64;
     let others = [
@@ -77,33 +107,22 @@ pub fn advice(t: &ThreadProfile) -> Option<String> {
     let ((class, site), n) = what
         .into_iter()
         .max_by(|a, b| a.1.total_cmp(&b.1).then_with(|| b.0.cmp(&a.0)))?;
-    let share = pct(mutex, total);
-    let inside = pct(n, mutex);
-    if inside < MIN_SHARE {
+    let inside_pct = pct(n, mutex);
+    if inside_pct < MIN_SHARE {
         return None;
     }
-    let head = format!(
-        "{share:.0}% waiting for mutexes held by other threads; inside the critical section the holder"
-    );
-    let name = callee(&site);
-    Some(match class {
-        Class::Sched => format!(
-            "{head} is runnable but not running {inside:.0}% of the time: give the holder a core (fewer runnable threads, or a higher priority for it)"
-        ),
-        Class::Io => format!(
-            "{head} spends {inside:.0}% in {name} [I]: move the I/O out of the lock"
-        ),
-        Class::Lock => format!(
-            "{head} waits {inside:.0}% for another lock in {name} [L]: nested locks serialize both"
-        ),
-        Class::Other => format!(
-            "{head} spends {inside:.0}% blocked in {name} [B] (a sleep, a pipe, a socket, a poll): do not block while holding the lock"
-        ),
-        Class::Cpu if ALLOCATORS.iter().any(|a| name.contains(a)) => format!(
-            "{head} spends {inside:.0}% allocating in {name} [.]: allocate before taking the lock"
-        ),
-        Class::Cpu => format!(
-            "{head} spends {inside:.0}% running {name} [.]: shorten that code or split the lock"
-        ),
+    let name = callee(&site).to_string();
+    let doing = match class {
+        Class::Sched => HolderDoing::Runnable,
+        Class::Io => HolderDoing::Io(name),
+        Class::Lock => HolderDoing::OtherLock(name),
+        Class::Other => HolderDoing::Blocked(name),
+        Class::Cpu if ALLOCATORS.iter().any(|a| name.contains(a)) => HolderDoing::Allocating(name),
+        Class::Cpu => HolderDoing::Running(name),
+    };
+    Some(InsideTheLock {
+        waiting_pct: pct(mutex, total),
+        inside_pct,
+        doing,
     })
 }

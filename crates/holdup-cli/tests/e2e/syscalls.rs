@@ -2,15 +2,13 @@
 //! is known by construction or measured by the workload itself, on the real
 //! kernel (needs root and BPF); and the text output on a trace written here.
 
-mod support;
-
+use crate::support::*;
 use holdup_trace::{
     Class, Dso, Finish, Frame, Header, Record, Sample, Stack, SymFrame, Symbol, Syscall,
     SyscallConfig, SyscallTotals, Waker, Writer, KERNEL_DSO,
 };
 use serde_json::Value;
 use std::path::Path;
-use support::*;
 
 fn syscalls_json(data: &Path) -> Value {
     json(&[
