@@ -3,11 +3,10 @@
 //! speedup measured by rebuilding the program with the function's work
 //! halved.
 
-
+use crate::support::*;
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
-use crate::support::*;
 
 /// `round_ns` of one run of `bin` (ROUNDS, spin iterations per ms given).
 fn round_ns(bin: &Path, rounds: &str, per_ms: &str) -> f64 {

@@ -3,11 +3,10 @@
 //! a point nobody visits ends the run in two seconds with the closest
 //! names; a uprobe point whose traps cost the program much is warned about.
 
-
+use crate::support::*;
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::Instant;
-use crate::support::*;
 
 /// The sum of each progress point's deltas over the experiments of a
 /// COZ profile, by point name.

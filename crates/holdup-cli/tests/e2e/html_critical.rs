@@ -2,10 +2,9 @@
 //! `flame --critical-path` draws, with its wait edges as frames, and a
 //! browser draws it on the page's second view.
 
-
+use crate::support::*;
 use holdup_trace::synth::{TraceBuilder, WAIT_FEATURES};
 use holdup_trace::{Class, Waker};
-use crate::support::*;
 
 /// A waiter (1) waits for a mutex its keeper (2) holds while it writes to
 /// the disk: per 10 ms, the waiter waits [2, 9), the keeper runs [0, 3)

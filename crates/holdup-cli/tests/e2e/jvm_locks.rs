@@ -5,7 +5,6 @@
 //! workloads (`workloads/runtimes/`) know their answer by construction.
 //! Needs root and BPF.
 
-
 use crate::support::runtimes::{
     assert_waits_for_holder, n, record_java, report_text, section, thread_by_tid,
 };

@@ -6,10 +6,9 @@
 //! (`~/.pyenv/versions/X/bin/python`); a test whose version is absent says
 //! so and passes. Needs root and BPF.
 
-
+use crate::support::*;
 use serde_json::Value;
 use std::path::PathBuf;
-use crate::support::*;
 
 /// pyenv's interpreter of `version`, if installed.
 fn python(version: &str) -> Option<PathBuf> {

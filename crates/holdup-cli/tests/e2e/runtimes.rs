@@ -5,11 +5,13 @@
 //! (`workloads/runtimes/`) know their answer by construction. Needs root
 //! and BPF.
 
+use crate::support::runtimes::{
+    assert_waits_for_holder, n, record_java, report_text, section, source,
+};
 use crate::support::*;
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
-use crate::support::runtimes::{assert_waits_for_holder, n, record_java, report_text, section, source};
 
 #[test]
 #[ignore = "needs root and BPF"]

@@ -3,7 +3,6 @@
 //! a debuginfod server's answer is kept), and the uprobes go to the offset
 //! that file gives, since the kernel cannot look a name up there.
 
-
 use crate::support::debug_split::{build_id, private_cache, split};
 use crate::support::*;
 

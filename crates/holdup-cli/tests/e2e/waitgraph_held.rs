@@ -3,10 +3,9 @@
 //! to the lock's keeper carries the keeper's I/O in the share the program
 //! measured. Needs root and BPF.
 
-
+use crate::support::*;
 use serde_json::Value;
 use std::path::PathBuf;
-use crate::support::*;
 
 fn n(v: &Value) -> f64 {
     v.as_f64().unwrap_or(0.0)

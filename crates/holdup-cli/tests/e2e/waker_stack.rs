@@ -3,9 +3,8 @@
 //! (its futex wake), and no wait an interrupt ended carries the stack of
 //! the thread the interrupt came upon. Needs root and BPF.
 
-
-use holdup_trace::{Class, Trace, Waker};
 use crate::support::*;
+use holdup_trace::{Class, Trace, Waker};
 
 #[test]
 #[ignore = "needs root and BPF"]
