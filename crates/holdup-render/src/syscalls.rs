@@ -84,7 +84,7 @@ pub fn render(out: &mut impl Write, r: &SyscallReport) -> io::Result<()> {
 
 fn process(out: &mut impl Write, p: &ProcessStats) -> io::Result<()> {
     writeln!(out)?;
-    let total: u64 = p.calls.iter().map(|c| c.count).sum();
+    let total: u64 = p.calls.iter().fold(0u64, |s, c| s.saturating_add(c.count));
     writeln!(out, "# {} pid {}: {} system calls", p.comm, p.pid, total)?;
     writeln!(
         out,
@@ -161,14 +161,19 @@ fn reason_table(out: &mut impl Write, p: &ProcessStats) -> io::Result<()> {
     if calls.is_empty() {
         return Ok(());
     }
-    let slept = |c: &CallStats| c.reasons.iter().map(|r| r.blocked_ns).sum::<u64>();
+    // Saturating: the times come from the trace, which may be crafted.
+    let slept = |c: &CallStats| {
+        c.reasons
+            .iter()
+            .fold(0u64, |s, r| s.saturating_add(r.blocked_ns))
+    };
     calls.sort_by_key(|c| std::cmp::Reverse(slept(c)));
     calls.truncate(TABLE_CALLS);
     let mut reasons: Vec<(&str, u64)> = Vec::new();
     for c in &calls {
         for r in &c.reasons {
             match reasons.iter_mut().find(|(n, _)| *n == r.reason) {
-                Some(e) => e.1 += r.blocked_ns,
+                Some(e) => e.1 = e.1.saturating_add(r.blocked_ns),
                 None => reasons.push((&r.reason, r.blocked_ns)),
             }
         }

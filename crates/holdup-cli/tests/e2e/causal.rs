@@ -453,10 +453,10 @@ fn progress_points_without_recompiling() {
     // call.
     let costly: Vec<&str> = notes
         .lines()
-        .filter(|l| l.contains("single-steps"))
+        .filter(|l| l.contains("single-step"))
         .collect();
     assert!(
-        costly.len() == 1 && costly[0].contains("--latency round_start:"),
+        costly.len() == 1 && costly[0].contains("its start round_start:"),
         "{notes}"
     );
     let coz = dir.join("profile.coz");

@@ -175,8 +175,13 @@ fn probe_specs_of_a_stripped_binary_come_from_its_debug_file() {
     let cache = private_cache(&dir);
     // What `holdup causal run` and `holdup latency` do first, with this
     // test's cache and server.
-    std::env::set_var("XDG_CACHE_HOME", &cache);
-    std::env::set_var("DEBUGINFOD_URLS", &server.url);
+    // Set in this process for the library calls below and taken away
+    // again (also on a panic): the other end-to-end tests share the
+    // process and must not meet this test's server.
+    let _env = ScopedEnv::set(&[
+        ("XDG_CACHE_HOME", cache.as_os_str()),
+        ("DEBUGINFOD_URLS", server.url.as_ref()),
+    ]);
     holdup_record::embed_symbols::find_debug_files_for_specs();
     let stripped = resolve(Some(&bin), "ns::Cls::work").unwrap();
     let unstripped = resolve(Some(&full), "ns::Cls::work").unwrap();
@@ -198,4 +203,24 @@ fn probe_specs_of_a_stripped_binary_come_from_its_debug_file() {
         .join("holdup/debuginfod")
         .join(format!("{id}.debug"))
         .is_file());
+}
+
+/// Environment variables set until dropped.
+struct ScopedEnv(Vec<&'static str>);
+
+impl ScopedEnv {
+    fn set(vars: &[(&'static str, &std::ffi::OsStr)]) -> ScopedEnv {
+        for (k, v) in vars {
+            std::env::set_var(k, v);
+        }
+        ScopedEnv(vars.iter().map(|(k, _)| *k).collect())
+    }
+}
+
+impl Drop for ScopedEnv {
+    fn drop(&mut self) {
+        for k in &self.0 {
+            std::env::remove_var(k);
+        }
+    }
 }

@@ -78,6 +78,22 @@ impl Probe {
         }
     }
 
+    /// What each of `counters()` counts, as the user named it: a latency
+    /// point's `BEGIN,END` pair has its two functions said apart (one may
+    /// be single-stepped and the other not).
+    pub fn counter_labels(&self) -> Vec<String> {
+        match self {
+            Probe::Throughput { name, .. } => vec![format!("progress point {name}")],
+            Probe::Latency { name, .. } => {
+                let (begin, end) = name.split_once(',').unwrap_or((name, name));
+                vec![
+                    format!("latency point {name}, its start {begin}"),
+                    format!("latency point {name}, its end {end}"),
+                ]
+            }
+        }
+    }
+
     /// (visits or arrivals, departures)
     pub fn counts(&self) -> (usize, usize) {
         match self {

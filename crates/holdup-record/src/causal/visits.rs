@@ -134,7 +134,7 @@ impl Watch {
         let mut costs = Vec::new();
         for p in probes {
             let mut of_probe = Vec::new();
-            for c in p.counters() {
+            for (c, label) in p.counters().zip(p.counter_labels()) {
                 let (cost, how) = match c.traps() {
                     None => (
                         *kernel.get_or_insert_with(kernel_visit_ns),
@@ -151,13 +151,11 @@ impl Watch {
                 };
                 match cost {
                     Some(ns) => eprintln!(
-                        "holdup causal: progress point {}: a visit costs ~{} ({how}, measured here)",
-                        p.name(),
+                        "holdup causal: {label}: a visit costs ~{} ({how}, measured here)",
                         show_ns(ns)
                     ),
                     None => eprintln!(
-                        "holdup causal: progress point {}: the cost of a visit ({how}) could not be measured",
-                        p.name()
+                        "holdup causal: {label}: the cost of a visit ({how}) could not be measured"
                     ),
                 }
                 of_probe.push(cost);
