@@ -17,14 +17,12 @@ use crate::support::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{MutexGuard, OnceLock};
 
 /// The tests time programs: running two at once on two cores would spoil
-/// both, so they take turns.
-static TURN: Mutex<()> = Mutex::new(());
-
+/// both, so they take turns, with every other timed test of the binary.
 fn turn() -> MutexGuard<'static, ()> {
-    TURN.lock().unwrap_or_else(|e| e.into_inner())
+    crate::support::serial()
 }
 
 /// Build a workload (they include ../include/holdup.h by relative path).
