@@ -5,9 +5,17 @@
 //! `scripts/test` runs them with `--include-ignored` as root.
 #![allow(dead_code)]
 
+pub mod causal;
 pub mod debug_split;
+pub mod debuginfod;
+pub mod export;
+pub mod latency;
+pub mod names;
+pub mod outputs;
+pub mod robustness;
 pub mod runtimes;
 pub mod small_trace;
+pub mod waitgraph;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

@@ -13,17 +13,12 @@
 //! profile, and the profile runs long enough (~30 s) for a few hundred
 //! experiments.
 
+use crate::support::causal::*;
 use crate::support::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{MutexGuard, OnceLock};
-
-/// The tests time programs: running two at once on two cores would spoil
-/// both, so they take turns, with every other timed test of the binary.
-fn turn() -> MutexGuard<'static, ()> {
-    crate::support::serial()
-}
+use std::sync::OnceLock;
 
 /// Build a workload (they include ../include/holdup.h by relative path).
 /// Every run does the same work: the spin loop is calibrated once, here,
@@ -139,40 +134,6 @@ fn profile_and_notes(dir: &Path, extra: &[&str], cmd: &[&str]) -> (Value, String
         json(&["causal", "report", "--json", "-i", coz.to_str().unwrap()]),
         String::from_utf8_lossy(&run.stderr).into_owned(),
     )
-}
-
-fn target<'a>(report: &'a Value, name: &str) -> &'a Value {
-    report["targets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["target"] == name)
-        .unwrap_or_else(|| panic!("no target {name} in {report}"))
-}
-
-/// The fitted curve at speedup `s`, interpolated (what `report` shows).
-fn predict(t: &Value, s: f64) -> f64 {
-    let pts: Vec<(f64, f64)> = t["curve"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| {
-            (
-                p["speedup"].as_f64().unwrap(),
-                p["fitted"].as_f64().unwrap(),
-            )
-        })
-        .collect();
-    if s <= pts[0].0 {
-        return pts[0].1;
-    }
-    for w in pts.windows(2) {
-        if s <= w[1].0 {
-            let f = (s - w[0].0) / (w[1].0 - w[0].0);
-            return w[0].1 + f * (w[1].1 - w[0].1);
-        }
-    }
-    pts.last().unwrap().1
 }
 
 fn top_target(report: &Value) -> String {
@@ -857,32 +818,6 @@ fn attach_pipe_reader_line_with_core_level_delays() {
     });
 }
 
-/// `-p` and `-a` refuse what they cannot profile in one line each.
-#[test]
-fn attach_bad_input_is_one_clear_line() {
-    let _turn = turn();
-    for (args, says) in [
-        (
-            vec!["-p", "999999999", "--progress", "main"],
-            "no process with pid 999999999",
-        ),
-        (vec!["-p", "12x"], "-p takes process ids"),
-        (vec!["-a", "--duration", "1"], "need a progress point"),
-    ] {
-        let out = holdup()
-            .args(["causal", "run", "-o", "/dev/null"])
-            .args(&args)
-            .bounded_output();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{args:?}: {err}");
-        let lines: Vec<&str> = err.lines().collect();
-        assert!(
-            lines.len() == 1 && lines[0].contains(says),
-            "{args:?}: {err}"
-        );
-    }
-}
-
 /// `-a` on a kernel-heavy program: four lines each make one system call
 /// that walks a path 200 directories deep. The kernel's path walk is one
 /// function under all four lines, so it predicts more than each of them.
@@ -1176,31 +1111,4 @@ fn coz_header_and_end_to_end() {
     let e2e = profile(&dir, &["--end-to-end", "--runs", "3"], &[b, "40", "4", "2"]);
     assert_eq!(e2e["progress_points"][0], "end-to-end");
     assert_eq!(e2e["experiments"], 3);
-}
-
-/// `causal report` on a small profile made by construction (line a.c:10
-/// critical: 0.6 × its speedup; b.c:20 with slack; too few experiments
-/// on subclass:io), text and JSON pinned by golden files.
-#[test]
-fn report_matches_the_golden_files() {
-    let golden = repo_root().join("crates/holdup-cli/tests/causal_golden");
-    let coz = golden.join("small.coz");
-    let coz = coz.to_str().unwrap();
-    let text = run_ok(&["causal", "report", "-i", coz]);
-    assert_golden(&golden, "small.txt", &String::from_utf8_lossy(&text.stdout));
-    let js = run_ok(&["causal", "report", "--json", "-i", coz]);
-    assert_golden(&golden, "small.json", &String::from_utf8_lossy(&js.stdout));
-    let report = json(&["causal", "report", "--json", "-i", coz]);
-    assert_near(
-        "a.c:10 at 50%",
-        predict(target(&report, "a.c:10"), 0.5),
-        0.30,
-        0.005,
-    );
-    assert_near(
-        "b.c:20 at 50%",
-        predict(target(&report, "b.c:20"), 0.5),
-        0.0,
-        0.005,
-    );
 }

@@ -4,6 +4,7 @@
 //! attacks are made as `nobody` in a directory everyone can write, while
 //! holdup runs as root.
 
+use crate::support::outputs::*;
 use crate::support::small_trace::small_trace;
 use crate::support::*;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -18,29 +19,6 @@ fn as_nobody(dir: &Path, cmd: &[&str]) {
         .current_dir(dir)
         .bounded_status();
     assert!(status.success(), "as nobody: {cmd:?}");
-}
-
-/// Every writer, with the output path it is given.
-fn writers(out: &str) -> Vec<Vec<String>> {
-    let mut v: Vec<Vec<&str>> = vec![
-        vec!["html", "-o"],
-        vec!["flame", "-o"],
-        vec!["waitgraph", "--svg"],
-    ];
-    for f in ["pprof", "firefox", "perfetto", "speedscope", "folded"] {
-        v.push(vec!["export", "-f", f, "-o"]);
-    }
-    v.into_iter()
-        .map(|mut args| {
-            args.push(out);
-            args.extend(["-i", "small.data"]);
-            args.into_iter().map(String::from).collect()
-        })
-        .collect()
-}
-
-fn run_in(dir: &Path, args: &[String]) -> std::process::Output {
-    holdup().current_dir(dir).args(args).bounded_output()
 }
 
 #[test]
@@ -119,21 +97,5 @@ fn outputs_are_private_and_never_written_through_a_planted_link_or_file() {
             let text = std::fs::read(&made).unwrap();
             assert!(!text.starts_with(b"an older"), "{args:?}: not emptied");
         }
-    }
-}
-
-#[test]
-fn dash_writes_to_standard_output() {
-    let dir = scratch("outputs_stdout");
-    small_trace(&dir.join("small.data"));
-    for args in writers("-") {
-        let o = run_in(&dir, &args);
-        assert!(
-            o.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        assert!(o.stdout.len() > 100, "{args:?}: {} bytes", o.stdout.len());
-        assert!(!dir.join("-").exists(), "{args:?}");
     }
 }
