@@ -76,6 +76,9 @@ pub struct Converter<W: Write> {
     /// trace stack of each (kernel id, user id, process) looked up.
     waker_stacks: Option<holdup_bpf::WakerStacks>,
     waker_stack_ids: FxHashMap<(u32, u32, u32), StackId>,
+    /// Per thread, the user stack of its last waker, by the number its
+    /// blocked sample names it by (see `raw::WAKER_USTACK_REC`).
+    waker_ustacks: FxHashMap<u32, (u32, Vec<Frame>)>,
     /// A copy of the vDSO: it is no file on disk, but unwinding through it
     /// needs its CFI and reports need its symbols. Every process of a
     /// kernel maps the same image, so the recorder's own one is used.
@@ -176,6 +179,7 @@ impl<W: Write> Converter<W> {
             last_cpu_stacks: FxHashMap::default(),
             waker_stacks: None,
             waker_stack_ids: FxHashMap::default(),
+            waker_ustacks: FxHashMap::default(),
             vdso: VdsoCopy::new(),
         }
     }
@@ -186,32 +190,49 @@ impl<W: Write> Converter<W> {
     }
 
     /// The waker's stack at the wakeup of a blocked sample, as a trace
-    /// stack: its kernel frames, then its user frames in its own process.
-    /// A table entry never changes once made, so each is looked up once.
+    /// stack: its kernel frames, then its user frames in its own process,
+    /// from the table or from the record of the wakeup. A table entry never
+    /// changes once made, so each is looked up once.
     fn waker_stack(&mut self, r: &raw::SampleRec) -> std::io::Result<StackId> {
         let key = (r.waker_kstack, r.waker_ustack, r.waker_pid);
-        if key.0 == 0 && key.1 == 0 {
-            return Ok(0);
-        }
-        if let Some(&id) = self.waker_stack_ids.get(&key) {
-            return Ok(id);
-        }
-        let Some(table) = &self.waker_stacks else {
-            return Ok(0);
+        let from_record = r.waker_ustack & raw::WAKER_USTACK_REC != 0;
+        // A record older than the sample is another wakeup's.
+        let user = match self.waker_ustacks.remove(&r.tid) {
+            Some((n, frames)) if from_record && n == r.waker_ustack => Some(frames),
+            _ => None,
         };
-        let kernel = table.get(r.waker_kstack).unwrap_or_default();
-        let user = table.get(r.waker_ustack).unwrap_or_default();
+        if key.0 == 0 && user.is_none() && (key.1 == 0 || from_record) {
+            return Ok(0);
+        }
+        if !from_record {
+            if let Some(&id) = self.waker_stack_ids.get(&key) {
+                return Ok(id);
+            }
+        }
+        let table = self.waker_stacks.as_ref();
+        let kernel = table.and_then(|t| t.get(r.waker_kstack));
         self.frames.clear();
-        self.frames.extend(kernel.iter().map(|&a| Frame {
-            dso: KERNEL_DSO,
-            addr: adjust(a, false),
-        }));
-        for (i, &a) in user.iter().enumerate() {
-            let f = self.frame_in_mapping(r.waker_pid, a, i == 0)?;
-            self.frames.push(f);
+        self.frames
+            .extend(kernel.unwrap_or_default().iter().map(|&a| Frame {
+                dso: KERNEL_DSO,
+                addr: adjust(a, false),
+            }));
+        if let Some(mut frames) = user {
+            self.frames.append(&mut frames);
+        } else if !from_record {
+            let Some(table) = &self.waker_stacks else {
+                return Ok(0);
+            };
+            let user = table.get(r.waker_ustack).unwrap_or_default();
+            for (i, &a) in user.iter().enumerate() {
+                let f = self.frame_in_mapping(r.waker_pid, a, i == 0)?;
+                self.frames.push(f);
+            }
         }
         let id = self.stack_id()?;
-        self.waker_stack_ids.insert(key, id);
+        if !from_record {
+            self.waker_stack_ids.insert(key, id);
+        }
         Ok(id)
     }
 
@@ -499,22 +520,41 @@ impl<W: Write> Converter<W> {
                 addr: adjust(a, i == 0 && leaf_is_ip),
             });
         }
-        if r.flags & raw::SF_USER_REGS != 0 {
-            s.fp_chain_into(&mut self.chain);
-            let mut user = std::mem::take(&mut self.user);
-            self.unwinder
-                .unwind_into(&self.spaces, r.pid, &s.user_stack(&self.chain), &mut user);
-            let layout = self.unwinder.layout(r.pid);
-            for (i, &a) in user.iter().enumerate() {
-                let f = self.user_frame(r.pid, layout, a, i == 0)?;
-                self.frames.push(f);
-            }
-            self.user = user;
-        }
+        self.push_user_frames(s)?;
         if r.py_len > 0 {
             self.splice_python(s, s.rec.kstack_len as usize)?;
         }
         self.stack_id()
+    }
+
+    /// The user frames of a sample-shaped record, unwound, onto `frames`.
+    fn push_user_frames(&mut self, s: &raw::RawSample<'_>) -> std::io::Result<()> {
+        let r = &s.rec;
+        if r.flags & raw::SF_USER_REGS == 0 {
+            return Ok(());
+        }
+        s.fp_chain_into(&mut self.chain);
+        let mut user = std::mem::take(&mut self.user);
+        self.unwinder
+            .unwind_into(&self.spaces, r.pid, &s.user_stack(&self.chain), &mut user);
+        let layout = self.unwinder.layout(r.pid);
+        for (i, &a) in user.iter().enumerate() {
+            let f = self.user_frame(r.pid, layout, a, i == 0)?;
+            self.frames.push(f);
+        }
+        self.user = user;
+        Ok(())
+    }
+
+    /// A waker's user stack at its wakeup of a thread, kept for that
+    /// thread's blocked sample, which comes after it.
+    fn waker_ustack(&mut self, s: &raw::RawSample<'_>) -> std::io::Result<()> {
+        self.frames.clear();
+        self.push_user_frames(s)?;
+        let frames = std::mem::take(&mut self.frames);
+        self.waker_ustacks
+            .insert(s.rec.waker_id, (s.rec.waker_ustack, frames));
+        Ok(())
     }
 
     fn sample(&mut self, s: &raw::RawSample<'_>) -> std::io::Result<()> {
@@ -594,7 +634,7 @@ impl<W: Write> Converter<W> {
             RawRecord::Exec(e) => e.time,
             RawRecord::Comm(c) | RawRecord::Exit(c) => c.time,
             RawRecord::BioIssue(b) | RawRecord::BioDone(b) => b.time,
-            RawRecord::SyscallStack(s) => s.rec.end,
+            RawRecord::SyscallStack(s) | RawRecord::WakerUstack(s) => s.rec.end,
             RawRecord::Syscall(c) => c.end,
             RawRecord::PyCode(c) => {
                 self.python.code(c);
@@ -642,6 +682,7 @@ impl<W: Write> Converter<W> {
             RawRecord::Comm(c) => self.rename(c.pid, c.tid, c.time, &c.comm),
             RawRecord::Exit(c) => {
                 self.last_cpu_stacks.remove(&c.tid);
+                self.waker_ustacks.remove(&c.tid);
                 self.name(c.pid, c.tid, c.time, Some(c_str(&c.comm)))?;
                 self.writer.write(&Record::Exit {
                     time: c.time,
@@ -659,6 +700,7 @@ impl<W: Write> Converter<W> {
                 self.syscall_stacks.insert(s.rec.tid, (s.rec.start, stack));
                 Ok(())
             }
+            RawRecord::WakerUstack(s) => self.waker_ustack(s),
             RawRecord::Syscall(c) => {
                 self.counts.syscalls += 1;
                 self.name(c.pid, c.tid, c.end, None)?;
