@@ -933,6 +933,61 @@ mod tests {
         assert_eq!(leaf(2), exit - 1, "thread 9 was never sampled");
     }
 
+    /// A raw record of the user stack thread 9 had when it woke thread 8,
+    /// numbered `n`: registers only, its leaf at `ip`.
+    fn raw_waker_ustack(n: u32, ip: u64) -> Vec<u8> {
+        let rec = raw::SampleRec {
+            hdr: raw::RecHdr {
+                kind: raw::REC_WAKER_USTACK,
+                size: std::mem::size_of::<raw::SampleRec>() as u32,
+            },
+            pid: 7,
+            tid: 9,
+            end: 3_000_000,
+            ip,
+            sp: 0x7ffc_0000_1000,
+            waker_id: 8,
+            waker_ustack: n | raw::WAKER_USTACK_REC,
+            flags: raw::SF_USER_REGS,
+            ..Default::default()
+        };
+        let mut bytes = vec![0u8; rec.hdr.size as usize];
+        unsafe { std::ptr::write_unaligned(bytes.as_mut_ptr() as *mut raw::SampleRec, rec) };
+        bytes
+    }
+
+    /// Thread 8's blocked sample naming waker user stack record `n`.
+    fn raw_sample_woken_at(n: u32) -> Vec<u8> {
+        let mut bytes = raw_blocked_sample(0);
+        let at = std::mem::offset_of!(raw::SampleRec, waker_ustack);
+        bytes[at..at + 4].copy_from_slice(&(n | raw::WAKER_USTACK_REC).to_ne_bytes());
+        bytes
+    }
+
+    /// The waker's user stack comes in a record before the blocked sample
+    /// that names it, and becomes that sample's waker stack; a sample that
+    /// names another record (lost to a full ring) gets none, never the
+    /// stack of another wakeup.
+    #[test]
+    fn a_waker_user_stack_record_becomes_the_waker_stack_of_the_sample_naming_it() {
+        let (ip, other) = (0x40_1234u64, 0x40_5678u64);
+        let (_, t) = convert(&[
+            &raw_waker_ustack(1, ip),
+            &raw_sample_woken_at(1),
+            &raw_waker_ustack(2, other),
+            &raw_sample_woken_at(3),
+            &raw_sample_woken_at(2),
+        ]);
+        assert_eq!(t.samples.len(), 3);
+        let first = &t.stacks[&t.samples[0].waker_stack];
+        assert_eq!(first.iter().map(|f| f.addr).collect::<Vec<_>>(), [ip]);
+        assert_eq!(t.samples[1].waker_stack, 0, "record 3 never came");
+        assert_eq!(
+            t.samples[2].waker_stack, 0,
+            "record 2 was another wakeup's, dropped by the sample before"
+        );
+    }
+
     #[test]
     fn the_vdso_copy_is_an_elf_image_in_memory_not_a_file() {
         let copy = VdsoCopy::new().expect("a vDSO copy");
