@@ -15,6 +15,9 @@ pub const COMM_LEN: usize = c::COMM_LEN as usize;
 pub const PATH_LEN: usize = c::PATH_LEN as usize;
 pub const MAX_PY_FRAMES: usize = c::MAX_PY_FRAMES as usize;
 
+/// A sample's `waker_ustack` with this bit names the `REC_WAKER_USTACK`
+/// record of its thread with the same `waker_ustack`, not a table id.
+pub use c::WAKER_USTACK_REC;
 /// Record kinds (u32): `REC_SYSCALL_STACK` is the stack of the
 /// `REC_SYSCALL` that follows, `REC_WAKER_USTACK` a waker's user stack at
 /// a wakeup, both sample-shaped records.
@@ -22,9 +25,6 @@ pub use c::{
     REC_BIO_DONE, REC_BIO_ISSUE, REC_COMM, REC_EXEC, REC_EXIT, REC_FORK, REC_PY_CODE, REC_SAMPLE,
     REC_SEGMENT, REC_SYSCALL, REC_SYSCALL_STACK, REC_WAKER_STACK, REC_WAKER_USTACK,
 };
-/// A sample's `waker_ustack` with this bit names the `REC_WAKER_USTACK`
-/// record of its thread with the same `waker_ustack`, not a table id.
-pub use c::WAKER_USTACK_REC;
 /// Record kinds are below this.
 pub const REC_KINDS: usize = c::REC_KIND_SLOTS as usize;
 

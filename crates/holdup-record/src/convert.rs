@@ -936,11 +936,7 @@ mod tests {
     /// A raw record of the user stack thread 9 had when it woke thread 8,
     /// numbered `n`: registers only, its leaf at `ip`.
     fn raw_waker_ustack(n: u32, ip: u64) -> Vec<u8> {
-        let rec = raw::SampleRec {
-            hdr: raw::RecHdr {
-                kind: raw::REC_WAKER_USTACK,
-                size: std::mem::size_of::<raw::SampleRec>() as u32,
-            },
+        let mut rec = raw::SampleRec {
             pid: 7,
             tid: 9,
             end: 3_000_000,
@@ -951,6 +947,8 @@ mod tests {
             flags: raw::SF_USER_REGS,
             ..Default::default()
         };
+        rec.hdr.kind = raw::REC_WAKER_USTACK;
+        rec.hdr.size = std::mem::size_of::<raw::SampleRec>() as u32;
         let mut bytes = vec![0u8; rec.hdr.size as usize];
         unsafe { std::ptr::write_unaligned(bytes.as_mut_ptr() as *mut raw::SampleRec, rec) };
         bytes
