@@ -57,6 +57,7 @@ fn main() {
                 RawRecord::BioIssue(_) => "bio_issue",
                 RawRecord::BioDone(_) => "bio_done",
                 RawRecord::SyscallStack(_) => "syscall_stack",
+                RawRecord::WakerUstack(_) => "waker_ustack",
                 RawRecord::Syscall(_) => "syscall",
                 RawRecord::PyCode(_) => "py_code",
             };

@@ -15,11 +15,15 @@ pub const COMM_LEN: usize = c::COMM_LEN as usize;
 pub const PATH_LEN: usize = c::PATH_LEN as usize;
 pub const MAX_PY_FRAMES: usize = c::MAX_PY_FRAMES as usize;
 
+/// A sample's `waker_ustack` with this bit names the `REC_WAKER_USTACK`
+/// record of its thread with the same `waker_ustack`, not a table id.
+pub use c::WAKER_USTACK_REC;
 /// Record kinds (u32): `REC_SYSCALL_STACK` is the stack of the
-/// `REC_SYSCALL` that follows, a sample-shaped record.
+/// `REC_SYSCALL` that follows, `REC_WAKER_USTACK` a waker's user stack at
+/// a wakeup, both sample-shaped records.
 pub use c::{
     REC_BIO_DONE, REC_BIO_ISSUE, REC_COMM, REC_EXEC, REC_EXIT, REC_FORK, REC_PY_CODE, REC_SAMPLE,
-    REC_SEGMENT, REC_SYSCALL, REC_SYSCALL_STACK, REC_WAKER_STACK,
+    REC_SEGMENT, REC_SYSCALL, REC_SYSCALL_STACK, REC_WAKER_STACK, REC_WAKER_USTACK,
 };
 /// Record kinds are below this.
 pub const REC_KINDS: usize = c::REC_KIND_SLOTS as usize;
@@ -256,6 +260,9 @@ pub enum RawRecord<'a> {
     /// The stacks of the next [`RawRecord::Syscall`] of the same thread.
     SyscallStack(RawSample<'a>),
     Syscall(SyscallRec),
+    /// A waker's user stack at its wakeup of thread `rec.waker_id`, named
+    /// by that thread's next blocked sample (see [`WAKER_USTACK_REC`]).
+    WakerUstack(RawSample<'a>),
     /// A CPython code object, the first time a sample had it.
     PyCode(&'a PyCodeRec),
 }
@@ -299,7 +306,7 @@ pub fn parse(bytes: &[u8]) -> Result<RawRecord<'_>, ParseError> {
         }
     };
     Ok(match hdr.kind {
-        REC_SAMPLE | REC_SYSCALL_STACK => {
+        REC_SAMPLE | REC_SYSCALL_STACK | REC_WAKER_USTACK => {
             let rec: SampleRec = read(bytes)?;
             let k = rec.kstack_len as usize * 8;
             let f = rec.fp_len as usize * 16;
@@ -314,10 +321,10 @@ pub fn parse(bytes: &[u8]) -> Result<RawRecord<'_>, ParseError> {
                 copy: &bytes[base + k + f..base + k + f + c],
                 py: &bytes[base + k + f + c..base + k + f + c + p],
             };
-            if hdr.kind == REC_SAMPLE {
-                RawRecord::Sample(s)
-            } else {
-                RawRecord::SyscallStack(s)
+            match hdr.kind {
+                REC_SAMPLE => RawRecord::Sample(s),
+                REC_SYSCALL_STACK => RawRecord::SyscallStack(s),
+                _ => RawRecord::WakerUstack(s),
             }
         }
         REC_SYSCALL => RawRecord::Syscall(read(bytes)?),

@@ -76,6 +76,9 @@ pub struct Converter<W: Write> {
     /// trace stack of each (kernel id, user id, process) looked up.
     waker_stacks: Option<holdup_bpf::WakerStacks>,
     waker_stack_ids: FxHashMap<(u32, u32, u32), StackId>,
+    /// Per thread, the user stack of its last waker, by the number its
+    /// blocked sample names it by (see `raw::WAKER_USTACK_REC`).
+    waker_ustacks: FxHashMap<u32, (u32, Vec<Frame>)>,
     /// A copy of the vDSO: it is no file on disk, but unwinding through it
     /// needs its CFI and reports need its symbols. Every process of a
     /// kernel maps the same image, so the recorder's own one is used.
@@ -176,6 +179,7 @@ impl<W: Write> Converter<W> {
             last_cpu_stacks: FxHashMap::default(),
             waker_stacks: None,
             waker_stack_ids: FxHashMap::default(),
+            waker_ustacks: FxHashMap::default(),
             vdso: VdsoCopy::new(),
         }
     }
@@ -186,32 +190,49 @@ impl<W: Write> Converter<W> {
     }
 
     /// The waker's stack at the wakeup of a blocked sample, as a trace
-    /// stack: its kernel frames, then its user frames in its own process.
-    /// A table entry never changes once made, so each is looked up once.
+    /// stack: its kernel frames, then its user frames in its own process,
+    /// from the table or from the record of the wakeup. A table entry never
+    /// changes once made, so each is looked up once.
     fn waker_stack(&mut self, r: &raw::SampleRec) -> std::io::Result<StackId> {
         let key = (r.waker_kstack, r.waker_ustack, r.waker_pid);
-        if key.0 == 0 && key.1 == 0 {
-            return Ok(0);
-        }
-        if let Some(&id) = self.waker_stack_ids.get(&key) {
-            return Ok(id);
-        }
-        let Some(table) = &self.waker_stacks else {
-            return Ok(0);
+        let from_record = r.waker_ustack & raw::WAKER_USTACK_REC != 0;
+        // A record older than the sample is another wakeup's.
+        let user = match self.waker_ustacks.remove(&r.tid) {
+            Some((n, frames)) if from_record && n == r.waker_ustack => Some(frames),
+            _ => None,
         };
-        let kernel = table.get(r.waker_kstack).unwrap_or_default();
-        let user = table.get(r.waker_ustack).unwrap_or_default();
+        if key.0 == 0 && user.is_none() && (key.1 == 0 || from_record) {
+            return Ok(0);
+        }
+        if !from_record {
+            if let Some(&id) = self.waker_stack_ids.get(&key) {
+                return Ok(id);
+            }
+        }
+        let table = self.waker_stacks.as_ref();
+        let kernel = table.and_then(|t| t.get(r.waker_kstack));
         self.frames.clear();
-        self.frames.extend(kernel.iter().map(|&a| Frame {
-            dso: KERNEL_DSO,
-            addr: adjust(a, false),
-        }));
-        for (i, &a) in user.iter().enumerate() {
-            let f = self.frame_in_mapping(r.waker_pid, a, i == 0)?;
-            self.frames.push(f);
+        self.frames
+            .extend(kernel.unwrap_or_default().iter().map(|&a| Frame {
+                dso: KERNEL_DSO,
+                addr: adjust(a, false),
+            }));
+        if let Some(mut frames) = user {
+            self.frames.append(&mut frames);
+        } else if !from_record {
+            let Some(table) = &self.waker_stacks else {
+                return Ok(0);
+            };
+            let user = table.get(r.waker_ustack).unwrap_or_default();
+            for (i, &a) in user.iter().enumerate() {
+                let f = self.frame_in_mapping(r.waker_pid, a, i == 0)?;
+                self.frames.push(f);
+            }
         }
         let id = self.stack_id()?;
-        self.waker_stack_ids.insert(key, id);
+        if !from_record {
+            self.waker_stack_ids.insert(key, id);
+        }
         Ok(id)
     }
 
@@ -499,22 +520,41 @@ impl<W: Write> Converter<W> {
                 addr: adjust(a, i == 0 && leaf_is_ip),
             });
         }
-        if r.flags & raw::SF_USER_REGS != 0 {
-            s.fp_chain_into(&mut self.chain);
-            let mut user = std::mem::take(&mut self.user);
-            self.unwinder
-                .unwind_into(&self.spaces, r.pid, &s.user_stack(&self.chain), &mut user);
-            let layout = self.unwinder.layout(r.pid);
-            for (i, &a) in user.iter().enumerate() {
-                let f = self.user_frame(r.pid, layout, a, i == 0)?;
-                self.frames.push(f);
-            }
-            self.user = user;
-        }
+        self.push_user_frames(s)?;
         if r.py_len > 0 {
             self.splice_python(s, s.rec.kstack_len as usize)?;
         }
         self.stack_id()
+    }
+
+    /// The user frames of a sample-shaped record, unwound, onto `frames`.
+    fn push_user_frames(&mut self, s: &raw::RawSample<'_>) -> std::io::Result<()> {
+        let r = &s.rec;
+        if r.flags & raw::SF_USER_REGS == 0 {
+            return Ok(());
+        }
+        s.fp_chain_into(&mut self.chain);
+        let mut user = std::mem::take(&mut self.user);
+        self.unwinder
+            .unwind_into(&self.spaces, r.pid, &s.user_stack(&self.chain), &mut user);
+        let layout = self.unwinder.layout(r.pid);
+        for (i, &a) in user.iter().enumerate() {
+            let f = self.user_frame(r.pid, layout, a, i == 0)?;
+            self.frames.push(f);
+        }
+        self.user = user;
+        Ok(())
+    }
+
+    /// A waker's user stack at its wakeup of a thread, kept for that
+    /// thread's blocked sample, which comes after it.
+    fn waker_ustack(&mut self, s: &raw::RawSample<'_>) -> std::io::Result<()> {
+        self.frames.clear();
+        self.push_user_frames(s)?;
+        let frames = std::mem::take(&mut self.frames);
+        self.waker_ustacks
+            .insert(s.rec.waker_id, (s.rec.waker_ustack, frames));
+        Ok(())
     }
 
     fn sample(&mut self, s: &raw::RawSample<'_>) -> std::io::Result<()> {
@@ -594,7 +634,7 @@ impl<W: Write> Converter<W> {
             RawRecord::Exec(e) => e.time,
             RawRecord::Comm(c) | RawRecord::Exit(c) => c.time,
             RawRecord::BioIssue(b) | RawRecord::BioDone(b) => b.time,
-            RawRecord::SyscallStack(s) => s.rec.end,
+            RawRecord::SyscallStack(s) | RawRecord::WakerUstack(s) => s.rec.end,
             RawRecord::Syscall(c) => c.end,
             RawRecord::PyCode(c) => {
                 self.python.code(c);
@@ -642,6 +682,7 @@ impl<W: Write> Converter<W> {
             RawRecord::Comm(c) => self.rename(c.pid, c.tid, c.time, &c.comm),
             RawRecord::Exit(c) => {
                 self.last_cpu_stacks.remove(&c.tid);
+                self.waker_ustacks.remove(&c.tid);
                 self.name(c.pid, c.tid, c.time, Some(c_str(&c.comm)))?;
                 self.writer.write(&Record::Exit {
                     time: c.time,
@@ -659,6 +700,7 @@ impl<W: Write> Converter<W> {
                 self.syscall_stacks.insert(s.rec.tid, (s.rec.start, stack));
                 Ok(())
             }
+            RawRecord::WakerUstack(s) => self.waker_ustack(s),
             RawRecord::Syscall(c) => {
                 self.counts.syscalls += 1;
                 self.name(c.pid, c.tid, c.end, None)?;
@@ -889,6 +931,59 @@ mod tests {
         assert_eq!(leaf(1), leaf(0), "thread 8's tail goes to its last sample");
         assert_eq!(t.samples[1].weight, 2);
         assert_eq!(leaf(2), exit - 1, "thread 9 was never sampled");
+    }
+
+    /// A raw record of the user stack thread 9 had when it woke thread 8,
+    /// numbered `n`: registers only, its leaf at `ip`.
+    fn raw_waker_ustack(n: u32, ip: u64) -> Vec<u8> {
+        let mut rec = raw::SampleRec {
+            pid: 7,
+            tid: 9,
+            end: 3_000_000,
+            ip,
+            sp: 0x7ffc_0000_1000,
+            waker_id: 8,
+            waker_ustack: n | raw::WAKER_USTACK_REC,
+            flags: raw::SF_USER_REGS,
+            ..Default::default()
+        };
+        rec.hdr.kind = raw::REC_WAKER_USTACK;
+        rec.hdr.size = std::mem::size_of::<raw::SampleRec>() as u32;
+        let mut bytes = vec![0u8; rec.hdr.size as usize];
+        unsafe { std::ptr::write_unaligned(bytes.as_mut_ptr() as *mut raw::SampleRec, rec) };
+        bytes
+    }
+
+    /// Thread 8's blocked sample naming waker user stack record `n`.
+    fn raw_sample_woken_at(n: u32) -> Vec<u8> {
+        let mut bytes = raw_blocked_sample(0);
+        let at = std::mem::offset_of!(raw::SampleRec, waker_ustack);
+        bytes[at..at + 4].copy_from_slice(&(n | raw::WAKER_USTACK_REC).to_ne_bytes());
+        bytes
+    }
+
+    /// The waker's user stack comes in a record before the blocked sample
+    /// that names it, and becomes that sample's waker stack; a sample that
+    /// names another record (lost to a full ring) gets none, never the
+    /// stack of another wakeup.
+    #[test]
+    fn a_waker_user_stack_record_becomes_the_waker_stack_of_the_sample_naming_it() {
+        let (ip, other) = (0x40_1234u64, 0x40_5678u64);
+        let (_, t) = convert(&[
+            &raw_waker_ustack(1, ip),
+            &raw_sample_woken_at(1),
+            &raw_waker_ustack(2, other),
+            &raw_sample_woken_at(3),
+            &raw_sample_woken_at(2),
+        ]);
+        assert_eq!(t.samples.len(), 3);
+        let first = &t.stacks[&t.samples[0].waker_stack];
+        assert_eq!(first.iter().map(|f| f.addr).collect::<Vec<_>>(), [ip]);
+        assert_eq!(t.samples[1].waker_stack, 0, "record 3 never came");
+        assert_eq!(
+            t.samples[2].waker_stack, 0,
+            "record 2 was another wakeup's, dropped by the sample before"
+        );
     }
 
     #[test]

@@ -21,7 +21,7 @@ const KINDS: [(&str, &[u32]); 7] = [
     ("block requests", &[REC_BIO_ISSUE, REC_BIO_DONE]),
     ("system calls", &[REC_SYSCALL, REC_SYSCALL_STACK]),
     ("python code objects", &[REC_PY_CODE]),
-    ("wakers' stacks", &[REC_WAKER_STACK]),
+    ("wakers' stacks", &[REC_WAKER_STACK, REC_WAKER_USTACK]),
 ];
 
 /// Causes, as the trace names them: what a full ring buffer lost has no

@@ -350,6 +350,34 @@ fn unrecorded_wakers_unborn_threads_interrupts_and_open_waits_are_said_not_guess
     assert!(notes.iter().any(|n| n.contains("before the recording")));
 }
 
+/// A waker whose recorded life ended before its wakeup (it woke the
+/// waiter on its way out, after its exit was traced): the time past its
+/// exit is said, never given to it or to another thread.
+#[test]
+fn the_time_after_a_wakers_exit_is_said_not_given_to_it() {
+    let mut t = Build::new(40);
+    t.thread(1, "w");
+    t.thread(2, "gone");
+    let gone = t.t.threads.get_mut(&2).unwrap();
+    (gone.end, gone.exited) = (ns(25.0), true);
+    t.stack(1, &["join", "main"]);
+    t.off(1, 20.0, 30.0, 30.0, Class::Other, Waker::Thread(2), Some(1));
+    t.cpu(2, 22.0, 1);
+    let a = t.held();
+    near(
+        "before the exit",
+        sum(&a, 1, |p| p.tid == 2 && p.end != End::NotAlive),
+        5.0,
+    );
+    near("after it", a.stats.not_alive_points, 5.0);
+    assert!(a.parts.iter().all(|p| p.tid == 2), "{:?}", a.parts);
+    let notes = a.stats.notes();
+    assert!(
+        notes.iter().any(|n| n.contains("after it exited")),
+        "{notes:#?}"
+    );
+}
+
 #[test]
 fn a_cycle_in_a_damaged_trace_is_cut_not_followed_forever() {
     let mut t = Build::new(10);

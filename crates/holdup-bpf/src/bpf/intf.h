@@ -38,6 +38,7 @@ enum rec_kind {
 	REC_BIO_ISSUE = 7,
 	REC_BIO_DONE = 8,
 	REC_PY_CODE = 9,	/* a Python code object seen for the first time */
+	REC_WAKER_USTACK = 10,	/* a waker's user stack at a wakeup (struct sample_rec) */
 };
 
 /* Sample classes. CLASS_CPU is an on-CPU sample, the rest are blocked subclasses. */
@@ -125,11 +126,24 @@ struct sample_rec {
 	u16 _pad;
 	/* The waker's kernel and user stacks at the wakeup (ids in the
 	 * waker_stacks map plus one, 0: none) and its process, for a wait a
-	 * thread ended in task context. */
+	 * thread ended in task context. A waker_ustack with WAKER_USTACK_REC
+	 * set is no id: its user stack is the REC_WAKER_USTACK record of the
+	 * same number (the rest of the bits) for this thread. */
 	u32 waker_kstack;
 	u32 waker_ustack;
 	u32 waker_pid;
 };
+
+/* waker_ustack of a sample whose waker's user stack came as a record. */
+#define WAKER_USTACK_REC 0x80000000U
+
+/*
+ * REC_WAKER_USTACK: the user stack of a thread (pid, tid) at its wakeup of
+ * thread `waker_id`, as a sample carries one (registers, frame-pointer walk,
+ * copy of the stack top: unwound with CFI in user space). `waker_ustack` is
+ * the number the wakee's blocked sample names it by (WAKER_USTACK_REC
+ * set), `end` the time of the wakeup; no kernel stack.
+ */
 
 /* One off-CPU interval of a thread: [start, wake) waiting, [wake, end) runnable. */
 struct segment_rec {

@@ -68,6 +68,8 @@ struct thread_state {
 	u32 waker_kstack;
 	u32 waker_ustack;
 	u32 waker_pid;
+	/* Numbers the waker user stack records of this thread's wakeups. */
+	u32 waker_seq;
 	u8 waker_kind;
 	u8 class;		/* subclass decided at switch-out */
 	u8 klock;		/* waiting for a sleeping kernel lock */
@@ -165,11 +167,14 @@ struct {
  * interrupt, which can arrive while a program in task context (rseq_update,
  * sys_exit) is half-way through building a sample in its scratch; the
  * end-of-recording iterator is sleepable, so it can be preempted by a task
- * whose switch builds one. */
+ * whose switch builds one. A waker's user stack is built in a slot of its
+ * own: a wakeup in task context can come from a thread that preempted one
+ * half-way through a sample. */
 enum scratch_slot {
 	SCRATCH_TASK,
 	SCRATCH_IRQ,
 	SCRATCH_ITER,
+	SCRATCH_WAKER,
 	SCRATCH_SLOTS,
 };
 

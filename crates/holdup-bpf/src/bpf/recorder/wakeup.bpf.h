@@ -9,15 +9,49 @@
 #define EFAULT 14
 #endif
 
-/* The waker's stacks at the wakeup of `st`'s thread, taken when the
+/* The waker's user stack at the wakeup of thread `wakee`, sent as a record
+ * of its own that the wakee's blocked sample names by the number returned
+ * (0: none sent). It is read like a sample's (registers, frame-pointer walk,
+ * copy of the stack top) and unwound in user space with CFI: a walk of frame
+ * pointers alone loses the caller of every libc wrapper, since Debian's libc
+ * has none. A record the ring had no room for is counted as lost. */
+static __always_inline u32 send_waker_ustack(struct thread_state *st, u32 wakee, u64 now)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	u64 id = bpf_get_current_pid_tgid();
+	struct scratch *s;
+	u32 seq;
+
+	if (task->flags & PF_KTHREAD)
+		return 0;
+	s = get_scratch(SCRATCH_WAKER);
+	if (!s)
+		return 0;
+	seq = (st->waker_seq + 1) & ~WAKER_USTACK_REC;
+	st->waker_seq = seq;
+	s->rec.hdr.kind = REC_WAKER_USTACK;
+	s->rec.pid = id >> 32;
+	s->rec.tid = (u32)id;
+	s->rec.waker_id = wakee;
+	s->rec.waker_ustack = seq | WAKER_USTACK_REC;
+	s->rec.end = now;
+	capture_user(s, task, USER_LOADED);
+	if (!(s->rec.flags & SF_USER_REGS))
+		return 0;
+	submit_sample(s, s->kstack);
+	return seq | WAKER_USTACK_REC;
+}
+
+/* The waker's stacks at the wakeup of `p` (state `st`), taken when the
  * waiting part of its interval passes a sampling point (its blocked sample
  * will carry them) and the waker is current in task context: in interrupt
  * context current is only the thread the interrupt came upon. */
-static __always_inline void take_waker_stacks(void *ctx, struct thread_state *st, u64 now)
+static __always_inline void take_waker_stacks(void *ctx, struct task_struct *p,
+					      struct thread_state *st, u64 now)
 {
 	struct irq_context *ic = this_irq_ctx();
 	u64 out = st->out < start_ns ? start_ns : st->out;
-	long k, u;
+	long k;
 
 	st->waker_kstack = 0;
 	st->waker_ustack = 0;
@@ -29,12 +63,11 @@ static __always_inline void take_waker_stacks(void *ctx, struct thread_state *st
 		return;
 	/* Without this program and the tracepoint's caller (bpf_trace_run1). */
 	k = bpf_get_stackid(ctx, &waker_stacks, 2 & BPF_F_SKIP_FIELD_MASK);
-	u = bpf_get_stackid(ctx, &waker_stacks, BPF_F_USER_STACK);
-	/* -EFAULT: no user stack (a kernel thread); the rest is no room. */
-	if ((k < 0 && k != -EFAULT) || (u < 0 && u != -EFAULT))
+	/* -EFAULT: no kernel stack to walk; the rest is no room. */
+	if (k < 0 && k != -EFAULT)
 		count_lost(LOST_STACK_TABLE, REC_WAKER_STACK);
 	st->waker_kstack = k < 0 ? 0 : k + 1;
-	st->waker_ustack = u < 0 ? 0 : u + 1;
+	st->waker_ustack = send_waker_ustack(st, p->pid, now);
 	st->waker_pid = bpf_get_current_pid_tgid() >> 32;
 }
 
@@ -55,7 +88,7 @@ int BPF_PROG(on_waking, struct task_struct *p)
 		return 0;
 	st->wake = bpf_ktime_get_ns();
 	current_waker(&st->waker_kind, &st->waker_id);
-	take_waker_stacks(ctx, st, st->wake);
+	take_waker_stacks(ctx, p, st, st->wake);
 	return 0;
 }
 

@@ -1,7 +1,10 @@
 //! The waker's stack at the wakeup (offwaketime's view), on the real
 //! kernel: the mutex waits of held_io's waiter carry the keeper's unlock
-//! (its futex wake), and no wait an interrupt ended carries the stack of
-//! the thread the interrupt came upon. Needs root and BPF.
+//! (its futex wake) with the keeper's own function that called
+//! pthread_mutex_unlock (the waker's user stack is unwound with CFI: the
+//! libc it unlocks in has no frame pointers), and no wait an interrupt
+//! ended carries the stack of the thread the interrupt came upon. Needs
+//! root and BPF.
 
 use crate::support::*;
 use holdup_trace::{Class, Trace, Waker};
@@ -20,7 +23,7 @@ fn mutex_waits_carry_the_unlock_and_interrupt_wakeups_no_stack() {
     );
     let r = report(&data);
     let waiter = threads(&r).iter().find(|t| t["comm"] == "waiter").unwrap();
-    let (mut locked, mut unlock) = (0.0, 0.0);
+    let (mut locked, mut unlock, mut in_keeper) = (0.0, 0.0, 0.0);
     for s in waiter["sites"].as_array().unwrap() {
         if s["class"] != "lock" || s["lock_kind"] != "mutex" {
             continue;
@@ -28,18 +31,30 @@ fn mutex_waits_carry_the_unlock_and_interrupt_wakeups_no_stack() {
         locked += s["while_held"]["samples"].as_f64().unwrap_or(0.0);
         for w in s["while_held"]["woken_at"].as_array().into_iter().flatten() {
             let stack = w["stack"].as_str().unwrap();
+            let samples = w["samples"].as_f64().unwrap();
             if stack.contains("futex_wake_[k]") && stack.contains("lll_lock_wake") {
-                unlock += w["samples"].as_f64().unwrap();
+                unlock += samples;
+            }
+            // held_io's keeper() calls pthread_mutex_unlock itself (libc
+            // names it __GI___pthread_mutex_unlock_usercnt inside).
+            let frames: Vec<&str> = stack.split(';').collect();
+            if frames
+                .windows(2)
+                .any(|f| f[0] == "keeper" && f[1].contains("pthread_mutex_unlock"))
+            {
+                in_keeper += samples;
             }
         }
     }
     eprintln!("{unlock} of {locked} mutex samples woken at the keeper's unlock");
     assert!(locked >= 200.0, "too few mutex samples to judge: {locked}");
     assert!(unlock >= 0.9 * locked, "{unlock} of {locked}");
+    eprintln!("{in_keeper} of {locked} woken at keeper → pthread_mutex_unlock");
+    assert!(in_keeper >= 0.9 * locked, "{in_keeper} of {locked}");
     let text = String::from_utf8(run_ok(&["report", "-i", data.to_str().unwrap()]).stdout).unwrap();
     assert!(
         text.lines()
-            .any(|l| l.contains("woken at:") && l.contains("lll_lock_wake")),
+            .any(|l| l.contains("woken at: keeper → pthread_mutex_unlock")),
         "{text}"
     );
 
