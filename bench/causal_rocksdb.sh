@@ -54,7 +54,7 @@ reads() {
 	cat "$dir"/* >/dev/null
 	"$@" db_bench --benchmarks=readrandom --use_existing_db=1 --num=$keys --threads="$threads" \
 		--cache_numshardbits="$bits" --duration="$s" \
-		--stats_interval=$stats_every --db="$dir" 2>/dev/null |
+		--stats_interval=$stats_every --db="$dir" 2>"$work/stderr" |
 		awk '$1 == "readrandom" { for (i = 1; i < NF; i++) if ($(i + 1) == "ops/sec") print $i }'
 }
 speedup() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", 100 * (1 - a / b) }'; }
@@ -72,6 +72,7 @@ done
 
 echo "== holdup causal run --progress syscall:write ($causal_secs s)"
 causal_ops=$(reads "$db" 0 "$causal_secs" "$holdup" causal run --progress syscall:write -o "$work/rdb.coz" --)
+grep '^holdup' "$work/stderr" || true
 echo "== the same with every speedup 0% (60 s)"
 zero_ops=$(reads "$db" 0 60 "$holdup" causal run --speedup 0 --progress syscall:write -o "$work/zero.coz" --)
 after=$(reads "$db" 0 "$secs")
@@ -91,14 +92,15 @@ jq -r "[.targets[] | select(.kind != \"subclass\" and .kind != \"process\")][:8]
 echo "== block-cache targets"
 jq -r ".targets[] | select(.target | test(\"LRUCache|ShardedCache|CacheShard|port::Mutex|RetrieveBlock|GetDataBlockFromCache|LookupAndPin|MaybeReadBlockAndLoadToCache\")) | $show" "$work/report.json" | head -12
 echo "== subclass:io"
-jq -r ".targets[] | select(.target == \"subclass:io\") | $show" "$work/report.json"
+jq -r "[.targets[] | select(.target == \"subclass:io\") | $show] | if length == 0 then \"no target: no blocked sample was in I/O\" else .[] end" "$work/report.json"
 
 echo "== measured, side by side (program speedup = 1 − ops/s before ÷ after)"
-cache_best=$(jq -r '[.targets[] | select(.enough_data and (.target | test("LRUCache|ShardedCache|CacheShard|port::Mutex|LookupAndPin"))) | .max_program_speedup] | max // 0 | . * 1000 | round / 10' "$work/report.json")
-io_best=$(jq -r '[.targets[] | select(.target == "subclass:io") | .max_program_speedup] | max // 0 | . * 1000 | round / 10' "$work/report.json")
+pct='def pct: if . == null then "none with a measurable effect" else (. * 1000 | round / 10 | tostring) + "%" end; '
+cache_best=$(jq -r "$pct"'[.targets[] | select(.enough_data and (.no_measurable_effect | not) and (.target | test("LRUCache|ShardedCache|CacheShard|port::Mutex|LookupAndPin"))) | .max_program_speedup] | max | pct' "$work/report.json")
+io_best=$(jq -r "$pct"'[.targets[] | select(.target == "subclass:io") | .max_program_speedup] | max | pct' "$work/report.json")
 for bits in 2 4 6; do
-	echo "1 → $((1 << bits)) shards: $(speedup "${base_ops[$bits]}" "${fixed_ops[$bits]}")%   (holdup, best block-cache target: ${cache_best}%)"
+	echo "1 → $((1 << bits)) shards: $(speedup "${base_ops[$bits]}" "${fixed_ops[$bits]}")%   (holdup, best block-cache target: ${cache_best})"
 done
-echo "RAM disk: $(speedup "${base_ops[ram]}" "${fixed_ops[ram]}")%   (holdup, subclass:io: ${io_best}%)"
+echo "RAM disk: $(speedup "${base_ops[ram]}" "${fixed_ops[ram]}")%   (holdup, subclass:io: ${io_best})"
 echo "throughput under causal run: $causal_ops ops/s, $(awk -v a="$causal_ops" -v b="$plain" 'BEGIN { printf "%.0f", 100 * a / b }')% of plain"
 echo "throughput at 0% speedups: $zero_ops ops/s, $(awk -v a="$zero_ops" -v b="$plain" 'BEGIN { printf "%.0f", 100 * a / b }')% of plain"
