@@ -39,6 +39,18 @@ pub fn cpu_clock(cpu: i32, period_ns: u64) -> io::Result<OwnedFd> {
 /// process that forks or starts a thread.) They are not close-on-exec, so
 /// that the program they are handed to can read them.
 pub fn uprobe_counters(binary: &std::path::Path, offset: u64) -> io::Result<Vec<OwnedFd>> {
+    uprobe_counters_raising(binary, offset, 0)
+}
+
+/// [`uprobe_counters`] for a USDT probe with a semaphore at file offset
+/// `semaphore` of `binary` (0: none): the kernel raises the semaphore in
+/// every process that maps the binary while the probe is attached, as a
+/// tracer must for the program to reach the probe.
+pub fn uprobe_counters_raising(
+    binary: &std::path::Path,
+    offset: u64,
+    semaphore: u64,
+) -> io::Result<Vec<OwnedFd>> {
     use std::os::unix::ffi::OsStrExt;
     let pmu = std::fs::read_to_string("/sys/bus/event_source/devices/uprobe/type")?;
     let pmu: u32 = pmu
@@ -56,6 +68,8 @@ pub fn uprobe_counters(binary: &std::path::Path, offset: u64) -> io::Result<Vec<
         };
         attr.__bindgen_anon_3.uprobe_path = path.as_ptr() as u64;
         attr.__bindgen_anon_4.probe_offset = offset;
+        // The uprobe PMU's format: ref_ctr_offset is config:32-63.
+        attr.config = semaphore << 32;
         // SAFETY: attr is initialised and `path` outlives the call.
         let fd = unsafe { sys::perf_event_open(&mut attr, -1, cpu, -1, 0) };
         if fd < 0 {

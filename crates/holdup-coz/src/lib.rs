@@ -16,6 +16,7 @@ pub mod probe_list;
 pub mod profile;
 pub mod scope;
 pub mod target;
+pub mod usdt;
 
 /// Environment variables set by `holdup causal run`, read by the runtime.
 pub mod env {

@@ -154,7 +154,7 @@ pub fn sites_of(binary: &Path, symbols: &[&str]) -> Result<Vec<Option<Site>>, St
 }
 
 /// Whether a uprobe at file offset `offset` is single-stepped.
-fn stepped_at(file: &object::File<'_>, data: &[u8], offset: u64) -> bool {
+pub(crate) fn stepped_at(file: &object::File<'_>, data: &[u8], offset: u64) -> bool {
     let code = data.get(offset as usize..).unwrap_or_default();
     file.architecture() == object::Architecture::X86_64 && !x86_emulated(code)
 }
@@ -219,7 +219,7 @@ pub fn segments(elf: &[u8]) -> Result<Vec<Segment>, String> {
 }
 
 /// Where static address `svma` lies in the file.
-fn file_offset(file: &object::File<'_>, svma: u64) -> Option<u64> {
+pub(crate) fn file_offset(file: &object::File<'_>, svma: u64) -> Option<u64> {
     file.segments().find_map(|seg| {
         let (off, len) = seg.file_range();
         let start = seg.address();

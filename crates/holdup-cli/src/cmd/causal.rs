@@ -115,8 +115,13 @@ pub struct RunArgs {
     /// or a source line (`[BINARY:]SYMBOL` or `[BINARY:]FILE:LINE`; the
     /// command's executable by default) with a uprobe (a trap a visit), or
     /// the program's system calls (`syscall:NAME`) or a tracepoint's hits
-    /// (`tracepoint:CAT:NAME`), counted in BPF without a trap. Repeatable.
-    #[arg(long, value_name = "SYMBOL|FILE:LINE|syscall:NAME")]
+    /// (`tracepoint:CAT:NAME`), counted in BPF without a trap, or a USDT
+    /// probe's (`usdt:BINARY:PROVIDER:NAME`, a trap on its nop; its
+    /// semaphore is raised). Repeatable.
+    #[arg(
+        long,
+        value_name = "SYMBOL|FILE:LINE|syscall:NAME|usdt:BINARY:PROVIDER:NAME"
+    )]
     pub progress: Vec<String>,
     /// A latency progress point without recompiling: a transaction begins
     /// at one place and ends at the other (each as for --progress).

@@ -1,6 +1,7 @@
 //! Progress points without recompiling: `--progress` and `--latency`
 //! places counted outside the program. A function or a source line is
-//! counted by a uprobe (one counting perf event per CPU: a trap a visit);
+//! counted by a uprobe (one counting perf event per CPU: a trap a visit),
+//! a USDT probe (`usdt:BINARY:PROVIDER:NAME`) by a uprobe on its nop;
 //! `syscall:NAME` and `tracepoint:CAT:NAME` by a BPF program on the
 //! tracepoint (no trap; `holdup_bpf::progress`). A preloaded runtime reads
 //! the counters it inherits (named by the PROBES list); core-level runs
@@ -14,14 +15,22 @@ use holdup_coz::probe_list::{self, Count, ProbePoint};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 
+/// What a visit of a uprobe costs the program: a trap, and what the
+/// kernel does with the probed instruction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trap {
+    /// It emulates it (a push, a call, a jump).
+    Emulated,
+    /// A USDT probe's nop: nothing to emulate.
+    Nop,
+    /// It single-steps it: a second trap.
+    SingleStepped,
+}
+
 /// One place's counter.
 pub enum Counter {
-    /// Per-CPU counting uprobes; `single_stepped`: the kernel steps the
-    /// probed instruction (a second trap).
-    Uprobe {
-        fds: Vec<OwnedFd>,
-        single_stepped: bool,
-    },
+    /// Per-CPU counting uprobes.
+    Uprobe { fds: Vec<OwnedFd>, trap: Trap },
     /// Counted in BPF; `handed` is the copy of its map's fd that the
     /// program inherits.
     Kernel {
@@ -49,10 +58,10 @@ impl Counter {
         }
     }
 
-    /// Whether a visit takes a trap, and a second one (single-step).
-    pub fn traps(&self) -> Option<bool> {
+    /// The trap a visit takes, if any.
+    pub fn traps(&self) -> Option<Trap> {
         match self {
-            Counter::Uprobe { single_stepped, .. } => Some(*single_stepped),
+            Counter::Uprobe { trap, .. } => Some(*trap),
             Counter::Kernel { .. } => None,
         }
     }
@@ -221,6 +230,8 @@ pub fn near_names(program: Option<&Path>, spec: &str) -> Vec<String> {
     } else if spec.starts_with("tracepoint:") {
         let known = tracepoint_names();
         names::closest(name, known.iter().map(String::as_str))
+    } else if let Some(probe) = spec.strip_prefix("usdt:") {
+        holdup_coz::usdt::near_probes(probe)
     } else {
         holdup_coz::probe::near_functions(program, spec)
     };
@@ -268,6 +279,9 @@ fn open_counter(
         let handed = inheritable(counter.visits_fd())?;
         return Ok(Counter::Kernel { counter, handed });
     }
+    if let Some(probe) = spec.strip_prefix("usdt:") {
+        return usdt_counter(probe, spec, option);
+    }
     let sites = holdup_coz::probe::resolve(program, spec)
         .map_err(|e| anyhow::anyhow!("{option} {spec}: {e}"))?;
     if sites.len() > 1 {
@@ -276,7 +290,11 @@ fn open_counter(
             sites.len()
         );
     }
-    let single_stepped = sites.iter().any(|s| s.single_stepped);
+    let trap = if sites.iter().any(|s| s.single_stepped) {
+        Trap::SingleStepped
+    } else {
+        Trap::Emulated
+    };
     let mut fds = Vec::new();
     for site in sites {
         fds.extend(
@@ -284,10 +302,31 @@ fn open_counter(
                 .with_context(|| format!("{option} {spec}: cannot attach a uprobe"))?,
         );
     }
-    Ok(Counter::Uprobe {
-        fds,
-        single_stepped,
-    })
+    Ok(Counter::Uprobe { fds, trap })
+}
+
+/// A USDT probe's counter: a uprobe at each of its sites (a probe in
+/// inlined code has several), raising its semaphore if it has one.
+fn usdt_counter(probe: &str, spec: &str, option: &str) -> anyhow::Result<Counter> {
+    let sites =
+        holdup_coz::usdt::resolve(probe).map_err(|e| anyhow::anyhow!("{option} {spec}: {e}"))?;
+    let mut fds = Vec::new();
+    let mut trap = Trap::Nop;
+    for s in &sites {
+        if s.site.single_stepped {
+            // Not the nop that <sys/sdt.h> puts there.
+            trap = Trap::SingleStepped;
+        }
+        fds.extend(
+            holdup_bpf::perf::uprobe_counters_raising(
+                &s.site.binary,
+                s.site.offset,
+                s.semaphore_offset,
+            )
+            .with_context(|| format!("{option} {spec}: cannot attach a uprobe"))?,
+        );
+    }
+    Ok(Counter::Uprobe { fds, trap })
 }
 
 #[cfg(test)]

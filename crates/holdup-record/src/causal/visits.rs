@@ -11,7 +11,7 @@
 //! never-called place would otherwise give an empty profile after the
 //! whole run.
 
-use super::probes::{closest_list, near_names, Probe};
+use super::probes::{closest_list, near_names, Probe, Trap};
 use anyhow::bail;
 use holdup_bpf::progress::{Counted, PointCounter, Source};
 use std::path::PathBuf;
@@ -23,9 +23,9 @@ const CHECK_AFTER: Duration = Duration::from_secs(2);
 /// Visits may cost this share of the program's CPU time unwarned.
 const OVERHEAD_WARNING: f64 = 0.05;
 
-// Functions whose first instruction the kernel emulates (a push) or
-// single-steps (a mov): a uprobe on them costs what a visit of a probe of
-// that kind costs the program.
+// Functions whose first instruction the kernel emulates (a push), skips
+// (a USDT probe's nop) or single-steps (a mov): a uprobe on them costs
+// what a visit of a probe of that kind costs the program.
 std::arch::global_asm!(
     ".text",
     ".globl holdup_visit_emulated",
@@ -35,6 +35,12 @@ std::arch::global_asm!(
     "pop rbx",
     "ret",
     ".size holdup_visit_emulated, .-holdup_visit_emulated",
+    ".globl holdup_visit_nop",
+    ".type holdup_visit_nop,@function",
+    "holdup_visit_nop:",
+    "nop",
+    "ret",
+    ".size holdup_visit_nop, .-holdup_visit_nop",
     ".globl holdup_visit_stepped",
     ".type holdup_visit_stepped,@function",
     "holdup_visit_stepped:",
@@ -45,6 +51,7 @@ std::arch::global_asm!(
 
 extern "C" {
     fn holdup_visit_emulated();
+    fn holdup_visit_nop();
     fn holdup_visit_stepped();
 }
 
@@ -80,15 +87,19 @@ fn own_file_offset(addr: u64) -> Option<(PathBuf, u64)> {
 
 /// What a uprobe visit costs here, in ns: calls of our own function of
 /// the same kind timed with a counting uprobe on it and without.
-fn uprobe_visit_ns(single_stepped: bool) -> Option<f64> {
-    let f: unsafe extern "C" fn() = if single_stepped {
-        holdup_visit_stepped
-    } else {
-        holdup_visit_emulated
+fn uprobe_visit_ns(trap: Trap) -> Option<f64> {
+    let f: unsafe extern "C" fn() = match trap {
+        Trap::Emulated => holdup_visit_emulated,
+        Trap::Nop => holdup_visit_nop,
+        Trap::SingleStepped => holdup_visit_stepped,
     };
     let call = || unsafe { std::hint::black_box(f)() };
     let (path, offset) = own_file_offset(f as usize as u64)?;
-    let n = if single_stepped { 2_000 } else { 20_000 };
+    let n = if trap == Trap::SingleStepped {
+        2_000
+    } else {
+        20_000
+    };
     let before = per_call_ns(n, call);
     let counters = holdup_bpf::perf::uprobe_counters(&path, offset).ok()?;
     let probed = per_call_ns(n, call);
@@ -130,24 +141,26 @@ pub struct Watch {
 impl Watch {
     /// Measure what a visit of each point costs, and say it.
     pub fn new(probes: &[Probe], program: Option<PathBuf>) -> Watch {
-        let (mut kernel, mut emulated, mut stepped) = (None, None, None);
+        // Measured once per kind: None is BPF's count, no trap.
+        let mut measured: Vec<(Option<Trap>, Option<f64>)> = Vec::new();
         let mut costs = Vec::new();
         for p in probes {
             let mut of_probe = Vec::new();
             for (c, label) in p.counters().zip(p.counter_labels()) {
-                let (cost, how) = match c.traps() {
-                    None => (
-                        *kernel.get_or_insert_with(kernel_visit_ns),
-                        "counted in BPF",
-                    ),
-                    Some(false) => (
-                        *emulated.get_or_insert_with(|| uprobe_visit_ns(false)),
-                        "a uprobe's trap",
-                    ),
-                    Some(true) => (
-                        *stepped.get_or_insert_with(|| uprobe_visit_ns(true)),
-                        "a uprobe's trap and a single-step",
-                    ),
+                let trap = c.traps();
+                let cost = match measured.iter().find(|(t, _)| *t == trap) {
+                    Some(&(_, cost)) => cost,
+                    None => {
+                        let cost = trap.map_or_else(kernel_visit_ns, uprobe_visit_ns);
+                        measured.push((trap, cost));
+                        cost
+                    }
+                };
+                let how = match trap {
+                    None => "counted in BPF",
+                    Some(Trap::Emulated) => "a uprobe's trap",
+                    Some(Trap::Nop) => "a uprobe's trap on a USDT probe's nop",
+                    Some(Trap::SingleStepped) => "a uprobe's trap and a single-step",
                 };
                 match cost {
                     Some(ns) => eprintln!(

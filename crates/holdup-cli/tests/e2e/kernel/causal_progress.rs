@@ -10,7 +10,7 @@ use std::time::Instant;
 
 /// The sum of each progress point's deltas over the experiments of a
 /// COZ profile, by point name.
-fn deltas(coz: &Path) -> HashMap<String, u64> {
+pub(crate) fn deltas(coz: &Path) -> HashMap<String, u64> {
     let mut sums = HashMap::new();
     for record in std::fs::read_to_string(coz).unwrap().lines() {
         let fields: HashMap<&str, &str> = record

@@ -5,6 +5,7 @@
 mod causal;
 mod causal_functions;
 mod causal_progress;
+mod causal_usdt;
 mod debuginfo;
 mod export;
 mod holder;
