@@ -11,7 +11,7 @@ use serde_json::Value;
 use std::path::PathBuf;
 
 /// pyenv's interpreter of `version`, if installed.
-fn python(version: &str) -> Option<PathBuf> {
+pub(crate) fn python(version: &str) -> Option<PathBuf> {
     let home = std::env::var_os("HOME")?;
     let p = PathBuf::from(home).join(format!(".pyenv/versions/{version}/bin/python"));
     if p.exists() {
@@ -52,7 +52,7 @@ fn named_on_most(t: &Value, name: &str, class: &str, at_least: f64, version: &st
     assert!(named >= 0.9 * all, "{name}: {named} of {all}");
 }
 
-fn thread(r: &Value, tid: f64) -> &Value {
+pub(crate) fn thread(r: &Value, tid: f64) -> &Value {
     threads(r)
         .iter()
         .find(|t| t["tid"].as_f64() == Some(tid))
