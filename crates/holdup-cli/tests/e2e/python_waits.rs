@@ -38,11 +38,17 @@ fn contention_held_by_the_holder(r: &Value, stdout: &str, version: &str) {
     // The lock is held 200 ms of every 205 for 1.5 s.
     assert!(lock >= 1000.0, "{}", contender["samples"]);
     assert!(mutex >= 0.9 * lock, "{}", contender["lock_split"]);
-    let sites: Vec<&Value> = contender["sites"]
+    held_by(contender, "mutex", holder, version);
+}
+
+/// The sites of thread `t` waiting for a lock of `kind` are ≥ 90% held by
+/// thread `holder`; returns their samples.
+fn held_by(t: &Value, kind: &str, holder: f64, version: &str) -> f64 {
+    let sites: Vec<&Value> = t["sites"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|s| s["lock_kind"] == "mutex")
+        .filter(|s| s["lock_kind"] == kind)
         .collect();
     let site_samples: f64 = sites.iter().map(|s| count(s, "samples")).sum();
     let by_holder: f64 = sites
@@ -52,10 +58,12 @@ fn contention_held_by_the_holder(r: &Value, stdout: &str, version: &str) {
         .map(|w| count(w, "samples"))
         .sum();
     eprintln!(
-        "{version}: held by the holder: {by_holder} of {site_samples} ({:.1}%)",
+        "{version}: {kind} of {} held by {holder}: {by_holder} of {site_samples} ({:.1}%)",
+        t["tid"],
         100.0 * share(by_holder, site_samples)
     );
     assert!(by_holder >= 0.9 * site_samples, "{sites:#?}");
+    site_samples
 }
 
 /// The main thread, in `join()` all along, waits ≥ 90% for a signal.
@@ -72,10 +80,13 @@ fn join_is_a_signal(r: &Value, stdout: &str, version: &str) {
     assert!(signal >= 0.9 * lock, "{split}");
 }
 
-/// Each spinner's GIL share is within 5 points of what it measured.
+/// Each spinner's GIL share is within 5 points of what it measured, and
+/// the GIL was held by the other spinner: the timed waits the interval's
+/// timer ended too.
 fn gil_share_as_measured(r: &Value, stdout: &str, version: &str) {
-    for name in ["spin_a", "spin_b"] {
+    for (name, other) in [("spin_a", "spin_b"), ("spin_b", "spin_a")] {
         let t = thread(r, printed_value(stdout, &format!("{name}_tid")));
+        let other = printed_value(stdout, &format!("{other}_tid"));
         let measured = printed_value(stdout, &format!("{name}_gil_share"));
         let gil = count(&t["lock_split"], "gil");
         let reported = t["gil_share"].as_f64().unwrap_or(0.0);
@@ -87,13 +98,7 @@ fn gil_share_as_measured(r: &Value, stdout: &str, version: &str) {
             (reported - measured).abs() <= 0.05,
             "{name}: reported {reported:.3}, measured {measured:.3}"
         );
-        let gil_sites: f64 = t["sites"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|s| s["lock_kind"] == "gil")
-            .map(|s| count(s, "samples"))
-            .sum();
+        let gil_sites = held_by(t, "gil", other, version);
         assert_eq!(gil_sites, gil, "the GIL's sites add up to its share");
     }
 }
