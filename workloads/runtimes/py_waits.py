@@ -16,6 +16,8 @@ import sys
 import threading
 import time
 
+from py_start import run_threads
+
 SECONDS = float(sys.argv[1]) if len(sys.argv) > 1 else 1.5
 
 lock = threading.Lock()
@@ -66,14 +68,7 @@ def spin_b(end):
 
 
 def phase(functions):
-    end = time.monotonic() + SECONDS
-    threads = [threading.Thread(target=f, args=(end,), name=f.__name__) for f in functions]
-    for t in threads:
-        t.start()
-    for t in threads:
-        print(f"{t.name}_tid {t.native_id}", flush=True)
-    for t in threads:
-        t.join()
+    run_threads(functions, (time.monotonic() + SECONDS,))
 
 
 def main():
