@@ -185,3 +185,54 @@ fn an_unknown_python_version_is_recorded_natively_and_said() {
     assert_eq!(py_frames, 0);
     assert!(threads(&r).len() >= 3, "the threads are recorded");
 }
+
+/// The system calls of a Python thread are made from its Python code: the
+/// napper's sleeps (`time.sleep` → `clock_nanosleep`) have `napper` on
+/// their user stack, in `holdup syscalls`' slowest invocations.
+#[test]
+#[ignore = "needs root and BPF"]
+fn python_frames_are_on_system_call_stacks() {
+    let Some(py) = python("3.12.1") else {
+        return;
+    };
+    let _serial = serial();
+    let dir = scratch("python_syscalls");
+    let (data, stdout) = record_with_output(
+        &dir,
+        &["--syscalls"],
+        &[py.to_str().unwrap(), &workload(), "1"],
+    );
+    let napper = printed_value(&stdout, "napper_tid");
+    let r = json(&[
+        "syscalls",
+        "--json",
+        "--slowest",
+        "1000000",
+        "-i",
+        data.to_str().unwrap(),
+    ]);
+    let sleeps: Vec<&Value> = r["slowest"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["tid"].as_f64() == Some(napper) && i["name"] == "clock_nanosleep")
+        .collect();
+    let named = sleeps
+        .iter()
+        .filter(|i| {
+            i["user_stack"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|f| f.as_str().unwrap().starts_with("napper (py_threads.py:"))
+        })
+        .count();
+    eprintln!("napper named on {named} of {} sleeps", sleeps.len());
+    // It naps 50 ms at a time for 1 s.
+    assert!(sleeps.len() >= 15, "{} sleeps", sleeps.len());
+    assert!(
+        named * 10 >= sleeps.len() * 9,
+        "{named} of {}",
+        sleeps.len()
+    );
+}
