@@ -203,14 +203,7 @@ fn python_frames_are_on_system_call_stacks() {
         &[py.to_str().unwrap(), &workload(), "1"],
     );
     let napper = printed_value(&stdout, "napper_tid");
-    let r = json(&[
-        "syscalls",
-        "--json",
-        "--slowest",
-        "1000000",
-        "-i",
-        data.to_str().unwrap(),
-    ]);
+    let r = crate::syscalls::syscalls_json(&data);
     let sleeps: Vec<&Value> = r["slowest"]
         .as_array()
         .unwrap()

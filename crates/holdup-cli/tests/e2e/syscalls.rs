@@ -10,7 +10,7 @@ use holdup_trace::{
 use serde_json::Value;
 use std::path::Path;
 
-fn syscalls_json(data: &Path) -> Value {
+pub(crate) fn syscalls_json(data: &Path) -> Value {
     json(&[
         "syscalls",
         "--json",
