@@ -3,8 +3,9 @@ pure Python (`hot`, called by `spinner`) and a thread that sleeps in short
 naps (`napper`), for SECONDS seconds. Prints each thread's native id
 (`spinner_tid N`, `napper_tid N`)."""
 import sys
-import threading
 import time
+
+from py_start import run_threads
 
 SECONDS = float(sys.argv[1]) if len(sys.argv) > 1 else 2.0
 
@@ -27,14 +28,7 @@ def napper(end):
 
 
 def main():
-    end = time.monotonic() + SECONDS
-    threads = [threading.Thread(target=f, args=(end,), name=f.__name__) for f in (spinner, napper)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        print(f"{t.name}_tid {t.native_id}", flush=True)
-    for t in threads:
-        t.join()
+    run_threads((spinner, napper), (time.monotonic() + SECONDS,))
 
 
 main()

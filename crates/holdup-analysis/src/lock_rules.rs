@@ -19,6 +19,9 @@ pub enum LockKind {
     /// A thread with nothing to do: a runtime's scheduler or event loop
     /// waiting for work, a sleep.
     Idle,
+    /// CPython's global interpreter lock, held by the thread running
+    /// Python: contention of its own kind, as every Python thread takes it.
+    Gil,
 }
 
 impl LockKind {
@@ -27,7 +30,13 @@ impl LockKind {
             LockKind::Mutex => "mutex",
             LockKind::Signal => "signal",
             LockKind::Idle => "idle",
+            LockKind::Gil => "gil",
         }
+    }
+
+    /// Waits for a lock another thread holds: its waker is the holder.
+    pub fn is_contention(self) -> bool {
+        matches!(self, LockKind::Mutex | LockKind::Gil)
     }
 }
 
@@ -44,7 +53,7 @@ const fn rule(words: &'static [&'static str], kind: LockKind, why: &'static str)
     Rule { words, kind, why }
 }
 
-use LockKind::{Idle, Mutex, Signal};
+use LockKind::{Gil, Idle, Mutex, Signal};
 
 /// Runtime rules, by priority: the first rule that matches any frame of a
 /// stack decides, wherever the frame is (a monitor enter parks through
@@ -53,7 +62,9 @@ use LockKind::{Idle, Mutex, Signal};
 /// outer frame must win over the inner one). Names are as the runtimes
 /// spell them: HotSpot's C++, Java frames from a perf map
 /// (`java.util.concurrent.locks.AbstractQueuedSynchronizer::acquire` or with
-/// `.`), Go's `runtime.` functions, libuv's C.
+/// `.`), Go's `runtime.` functions, libuv's C, CPython's C and its Python
+/// frames as the recorder names them (`Condition.wait (threading.py:324)`;
+/// 3.10 has no qualified names: `wait (threading.py:302)`).
 pub const RUNTIME_RULES: &[Rule] = &[
     // JVM: monitor enter (`synchronized`), also when `Object.wait` re-enters.
     rule(
@@ -169,6 +180,97 @@ pub const RUNTIME_RULES: &[Rule] = &[
         &["uv__io_poll"],
         Idle,
         "a libuv event loop waiting for events",
+    ),
+    // CPython: a thread that takes the GIL back (after a blocking call, or
+    // when the running thread was asked to drop it) waits for the GIL
+    // whatever Python frames are above.
+    rule(
+        &["take_gil"],
+        Gil,
+        "a Python thread waiting for the GIL another thread holds",
+    ),
+    // A thread that dropped the GIL on request waits until another took it.
+    rule(
+        &["drop_gil"],
+        Gil,
+        "a Python thread handing the GIL over, until another takes it",
+    ),
+    // threading's waits all take a `_thread.lock` in the end (a join, an
+    // Event, a Condition, a queue): the Python frame says what the lock
+    // stands for. A Condition's own lock is a mutex, taken on `with cond:`
+    // and again after the wait.
+    rule(
+        &["_acquire_restore (threading.py"],
+        Mutex,
+        "a Python thread re-taking a Condition's lock after its wait",
+    ),
+    rule(
+        &["__enter__ (threading.py"],
+        Mutex,
+        "a Python thread entering a Condition whose lock another thread holds",
+    ),
+    rule(
+        &["wait (threading.py"],
+        Signal,
+        "a Python thread in Condition.wait, Event.wait or Barrier.wait",
+    ),
+    rule(
+        &["wait_for (threading.py"],
+        Signal,
+        "a Python thread in Condition.wait_for",
+    ),
+    rule(
+        &["join (threading.py"],
+        Signal,
+        "a Python thread joining another",
+    ),
+    rule(
+        &["_wait_for_tstate_lock (threading.py"],
+        Signal,
+        "a Python thread joining another",
+    ),
+    rule(
+        &["_shutdown (threading.py"],
+        Signal,
+        "the Python main thread waiting for the other threads at exit",
+    ),
+    rule(
+        &["acquire (threading.py"],
+        Signal,
+        "a Python thread waiting for a Semaphore's release",
+    ),
+    rule(
+        &["(queue.py"],
+        Signal,
+        "a Python thread waiting for a queue.Queue's item or room",
+    ),
+    rule(
+        &["_queue_SimpleQueue_get"],
+        Signal,
+        "a Python thread waiting for a queue.SimpleQueue's item",
+    ),
+    rule(
+        &["(selectors.py"],
+        Idle,
+        "a Python selector (or asyncio's loop) waiting for events",
+    ),
+    // Anything else that takes a `_thread.lock` or RLock (`with lock:`,
+    // `lock.acquire()`) from the program's own code is contention; the
+    // exported function stands for both where the interpreter is stripped.
+    rule(
+        &["lock_PyThread_acquire_lock"],
+        Mutex,
+        "a Python thread taking a threading.Lock another thread holds",
+    ),
+    rule(
+        &["rlock_acquire"],
+        Mutex,
+        "a Python thread taking a threading.RLock another thread holds",
+    ),
+    rule(
+        &["PyThread_acquire_lock_timed"],
+        Mutex,
+        "a Python thread taking a lock another thread holds",
     ),
 ];
 
@@ -438,6 +540,124 @@ mod tests {
             ("node", "node::SpinEventLoop(node::Environment*)"),
         ]);
         assert_eq!(idle_why(&s), Some("a libuv event loop waiting for events"));
+    }
+
+    const PY: &str = "[python]";
+    const LIBPY: &str = "libpython3.12.so.1.0";
+
+    /// A `_thread.lock` acquisition (CPython 3.12's native frames) under
+    /// the given Python frames, innermost first.
+    fn py_lock_wait(python: &[&'static str]) -> Vec<Func> {
+        let mut f = vec![
+            (K, "futex_do_wait"),
+            (LIBC, "__futex_abstimed_wait_common"),
+            (LIBC, "__new_sem_wait_slow64"),
+            (LIBPY, "PyThread_acquire_lock_timed"),
+            (LIBPY, "acquire_timed"),
+            (LIBPY, "lock_PyThread_acquire_lock"),
+        ];
+        f.extend(python.iter().map(|&p| (PY, p)));
+        f.push((LIBPY, "thread_run"));
+        stack(&f)
+    }
+
+    #[test]
+    fn a_python_lock_taken_in_the_programs_code_is_contention() {
+        let with_lock =
+            py_lock_wait(&["contender (locks.py:21)", "Thread.run (threading.py:1010)"]);
+        assert_eq!(lock_kind(&with_lock), Mutex);
+        // 3.10 names functions without their class.
+        let v310 = py_lock_wait(&["contender (locks.py:21)", "run (threading.py:946)"]);
+        assert_eq!(lock_kind(&v310), Mutex);
+        let mut rlock = py_lock_wait(&["contender (locks.py:21)"]);
+        rlock[5].name = "rlock_acquire".into();
+        assert_eq!(lock_kind(&rlock), Mutex);
+    }
+
+    #[test]
+    fn python_joins_events_conditions_and_queues_are_signals() {
+        for python in [
+            // 3.10 to 3.12
+            &[
+                "Thread._wait_for_tstate_lock (threading.py:1119)",
+                "Thread.join (threading.py:1096)",
+                "main (app.py:30)",
+            ][..],
+            &[
+                "_wait_for_tstate_lock (threading.py:1081)",
+                "join (threading.py:1060)",
+            ],
+            &[
+                "Condition.wait (threading.py:327)",
+                "Event.wait (threading.py:629)",
+            ],
+            &["wait (threading.py:320)", "wait (threading.py:607)"],
+            &[
+                "Condition.wait (threading.py:331)",
+                "Queue.get (queue.py:171)",
+            ],
+            &[
+                "Barrier._wait (threading.py:728)",
+                "Barrier.wait (threading.py:701)",
+            ],
+            &["Semaphore.acquire (threading.py:475)"],
+            &["_shutdown (threading.py:1583)"],
+        ] {
+            assert_eq!(lock_kind(&py_lock_wait(python)), Signal, "{python:?}");
+        }
+        // 3.13 joins through the parking lot, not a lock.
+        let join = stack(&[
+            (K, "futex_do_wait"),
+            (LIBC, "__new_sem_wait_slow64"),
+            (LIBPY, "_PySemaphore_PlatformWait"),
+            (LIBPY, "_PyParkingLot_Park"),
+            (LIBPY, "PyEvent_WaitTimed"),
+            (LIBPY, "ThreadHandle_join"),
+            (PY, "Thread.join (threading.py:1092)"),
+            (PY, "main (app.py:30)"),
+        ]);
+        assert_eq!(lock_kind(&join), Signal);
+    }
+
+    #[test]
+    fn a_conditions_own_lock_is_contention() {
+        // `with cond:` inside Queue.get, and re-taking it after the wait.
+        let enter = py_lock_wait(&[
+            "Condition.__enter__ (threading.py:287)",
+            "Queue.get (queue.py:154)",
+        ]);
+        assert_eq!(lock_kind(&enter), Mutex);
+        let restore = py_lock_wait(&[
+            "Condition._acquire_restore (threading.py:300)",
+            "Condition.wait (threading.py:331)",
+        ]);
+        assert_eq!(lock_kind(&restore), Mutex);
+    }
+
+    #[test]
+    fn python_selectors_are_idle_and_the_gil_is_its_own_kind() {
+        let select = stack(&[
+            (K, "ep_poll"),
+            (LIBC, "epoll_wait"),
+            (LIBPY, "select_epoll_poll_impl"),
+            (PY, "EpollSelector.select (selectors.py:468)"),
+            (PY, "BaseEventLoop._run_once (base_events.py:1949)"),
+        ]);
+        assert_eq!(
+            idle_why(&select),
+            Some("a Python selector (or asyncio's loop) waiting for events")
+        );
+        // Taking the GIL back after a join's wait: the GIL, not the join.
+        let gil = stack(&[
+            (K, "futex_do_wait"),
+            (LIBC, "___pthread_cond_timedwait64"),
+            (LIBPY, "take_gil"),
+            (LIBPY, "PyEval_RestoreThread"),
+            (LIBPY, "lock_PyThread_acquire_lock"),
+            (PY, "Thread._wait_for_tstate_lock (threading.py:1119)"),
+        ]);
+        assert_eq!(lock_kind(&gil), Gil);
+        assert!(Gil.is_contention() && Mutex.is_contention() && !Signal.is_contention());
     }
 
     #[test]

@@ -446,6 +446,76 @@ fn json_has_the_lock_split_and_the_sites_with_their_holders() {
     assert!(reader["sites"][0].get("lock_kind").is_none());
 }
 
+/// Thread 13, a Python thread, waits 10 points for the GIL in timed waits:
+/// two ended by the timer (the interpreter's switch interval), the last by
+/// thread 12 releasing it; 10 more points it runs.
+fn trace_with_a_gil_waiter() -> Trace {
+    let extra = vec![
+        Record::Comm {
+            time: 0,
+            pid: 10,
+            tid: 13,
+            comm: "spinner".into(),
+        },
+        // futex_wait ← pthread_cond_timedwait ← take_gil ← PyEval_RestoreThread
+        Record::Stack(Stack {
+            id: 5,
+            frames: vec![
+                frame(K, 0xb0),
+                frame(LIBC, 0x80),
+                frame(APP, 0x600),
+                frame(APP, 0x700),
+            ],
+        }),
+        sym(LIBC, 0x80, "___pthread_cond_timedwait64", 0),
+        sym(APP, 0x600, "take_gil", 0),
+        sym(APP, 0x700, "PyEval_RestoreThread", 0),
+        sample(13, Class::Lock, 4, 0, 5, Waker::Timer),
+        sample(13, Class::Lock, 4, 0, 5, Waker::Timer),
+        sample(13, Class::Lock, 2, 0, 5, Waker::Thread(12)),
+        sample(13, Class::Cpu, 10, 0, 1, Waker::None),
+    ];
+    trace_with(extra)
+}
+
+#[test]
+fn the_gil_is_a_lock_of_its_own_held_by_the_thread_that_released_it() {
+    let t = trace_with_a_gil_waiter();
+    let p = profile(&t, &Filter::default());
+    let spinner = p.threads.iter().find(|t| t.tid == 13).unwrap();
+    assert_eq!(spinner.lock_split.gil, 10);
+    assert_eq!(spinner.lock_split.signal, 0, "not the condition variable");
+    let row = &spinner.rows[0];
+    assert_eq!(row.lock_kind, Some(LockKind::Gil));
+    // The waits the timer ended waited for the holder all along.
+    assert_eq!(row.wakers, [("locker:12".to_string(), 10)]);
+    let j = to_json(&p);
+    let spinner = j["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["tid"] == 13)
+        .unwrap();
+    assert_eq!(spinner["lock_split"]["gil"], 10);
+    assert_eq!(spinner["gil_share"], 0.5);
+    assert_eq!(spinner["sites"][0]["lock_kind"], "gil");
+    let reader = j["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["tid"] == 11)
+        .unwrap();
+    assert!(
+        reader.get("gil_share").is_none(),
+        "only for threads that waited for it"
+    );
+    let mut text = Vec::new();
+    holdup_render::report::render(&mut text, &p, &Default::default()).unwrap();
+    let text = String::from_utf8(text).unwrap();
+    assert!(text.contains("GIL 50.0%)"), "{text}");
+    assert!(text.contains("GIL held by: locker:12 100%"), "{text}");
+}
+
 /// Lost counts arrive cumulative, with every chunk: the last (largest)
 /// counts. What a full ring buffer lost is counted in the lost events;
 /// what the recorder dropped (its cause named) is shown apart.

@@ -100,6 +100,11 @@ fn config(i: &Interpreter, bias: u64) -> PyConfig {
         frame_read: max(&[l.f_code, l.f_back, l.f_instr, l.f_entry]),
         code_read: max(&code_fields),
         check_from: code_fields.iter().copied().min().unwrap_or(0),
+        gil: match l.gil {
+            Some(python::GilAt::Runtime(at) | python::GilAt::Interpreter(at)) => at,
+            None => 0,
+        },
+        gil_in_interp: u8::from(matches!(l.gil, Some(python::GilAt::Interpreter(_)))),
         ..Default::default()
     }
 }

@@ -64,13 +64,14 @@ impl ClassCounts {
 
 /// Lock waits ([L]) split by what they wait for: a mutex held by another
 /// thread (contention), a signal (condition variable, join, barrier,
-/// semaphore: idle by design unless the signaller is late), or nothing (a
-/// runtime's idle thread, a sleep; see `lock_rules`).
+/// semaphore: idle by design unless the signaller is late), nothing (a
+/// runtime's idle thread, a sleep; see `lock_rules`), or CPython's GIL.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct LockSplit {
     pub mutex: u64,
     pub signal: u64,
     pub idle: u64,
+    pub gil: u64,
 }
 
 impl LockSplit {
@@ -79,6 +80,7 @@ impl LockSplit {
             LockKind::Mutex => self.mutex,
             LockKind::Signal => self.signal,
             LockKind::Idle => self.idle,
+            LockKind::Gil => self.gil,
         }
     }
 
@@ -87,6 +89,7 @@ impl LockSplit {
             LockKind::Mutex => &mut self.mutex,
             LockKind::Signal => &mut self.signal,
             LockKind::Idle => &mut self.idle,
+            LockKind::Gil => &mut self.gil,
         } += n;
     }
 
@@ -94,6 +97,7 @@ impl LockSplit {
         self.mutex += o.mutex;
         self.signal += o.signal;
         self.idle += o.idle;
+        self.gil += o.gil;
     }
 }
 
@@ -510,7 +514,7 @@ pub fn profile(trace: &Trace, filter: &Filter) -> Profile {
                 sc.steal += n;
             } else if class == Class::Sched && s.class != Class::Sched {
                 sc.sched_after_wakeup += n;
-            } else if class == Class::Lock && cat.stack(s.stack).lock_kind == LockKind::Mutex {
+            } else if class == Class::Lock && cat.stack(s.stack).lock_kind.is_contention() {
                 acc.retries
                     .contended((s.stack, n), s.waker, credit(&mut acc.wakers));
             } else if class != Class::Cpu {

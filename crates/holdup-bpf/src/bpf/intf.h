@@ -259,7 +259,12 @@ struct py_config {
 	u16 frame_read;		/* bytes of a frame that hold every field used */
 	u16 code_read;		/* bytes of a code object that hold every field used */
 	u16 check_from;		/* the first of them, where a frame's check reads */
-	u16 _pad[2];
+	/* Where the GIL is: at this offset of _PyRuntime, or (gil_in_interp)
+	 * at the pointer at this offset of the interpreter state; 0: unknown
+	 * (its holder is then not looked for). */
+	u16 gil;
+	u8 gil_in_interp;
+	u8 _pad;
 };
 
 #define PY_NO_CFRAME 0xffff

@@ -31,6 +31,7 @@ pub fn thread(t: &ThreadProfile) -> Option<String> {
         Waiting::Class(Class::Io),
         Waiting::Lock(LockKind::Mutex),
         Waiting::Lock(LockKind::Signal),
+        Waiting::Lock(LockKind::Gil),
         Waiting::Idle,
         Waiting::Class(Class::Sched),
         Waiting::Class(Class::Other),
@@ -63,6 +64,9 @@ pub fn thread(t: &ThreadProfile) -> Option<String> {
         ),
         Waiting::Lock(LockKind::Signal) => format!(
             "{share:.0}% idle, waiting for a signal (condition variable, join, barrier, semaphore): not contention; it only costs if this thread should be busy, then its signaller is late (`holdup waitgraph` shows who signals it)"
+        ),
+        Waiting::Lock(LockKind::Gil) => format!(
+            "{share:.0}% waiting for the GIL another Python thread holds: Python code in threads runs one at a time; move the CPU-bound work to processes or to C that releases the GIL (`holdup waitgraph` shows who holds it)"
         ),
         Waiting::Idle => format!(
             "{share:.0}% idle ({}): not contention; it only costs if this thread should be busy",

@@ -11,6 +11,7 @@ use std::io::{self, Write};
 pub fn lead(kind: Option<LockKind>) -> &'static str {
     match kind {
         Some(LockKind::Mutex) => "while held",
+        Some(LockKind::Gil) => "while the GIL was held",
         Some(LockKind::Signal) => "until signalled",
         // An idle thread waits for work: what the thread that gave it
         // some did until then.

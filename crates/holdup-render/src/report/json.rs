@@ -14,6 +14,10 @@ struct JsonThread<'a> {
     lifetime_ns: u64,
     samples: ClassCounts,
     lock_split: LockSplit,
+    /// The GIL waits' share of the thread's samples (0 to 1), for the
+    /// threads of a Python process that waited for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gil_share: Option<f64>,
     idle: Idle,
     functions: &'a [FunctionStats],
     sites: Vec<JsonSite<'a>>,
@@ -104,6 +108,8 @@ fn json_report(p: &Profile) -> JsonReport<'_> {
                 lifetime_ns: t.lifetime_ns,
                 samples: t.samples,
                 lock_split: t.lock_split,
+                gil_share: (t.lock_split.gil > 0)
+                    .then(|| t.lock_split.gil as f64 / t.samples.total() as f64),
                 idle: t.idle,
                 functions: &t.functions,
                 sites: json_sites(t),

@@ -83,6 +83,9 @@ fn thread_header(out: &mut impl Write, p: &Profile, t: &ThreadProfile) -> io::Re
             if t.lock_split.idle > 0 {
                 write!(out, ", idle {:.1}%", pct(t.lock_split.idle, total))?;
             }
+            if t.lock_split.gil > 0 {
+                write!(out, ", GIL {:.1}%", pct(t.lock_split.gil, total))?;
+            }
             write!(out, ")")?;
         }
         let idle_other = t.idle.other(&t.lock_split);
@@ -162,6 +165,7 @@ fn rows(out: &mut impl Write, t: &ThreadProfile, o: &ReportOptions) -> io::Resul
                 // A mutex's waker is the holder that released it.
                 let who = match r.lock_kind {
                     Some(LockKind::Mutex) => "held by",
+                    Some(LockKind::Gil) => "GIL held by",
                     Some(LockKind::Signal) => "signalled by",
                     Some(LockKind::Idle) | None => "woken by",
                 };

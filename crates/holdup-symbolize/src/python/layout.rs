@@ -36,6 +36,18 @@ pub struct Layout {
     pub co_linetable: u16,
     pub str_ascii_data: u16,
     pub str_compact_data: u16,
+    /// Where the GIL is, to name its holder; `None` when unknown (3.10,
+    /// whose thread states have no kernel thread id to name it by).
+    pub gil: Option<GilAt>,
+}
+
+/// Where an interpreter keeps its GIL (`struct _gil_runtime_state`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GilAt {
+    /// In `_PyRuntime`, at this offset (3.11).
+    Runtime(u16),
+    /// Pointed to from the interpreter state, at this offset (3.12+).
+    Interpreter(u16),
 }
 
 /// One interpreter binary, as a frame walk needs it.
@@ -94,9 +106,20 @@ const TABLES: [((u8, u8), [u16; 18]); 3] = [
     ((3, 12), [0x28, 0, 0x48,  8, 56, 144, 0,          0, 8, 56, 70,     192, 68, 112, 128, 136,  40, 56]),
 ];
 
+/// `_PyRuntime.ceval.gil` (3.11) and `PyInterpreterState.ceval.gil`
+/// (3.12), from the same DWARF.
+const GILS: [((u8, u8), GilAt); 2] = [
+    ((3, 11), GilAt::Runtime(0x168)),
+    ((3, 12), GilAt::Interpreter(0x180)),
+];
+
 fn table(version: (u8, u8)) -> Option<Layout> {
     let &(_, r) = TABLES.iter().find(|(v, _)| *v == version)?;
-    Some(layout_of(r))
+    let gil = GILS.iter().find(|(v, _)| *v == version).map(|&(_, g)| g);
+    Some(Layout {
+        gil,
+        ..layout_of(r)
+    })
 }
 
 /// A layout from a row in the order of its fields.
@@ -120,6 +143,7 @@ fn layout_of(r: [u16; 18]) -> Layout {
         co_linetable: r[15],
         str_ascii_data: r[16],
         str_compact_data: r[17],
+        gil: None,
     }
 }
 
@@ -130,6 +154,7 @@ mod debug_offsets {
     pub const INTERPRETERS_HEAD: usize = 40;
     pub const INTERP_NEXT: usize = 64;
     pub const INTERP_THREADS_HEAD: usize = 72;
+    pub const INTERP_CEVAL_GIL: usize = 112;
     pub const TS_NEXT: usize = 168;
     pub const TS_CURRENT_FRAME: usize = 184;
     pub const TS_NATIVE_THREAD_ID: usize = 200;
@@ -202,7 +227,10 @@ fn from_debug_offsets(d: &[u8]) -> Result<Layout, Refusal> {
     // PyCompactUnicodeObject: the ASCII header, utf8_length, utf8.
     row[16] = ascii;
     row[17] = ascii + 16;
-    Ok(layout_of(row))
+    Ok(Layout {
+        gil: Some(GilAt::Interpreter(field(INTERP_CEVAL_GIL)?)),
+        ..layout_of(row)
+    })
 }
 
 /// `libpython3.12.so.1.0` or `python3.10` → (3, 12) / (3, 10).
@@ -384,11 +412,17 @@ mod tests {
         let lib = |v: &str, l: &str| {
             Path::new(&home).join(format!(".pyenv/versions/{v}/lib/libpython{l}.so.1.0"))
         };
-        for (v, l, threads_head, ts_id) in [
-            ("3.10.13", "3.10", 8, 176),
-            ("3.11.7", "3.11", 0x10, 160),
-            ("3.12.1", "3.12", 0x48, 144),
-            ("3.13.0", "3.13", 0x1cb0, 160),
+        for (v, l, threads_head, ts_id, gil) in [
+            ("3.10.13", "3.10", 8, 176, None),
+            ("3.11.7", "3.11", 0x10, 160, Some(GilAt::Runtime(0x168))),
+            ("3.12.1", "3.12", 0x48, 144, Some(GilAt::Interpreter(0x180))),
+            (
+                "3.13.0",
+                "3.13",
+                0x1cb0,
+                160,
+                Some(GilAt::Interpreter(0x10)),
+            ),
         ] {
             let path = lib(v, l);
             if !path.exists() {
@@ -398,8 +432,8 @@ mod tests {
             let i = inspect(&path).unwrap().expect("an interpreter");
             assert_eq!(i.version_text(), l);
             assert_eq!(
-                (i.layout.interp_threads, i.layout.ts_id),
-                (threads_head, ts_id),
+                (i.layout.interp_threads, i.layout.ts_id, i.layout.gil),
+                (threads_head, ts_id, gil),
                 "{v}"
             );
             assert!(!i.evaluator.is_empty());
@@ -427,6 +461,7 @@ mod tests {
                         co_linetable: 136,
                         str_ascii_data: 40,
                         str_compact_data: 56,
+                        gil: Some(GilAt::Interpreter(0x10)),
                     }
                 );
             }

@@ -10,7 +10,7 @@
 
 use crate::fxhash::FxHashMap;
 use crate::profile::retries::Retries;
-use crate::stacks::{lock_kind, LockKind, Resolver};
+use crate::stacks::{lock_kind, Resolver};
 use holdup_trace::{Class, Sample, StackId, Trace, Waker};
 
 /// A sampled lock wait: when it began, its stack and its waker.
@@ -85,7 +85,7 @@ impl Chains {
             };
             let mut retries = Retries::default();
             for w in chain {
-                if lock_kind(&resolver.stack(w.stack)) == LockKind::Mutex {
+                if lock_kind(&resolver.stack(w.stack)).is_contention() {
                     retries.contended(w, w.waker, &mut credit);
                 } else {
                     retries.end(&mut credit);

@@ -34,6 +34,10 @@
 #define PY_USER_TOP 0x800000000000ULL
 /* _PyInterpreterFrame.owner of the shim frame a C call pushes (3.12+). */
 #define PY_OWNED_BY_CSTACK 3
+/* struct _gil_runtime_state (3.10 to 3.13): its size, and where it keeps
+ * the thread state that holds it or held it last. */
+#define PY_GIL_SIZE 208
+#define PY_GIL_LAST_HOLDER 8
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -440,6 +444,45 @@ static __always_inline void capture_python(struct scratch *s, struct thread_stat
 		return;
 	s->task = (u64)task;
 	py_capture(s, st, *(volatile u64 *)&s->task);
+}
+
+/* A lock wait of `task` in the GIL's futex that no thread ended: the GIL's
+ * waits are timed (the interpreter's switch interval), and the holder drops
+ * it on the request the timeout makes, often with no one asleep to wake.
+ * The thread that held the GIL meanwhile kept the waiter from running: it
+ * becomes the waker. Called on the way back from the futex call, whose
+ * address is still in the saved registers; the GIL's last holder is still
+ * the thread that held it (the waiter sets itself only once it has it). */
+static __always_inline void py_gil_holder(struct scratch *s, struct task_struct *task)
+{
+	u32 pid = task->tgid;
+	struct py_config *c = bpf_map_lookup_elem(&py_procs, &pid);
+	struct pt_regs *regs;
+	u64 gil, uaddr, ts = 0, tid = 0, interp = 0;
+
+	if (!c || !c->gil || s->rec.class != CLASS_LOCK || s->rec.waker_kind != WAKER_TIMER)
+		return;
+	regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	if (!regs || (regs->orig_ax != NR_futex && regs->orig_ax != NR_futex_waitv))
+		return;
+	uaddr = regs->di;
+	gil = c->runtime + c->gil;
+	if (c->gil_in_interp) {
+		bpf_probe_read_user(&interp, 8, (void *)(c->runtime + c->rt_interp_head));
+		gil = 0;
+		if (!py_pointer_ok(interp) || bpf_probe_read_user(&gil, 8, (void *)(interp + c->gil)))
+			return;
+	}
+	if (!py_pointer_ok(gil) || uaddr < gil || uaddr >= gil + PY_GIL_SIZE)
+		return;
+	if (bpf_probe_read_user(&ts, 8, (void *)(gil + PY_GIL_LAST_HOLDER)) || !py_pointer_ok(ts))
+		return;
+	if (bpf_probe_read_user(&tid, 8, (void *)(ts + c->ts_id)) || !tid || tid > 0x7fffffff ||
+	    tid == task->pid)
+		return;
+	s->rec.waker_kind = WAKER_THREAD;
+	s->rec.waker_id = tid;
+	s->rec.waker_pid = pid;
 }
 
 /* Process `tgid` is gone: its interpreter with it. */

@@ -107,8 +107,10 @@ static __always_inline void emit_pending(enum scratch_slot slot, struct thread_s
 	s->rec.kstack_len = k->len / 8;
 	if (how != USER_NONE)
 		capture_user(s, task, how);
-	if (how == USER_LOADED)
+	if (how == USER_LOADED) {
 		capture_python(s, st, task);
+		py_gil_holder(s, task);
+	}
 	submit_sample(s, k->ips);
 }
 

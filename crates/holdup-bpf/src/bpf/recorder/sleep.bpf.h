@@ -8,8 +8,6 @@
 /* Blocked in futex(2) or futex_waitv(2): a pthread mutex, condition variable,
  * barrier or rwlock. The syscall number is in the saved user registers, which
  * is far cheaper than tracing every syscall (x86-64 numbers). */
-#define NR_futex 202
-#define NR_futex_waitv 449
 static __always_inline bool in_futex_wait(struct task_struct *t)
 {
 	struct pt_regs *regs;

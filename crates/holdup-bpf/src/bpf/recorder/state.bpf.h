@@ -11,6 +11,9 @@
 #define PF_KTHREAD 0x00200000
 #define LCB_F_SPIN (1U << 0)
 #define REQ_OP_MASK 0xff
+/* x86-64 system call numbers of the futex waits (sleep.bpf.h, python.bpf.h). */
+#define NR_futex 202
+#define NR_futex_waitv 449
 
 /* Options, set by the loader between open and load (and those of tracked.h). */
 const volatile u64 period_ns = 1000000;

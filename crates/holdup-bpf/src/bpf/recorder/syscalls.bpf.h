@@ -212,6 +212,8 @@ int BPF_PROG(on_syscall_exit, struct pt_regs *regs, long ret)
 		s->rec.kstack_len = ss->klen / 8;
 		__builtin_memcpy(s->kstack, ss->kstack, sizeof(ss->kstack));
 		capture_user(s, task, USER_LOADED);
+		/* A Python program's calls are made from its Python code. */
+		capture_python(s, state_of(task, false), task);
 		submit_sample(s, s->kstack);
 	}
 	r = reserve(REC_SYSCALL, sizeof(*r));

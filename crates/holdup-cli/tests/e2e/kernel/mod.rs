@@ -15,6 +15,7 @@ mod latency;
 mod names;
 mod outputs;
 mod python;
+mod python_waits;
 mod record;
 mod robustness;
 mod runtimes;

@@ -11,7 +11,7 @@ use serde_json::Value;
 use std::path::PathBuf;
 
 /// pyenv's interpreter of `version`, if installed.
-fn python(version: &str) -> Option<PathBuf> {
+pub(crate) fn python(version: &str) -> Option<PathBuf> {
     let home = std::env::var_os("HOME")?;
     let p = PathBuf::from(home).join(format!(".pyenv/versions/{version}/bin/python"));
     if p.exists() {
@@ -52,7 +52,7 @@ fn named_on_most(t: &Value, name: &str, class: &str, at_least: f64, version: &st
     assert!(named >= 0.9 * all, "{name}: {named} of {all}");
 }
 
-fn thread(r: &Value, tid: f64) -> &Value {
+pub(crate) fn thread(r: &Value, tid: f64) -> &Value {
     threads(r)
         .iter()
         .find(|t| t["tid"].as_f64() == Some(tid))
@@ -184,4 +184,48 @@ fn an_unknown_python_version_is_recorded_natively_and_said() {
         .count();
     assert_eq!(py_frames, 0);
     assert!(threads(&r).len() >= 3, "the threads are recorded");
+}
+
+/// The system calls of a Python thread are made from its Python code: the
+/// napper's sleeps (`time.sleep` → `clock_nanosleep`) have `napper` on
+/// their user stack, in `holdup syscalls`' slowest invocations.
+#[test]
+#[ignore = "needs root and BPF"]
+fn python_frames_are_on_system_call_stacks() {
+    let Some(py) = python("3.12.1") else {
+        return;
+    };
+    let _serial = serial();
+    let dir = scratch("python_syscalls");
+    let (data, stdout) = record_with_output(
+        &dir,
+        &["--syscalls"],
+        &[py.to_str().unwrap(), &workload(), "1"],
+    );
+    let napper = printed_value(&stdout, "napper_tid");
+    let r = super::syscalls::syscalls_json(&data);
+    let sleeps: Vec<&Value> = r["slowest"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["tid"].as_f64() == Some(napper) && i["name"] == "clock_nanosleep")
+        .collect();
+    let named = sleeps
+        .iter()
+        .filter(|i| {
+            i["user_stack"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|f| f.as_str().unwrap().starts_with("napper (py_threads.py:"))
+        })
+        .count();
+    eprintln!("napper named on {named} of {} sleeps", sleeps.len());
+    // It naps 50 ms at a time for 1 s.
+    assert!(sleeps.len() >= 15, "{} sleeps", sleeps.len());
+    assert!(
+        named * 10 >= sleeps.len() * 9,
+        "{named} of {}",
+        sleeps.len()
+    );
 }

@@ -6,7 +6,7 @@ use crate::support::*;
 use serde_json::Value;
 use std::path::Path;
 
-fn syscalls_json(data: &Path) -> Value {
+pub(crate) fn syscalls_json(data: &Path) -> Value {
     json(&[
         "syscalls",
         "--json",
