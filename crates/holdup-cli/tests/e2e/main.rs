@@ -8,6 +8,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod agent;
 mod causal;
 mod causal_functions;
 mod causal_progress;

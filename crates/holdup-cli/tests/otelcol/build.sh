@@ -6,16 +6,20 @@
 # change of go.mod, go.sum, main.go or the protos' version builds anew.
 # Prints collector=PATH and python=PATH. Exits 3, saying why, when the
 # machine cannot build them (no Go 1.26 or newer, no Python venv).
+# HOLDUP_OTELCOL=PATH takes a Collector built elsewhere (the same
+# components: the OTLP receiver, the debug and otlp_http exporters).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${HOLDUP_TEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/holdup-tests}
 protos=opentelemetry-proto==1.45.2 # older ones decode profiles wrong (another field layout)
 mkdir -p "$cache"
-exec 9>"$cache/.otelcol.lock"
-flock 9
+# One build at a time (tests may start together); taken only to build.
+locked=
+lock() { [ -n "$locked" ] || { exec 9>"$cache/.otelcol.lock" && flock 9 && locked=1; }; }
 
 key=$(cat "$here/go.mod" "$here/go.sum" "$here/main.go" | sha256sum | cut -c1-16)
-collector="$cache/otelcol-$key/otelcol-test"
+collector=${HOLDUP_OTELCOL:-$cache/otelcol-$key/otelcol-test}
+[ -x "$collector" ] || lock
 if [ ! -x "$collector" ]; then
 	go=
 	for g in /usr/local/go/bin/go "$(command -v go || true)"; do
@@ -38,6 +42,7 @@ fi
 
 venv="$cache/otlp-python-$(echo "$protos" | sha256sum | cut -c1-16)"
 probe='from opentelemetry.proto.collector.profiles.v1development import profiles_service_pb2'
+"$venv/bin/python" -c "$probe" 2>/dev/null || lock
 if ! "$venv/bin/python" -c "$probe" 2>/dev/null; then
 	rm -rf "$venv"
 	if ! python3 -m venv "$venv" >&2 || ! "$venv/bin/pip" install -q "$protos" >&2; then

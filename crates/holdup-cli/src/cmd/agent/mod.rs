@@ -233,8 +233,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         }
     }
     let endpoint = crate::upload::Endpoint::new(&url, &connect)
-        .map_err(|e| crate::upload::redacted(e, None))
-        .context("--endpoint")?;
+        .map_err(|e| crate::upload::redacted(e, None))?;
     let gzip = otel_env::gzip(a.compression.as_deref())?;
     let common = otel_env::resource_attributes()?;
     let cgroup = a.cgroup.as_deref().map(cgroup_path).transpose()?;

@@ -15,6 +15,11 @@ pub const DEFAULT_BASE: &str = "http://localhost:4318";
 /// `base` with the profiles path appended: relative to it, so a base with
 /// a path keeps it.
 pub fn signal_url(base: &str) -> String {
+    // A URL without a host is left as it is, for the error to name it.
+    let (_, rest) = base.split_once("://").unwrap_or(("", base));
+    if rest.is_empty() || rest.starts_with('/') {
+        return base.to_string();
+    }
     format!(
         "{}/{}",
         base.trim_end_matches('/'),
@@ -147,6 +152,8 @@ mod tests {
             signal_url("http://c:4318/x/"),
             "http://c:4318/x/v1development/profiles"
         );
+        assert_eq!(signal_url("http://"), "http://");
+        assert_eq!(signal_url("http://"), "http://");
     }
 
     #[test]
