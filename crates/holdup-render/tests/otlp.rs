@@ -78,19 +78,14 @@ fn a_request_holds_on_cpu_and_blocked_profiles_per_process() {
     assert_eq!(cpu.time_unix_nano, 1_700_000_000 * 1_000_000_000);
     assert_eq!(cpu.duration_nano, 10 * MS);
     assert_eq!(cpu.total(), 8, "on-CPU sampling points");
-    let by_thread = |p: &OtlpProfile, t: &str| -> u64 {
-        p.samples
-            .iter()
-            .filter(|s| s.attrs["thread.name"] == t)
-            .flat_map(|s| &s.values)
-            .sum()
-    };
-    assert_eq!((by_thread(cpu, "a"), by_thread(cpu, "b")), (5, 3));
-    let a = cpu
-        .samples
-        .iter()
-        .find(|s| s.attrs["thread.name"] == "a")
-        .unwrap();
+    assert_eq!(
+        (
+            cpu.total_with("thread.name", "a"),
+            cpu.total_with("thread.name", "b")
+        ),
+        (5, 3)
+    );
+    let a = cpu.first_with("thread.name", "a");
     assert_eq!(a.attrs["thread.id"], "10");
     assert_eq!(a.stack, ["helper@app.c:30+work@app.c:20", "main@app.c:10"]);
     assert_eq!(a.frame_types, ["native", "native"]);
@@ -104,23 +99,13 @@ fn a_request_holds_on_cpu_and_blocked_profiles_per_process() {
     let off = r.profile("off_cpu").expect("a blocked profile");
     assert_eq!(off.sample_type, ("off_cpu".into(), "nanoseconds".into()));
     assert_eq!(off.period, MS);
-    let subclass = |c: &str| -> u64 {
-        off.samples
-            .iter()
-            .filter(|s| s.attrs["holdup.blocked.subclass"] == c)
-            .flat_map(|s| &s.values)
-            .sum()
-    };
+    let subclass = |c: &str| off.total_with("holdup.blocked.subclass", c);
     assert_eq!(
         (subclass("io"), subclass("lock"), subclass("sched")),
         (4 * MS, 3 * MS, 2 * MS)
     );
     assert_eq!(off.total(), 9 * MS, "every blocked point, in ns");
-    let lock = off
-        .samples
-        .iter()
-        .find(|s| s.attrs["holdup.blocked.subclass"] == "lock")
-        .unwrap();
+    let lock = off.first_with("holdup.blocked.subclass", "lock");
     assert_eq!(lock.attrs["holdup.wait.reason"], "futex_wait");
     assert_eq!(lock.attrs["holdup.waker"], "b:11");
     assert_eq!(lock.attrs["holdup.waker.thread.id"], "11");
@@ -139,19 +124,11 @@ fn a_request_holds_on_cpu_and_blocked_profiles_per_process() {
         lock.frame_types,
         ["kernel", "kernel", "native", "native", "native"]
     );
-    let io = off
-        .samples
-        .iter()
-        .find(|s| s.attrs["holdup.blocked.subclass"] == "io")
-        .unwrap();
+    let io = off.first_with("holdup.blocked.subclass", "io");
     assert_eq!(io.attrs["holdup.wait.reason"], "vfs_read");
     assert!(!io.attrs.contains_key("holdup.waker"), "no waker recorded");
     // Steal time: runqueue points with the running stack, no wait reason.
-    let steal = off
-        .samples
-        .iter()
-        .find(|s| s.attrs["holdup.blocked.subclass"] == "sched")
-        .unwrap();
+    let steal = off.first_with("holdup.blocked.subclass", "sched");
     assert!(!steal.attrs.contains_key("holdup.wait.reason"));
 }
 

@@ -466,7 +466,7 @@ fn pack(req: &Request, pids: &[u32], max_bytes: usize, out: &mut Capped) {
     }
     // One process: its heaviest samples, halving until they fit.
     let mut heaviest = samples;
-    heaviest.sort_by(|a, b| b.points.cmp(&a.points));
+    heaviest.sort_by_key(|s| std::cmp::Reverse(s.points));
     let mut keep = heaviest.len();
     loop {
         keep /= 2;

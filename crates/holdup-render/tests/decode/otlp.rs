@@ -33,6 +33,30 @@ impl OtlpProfile {
     pub fn total(&self) -> u64 {
         self.samples.iter().flat_map(|s| &s.values).sum()
     }
+
+    /// The samples whose attribute `key` is `value`.
+    pub fn with(&self, key: &str, value: &str) -> Vec<&OtlpSample> {
+        self.samples
+            .iter()
+            .filter(|s| s.attrs.get(key).map(String::as_str) == Some(value))
+            .collect()
+    }
+
+    /// The first of them.
+    pub fn first_with(&self, key: &str, value: &str) -> &OtlpSample {
+        self.with(key, value)
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| panic!("no sample with {key}={value}"))
+    }
+
+    /// Their values summed.
+    pub fn total_with(&self, key: &str, value: &str) -> u64 {
+        self.with(key, value)
+            .into_iter()
+            .flat_map(|s| &s.values)
+            .sum()
+    }
 }
 
 #[derive(Debug)]
