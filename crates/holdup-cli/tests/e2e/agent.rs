@@ -398,3 +398,90 @@ fn bad_endpoints_and_settings_are_one_line_errors() {
         assert!(stderr.contains(says), "{args:?}: {stderr}");
     }
 }
+
+/// Where the cgroup v2 hierarchy is mounted.
+fn cgroup2_mount() -> PathBuf {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    info.lines()
+        .find_map(|l| {
+            let (left, right) = l.split_once(" - ")?;
+            let mount = left.split(' ').nth(4)?;
+            right.starts_with("cgroup2 ").then(|| PathBuf::from(mount))
+        })
+        .expect("a cgroup2 mount")
+}
+
+/// Removes the test's cgroups (children first) when dropped.
+struct Cgroups(Vec<PathBuf>);
+
+impl Drop for Cgroups {
+    fn drop(&mut self) {
+        for dir in self.0.iter().rev() {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn a_containers_processes_are_named_by_their_cgroup_and_sigterm_sends_what_is_pending() {
+    let Some(tools) = tools() else { return };
+    let _serial = serial();
+    let dir = scratch("agent_cgroup");
+    let pipe = Pipeline::start(&dir, tools);
+    // A pod and a container as the kubelet's cgroupfs driver names them.
+    let uid = "f6f2d169-f2ae-4afa-95ed-06ff2ed6b288";
+    let id = "b4d6d161c62525d726fa394b27df30e14f8ea5646313ada576b390de70cfc8cc";
+    let top = cgroup2_mount().join(format!("holdup-e2e-{}", std::process::id()));
+    let container = top.join(format!("pod{uid}")).join(id);
+    let cgroups = Cgroups(vec![
+        top.clone(),
+        top.join(format!("pod{uid}")),
+        container.clone(),
+    ]);
+    std::fs::create_dir_all(&container).unwrap();
+    let work = half_sleeper(400);
+    let pid = work.0.id();
+    std::fs::write(container.join("cgroup.procs"), pid.to_string()).unwrap();
+
+    let mut agent = Running(
+        holdup()
+            .args([
+                "agent",
+                "--endpoint",
+                &pipe.endpoint(),
+                "--interval",
+                "1",
+                "-F",
+                "99",
+            ])
+            .arg("--cgroup")
+            .arg(&top)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(Duration::from_millis(3500));
+    unsafe { libc::kill(agent.0.id() as i32, libc::SIGTERM) };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(agent.0.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    let status = agent.0.wait().unwrap();
+    eprintln!("{stderr}");
+    assert!(status.success(), "SIGTERM ends it with 0: {stderr}");
+    let made: u64 = window_lines(&stderr).iter().map(|w| w.0).sum();
+    let sent = closing_count(&stderr, "sent");
+    assert!(made >= 2, "{stderr}");
+    assert_eq!(sent, made, "what was pending at SIGTERM was sent: {stderr}");
+    let got = pipe.requests(sent as usize);
+    assert_eq!(got.len() as u64, sent);
+    for req in &got {
+        for r in req["resources"].as_array().unwrap() {
+            let a = &r["attrs"];
+            assert_eq!(a["process.pid"], pid, "only the cgroup's processes: {a}");
+            assert_eq!(a["container.id"], id, "{a}");
+            assert_eq!(a["k8s.pod.uid"], uid, "{a}");
+        }
+    }
+    drop(work);
+    drop(cgroups);
+}
