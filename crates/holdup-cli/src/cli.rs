@@ -32,6 +32,8 @@ pub enum Command {
     Push(crate::cmd::push::Args),
     /// The wait-for graph: which waits limit throughput (knots).
     Waitgraph(crate::cmd::waitgraph::Args),
+    /// Record the machine continuously and send OTLP profiles to an OpenTelemetry Collector.
+    Agent(crate::cmd::agent::Args),
     /// Causal profiling: what would a faster line, disk or more cores buy.
     Causal(crate::cmd::causal::Args),
     /// System calls per process, call and call site; the slowest whole (DeBox).

@@ -168,9 +168,19 @@ pub fn find_debug_files_for_specs() {
     holdup_symbolize::lines::set_debug_file_finder(Box::new(move |id| files.lock().ok()?.find(id)));
 }
 
+/// Symbols of every frame the converter has seen, into its trace.
 pub fn symbolize<W: Write>(d: &mut Converter<W>) -> std::io::Result<SymbolStats> {
+    let frames: Vec<Frame> = d.frames().copied().collect();
+    symbolize_frames(d, &frames)
+}
+
+/// Symbols of `frames`, into the converter's trace.
+pub fn symbolize_frames<W: Write>(
+    d: &mut Converter<W>,
+    frames: &[Frame],
+) -> std::io::Result<SymbolStats> {
     let mut by_dso: BTreeMap<u32, BTreeSet<u64>> = BTreeMap::new();
-    for f in d.frames() {
+    for f in frames {
         if f.dso != UNKNOWN_DSO {
             by_dso.entry(f.dso).or_default().insert(f.addr);
         }

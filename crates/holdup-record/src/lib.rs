@@ -19,6 +19,8 @@
 //!   for its end, the duration, Ctrl-C, the drain and the exit code.
 //! - [`session`]: the whole recording, from the command line's [`session::Config`]
 //!   to a finished trace and a [`session::Summary`].
+//! - [`windows`]: the same recording kept in memory and handed over one
+//!   window of time after another (`holdup agent`).
 
 pub mod causal;
 pub mod convert;
@@ -31,3 +33,4 @@ pub mod python;
 pub mod recording;
 pub mod session;
 pub mod symcache;
+pub mod windows;

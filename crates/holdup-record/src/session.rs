@@ -9,6 +9,7 @@ use anyhow::Context;
 use holdup_bpf::{Lost as RecorderLost, Recorder, RecorderOptions, Target};
 use holdup_trace::{features, Finish, Header, Record, SyscallConfig, Writer};
 use std::fs::File;
+use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -95,12 +96,12 @@ fn free_fd(from: i32) -> Option<i32> {
 /// (nice is per thread on Linux; the command was forked before) keeps it
 /// ahead; it takes the same CPU time, only sooner. Without the privilege
 /// to raise it, the default stays.
-fn drain_ahead_of_the_target() {
+pub(crate) fn drain_ahead_of_the_target() {
     unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, -10) };
 }
 
 /// CPU time used by this process so far (user + system).
-fn own_cpu() -> Duration {
+pub(crate) fn own_cpu() -> Duration {
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
     let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
@@ -148,7 +149,7 @@ type Out = File;
 
 /// Take what cannot wait: the address-space events (their per-CPU buffers
 /// are small) and the fallbacks the threads seen so far need.
-fn collect(rec: &mut Recorder, d: &mut Converter<Out>) -> anyhow::Result<()> {
+fn collect<W: Write>(rec: &mut Recorder, d: &mut Converter<W>) -> anyhow::Result<()> {
     rec.attach_fallbacks()?;
     rec.drain_address_events(|ev| d.queue_address_event(ev));
     d.sort_address_events();
@@ -160,7 +161,7 @@ fn collect(rec: &mut Recorder, d: &mut Converter<Out>) -> anyhow::Result<()> {
 /// walks their frames from now on), and those gone. A process the
 /// recorder's table has no room for is recorded with native frames, and
 /// counted.
-fn hand_over_interpreters(rec: &Recorder, d: &mut Converter<Out>) {
+pub(crate) fn hand_over_interpreters<W: Write>(rec: &Recorder, d: &mut Converter<W>) {
     let (set, gone) = d.python.take_changes();
     for (pid, config) in set {
         if rec.set_python(pid, &config).is_err() {
@@ -182,7 +183,7 @@ fn hand_over_interpreters(rec: &Recorder, d: &mut Converter<Out>) {
 /// second is then converted once, after the target exited, and a longer one
 /// each second, at the same cost as before; the conversion left for the end
 /// stays bounded.
-struct DrainPolicy {
+pub(crate) struct DrainPolicy {
     threshold: u64,
     last_pending: u64,
     last_drain: Instant,
@@ -191,7 +192,7 @@ struct DrainPolicy {
 impl DrainPolicy {
     const MAX_AGE: Duration = Duration::from_secs(1);
 
-    fn new(ring_bytes: u32) -> Self {
+    pub(crate) fn new(ring_bytes: u32) -> Self {
         Self {
             threshold: ring_bytes as u64 / 2,
             last_pending: 0,
@@ -200,14 +201,14 @@ impl DrainPolicy {
     }
 
     /// Whether to convert now, with `pending` bytes in the ring.
-    fn due(&mut self, pending: u64) -> bool {
+    pub(crate) fn due(&mut self, pending: u64) -> bool {
         let growth = pending.saturating_sub(self.last_pending);
         self.last_pending = pending;
         pending + 4 * growth >= self.threshold || self.last_drain.elapsed() >= Self::MAX_AGE
     }
 
     /// The ring was emptied down to `pending` bytes.
-    fn drained(&mut self, pending: u64) {
+    pub(crate) fn drained(&mut self, pending: u64) {
         self.last_pending = pending;
         self.last_drain = Instant::now();
     }
@@ -215,15 +216,19 @@ impl DrainPolicy {
 
 /// What the drain loop lost so far, and what of it the trace has.
 #[derive(Default)]
-struct Losses {
-    unparsable: u64,
+pub(crate) struct Losses {
+    pub(crate) unparsable: u64,
     written: crate::lost::Written,
 }
 
 /// Move everything the recorder has into the trace, and with it the counts
 /// of what was lost so far (in the same chunk: a trace cut after it still
 /// says what was lost up to there).
-fn drain(rec: &mut Recorder, d: &mut Converter<Out>, losses: &mut Losses) -> anyhow::Result<()> {
+pub(crate) fn drain<W: Write>(
+    rec: &mut Recorder,
+    d: &mut Converter<W>,
+    losses: &mut Losses,
+) -> anyhow::Result<()> {
     collect(rec, d)?;
     let mut err = None;
     let stats = rec.drain_records(|r| {
@@ -265,6 +270,18 @@ fn write_syscall_totals(rec: &Recorder, d: &mut Converter<Out>) -> anyhow::Resul
 /// The trace file with its header and what comes before any record: the
 /// system call settings, the processes that exist already.
 fn open_trace(cfg: &Config, start_ns: u64) -> anyhow::Result<Converter<Out>> {
+    let file = holdup_trace::create_private(&cfg.output)
+        .with_context(|| format!("cannot create {}", cfg.output.display()))?;
+    start_trace(cfg, start_ns, file)
+}
+
+/// A trace written to `out`: its header, the system call settings, the
+/// processes that exist already.
+pub(crate) fn start_trace<W: Write>(
+    cfg: &Config,
+    start_ns: u64,
+    out: W,
+) -> anyhow::Result<Converter<W>> {
     let mut features = 0;
     if cfg.options.segments {
         features |= features::SEGMENTS;
@@ -272,10 +289,7 @@ fn open_trace(cfg: &Config, start_ns: u64) -> anyhow::Result<Converter<Out>> {
     if cfg.options.block_io {
         features |= features::BLOCK_IO;
     }
-    let file = holdup_trace::create_private(&cfg.output)
-        .with_context(|| format!("cannot create {}", cfg.output.display()))?;
-    let writer =
-        Writer::new(file, &header(cfg, start_ns), features).context("writing the trace")?;
+    let writer = Writer::new(out, &header(cfg, start_ns), features).context("writing the trace")?;
     let mut d = Converter::new(writer);
     if let Some(sc) = &cfg.options.syscalls {
         d.writer

@@ -114,7 +114,9 @@ impl Trace {
         })
     }
 
-    fn add(&mut self, r: Record) {
+    /// Take in one more record, as reading the file does (a recorder that
+    /// keeps a trace in memory feeds it this way).
+    pub fn add(&mut self, r: Record) {
         match r {
             Record::Sample(s) => {
                 self.thread(s.pid, s.tid);

@@ -1,10 +1,10 @@
 //! `holdup export`: the profile in the formats of other tools (pprof,
-//! Firefox Profiler, Perfetto, speedscope, folded stacks).
+//! Firefox Profiler, Perfetto, speedscope, folded stacks, OpenTelemetry).
 
 use super::input::load_trace;
 use super::script::StackArgs;
 use holdup_analysis::folded;
-use holdup_render::export::{self, firefox, perfetto, pprof, speedscope};
+use holdup_render::export::{self, firefox, otlp, perfetto, pprof, speedscope};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -20,6 +20,9 @@ pub enum Format {
     Speedscope,
     /// Folded stacks, as `holdup script` writes them.
     Folded,
+    /// OpenTelemetry profiles: an OTLP ExportProfilesServiceRequest (the
+    /// same bytes as a ProfilesData file), as `holdup agent` sends them.
+    Otlp,
 }
 
 impl Format {
@@ -30,6 +33,7 @@ impl Format {
             Format::Perfetto => "holdup.pftrace",
             Format::Speedscope => "holdup.speedscope.json",
             Format::Folded => "holdup.folded",
+            Format::Otlp => "holdup.otlp.pb",
         }
     }
 }
@@ -41,7 +45,7 @@ pub struct Args {
     pub format: Format,
     /// File to write (`-` for standard output); holdup.pb.gz,
     /// holdup.firefox.json, holdup.pftrace, holdup.speedscope.json or
-    /// holdup.folded by default.
+    /// holdup.folded or holdup.otlp.pb by default.
     #[arg(short, long)]
     pub output: Option<PathBuf>,
     #[command(flatten)]
@@ -67,7 +71,7 @@ fn render(a: Args) -> anyhow::Result<Vec<u8>> {
             let (_, stacks) = a.stacks.load()?;
             folded::write_folded(&mut out, &stacks)?;
         }
-        Format::Pprof | Format::Firefox | Format::Perfetto | Format::Speedscope => {
+        Format::Pprof | Format::Firefox | Format::Perfetto | Format::Speedscope | Format::Otlp => {
             let trace = load_trace(&a.stacks.input)?;
             let filter = a.stacks.filter.clone().into();
             let samples = export::stack_samples(&trace, &filter);
@@ -83,6 +87,17 @@ fn render(a: Args) -> anyhow::Result<Vec<u8>> {
                     out.push(b'\n');
                 }
                 Format::Perfetto => out = perfetto::encode(&trace, &samples, &filter),
+                Format::Otlp => {
+                    let common = super::agent::resource_attributes()?;
+                    out = otlp::encode(&otlp::Request {
+                        trace: &trace,
+                        samples: &samples,
+                        start_unix_ns: trace.header.start_unix_ns,
+                        duration_ns: trace.duration_ns(),
+                        processes: &super::agent::processes_of_trace(&trace),
+                        common: &common,
+                    });
+                }
                 Format::Speedscope | Format::Folded => {
                     let doc = speedscope::document(&trace, &samples, &name);
                     serde_json::to_writer(&mut out, &doc)?;

@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod agent;
 pub mod causal;
 pub mod critical;
 pub mod export;
@@ -30,6 +31,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Push(a) => push::run(a),
         Command::Waitgraph(a) => waitgraph::run(a),
         Command::Causal(a) => causal::run(a),
+        Command::Agent(a) => agent::run(a),
         Command::Syscalls(a) => syscalls::run(a),
         Command::Latency(a) => latency::run(a),
         Command::Completions(a) => generate::completions(a),

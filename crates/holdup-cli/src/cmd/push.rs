@@ -18,7 +18,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
-    let to = upload::Endpoint::new(&a.url, &a.to).map_err(|e| upload::redacted(e, None))?;
+    let to = upload::Endpoint::new(&a.url, &a.to.connect).map_err(|e| upload::redacted(e, None))?;
     upload::push(&a.input, &to, &a.to)?;
     Ok(ExitCode::SUCCESS)
 }

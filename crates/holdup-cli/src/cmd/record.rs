@@ -108,7 +108,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // runs.
     let push = match &args.push {
         Some(url) => Some((
-            crate::upload::Endpoint::new(url, &args.push_to)
+            crate::upload::Endpoint::new(url, &args.push_to.connect)
                 .map_err(|e| crate::upload::redacted(e, None))?,
             args.push_to.clone(),
         )),

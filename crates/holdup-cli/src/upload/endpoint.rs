@@ -11,7 +11,7 @@
 //! names the URL without its credentials, and any secret a server echoes
 //! back is replaced by `***`.
 
-use super::PushArgs;
+use super::ConnectArgs;
 use anyhow::{anyhow, bail, Context};
 use std::path::Path;
 use std::sync::Arc;
@@ -160,7 +160,7 @@ enum Auth {
     Bearer(String),
 }
 
-fn auth(args: &PushArgs, url: &Url) -> anyhow::Result<Auth> {
+fn auth(args: &ConnectArgs, url: &Url) -> anyhow::Result<Auth> {
     let mut basic = Vec::new();
     if let Some(s) = &args.basic_auth {
         basic.push(split_basic(s, "--basic-auth")?);
@@ -233,7 +233,7 @@ fn tls(ca_cert: Option<&Path>) -> anyhow::Result<TlsConfig> {
 impl Endpoint {
     /// Check the URL and gather what pushing to it needs; errors never
     /// show a credential.
-    pub fn new(url: &str, args: &PushArgs) -> anyhow::Result<Self> {
+    pub fn new(url: &str, args: &ConnectArgs) -> anyhow::Result<Self> {
         let parsed = parse_url(url)?;
         let mut headers: Vec<(String, String)> = Vec::new();
         let mut secrets = Vec::new();

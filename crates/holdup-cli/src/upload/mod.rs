@@ -17,7 +17,7 @@
 
 mod endpoint;
 
-pub use endpoint::{redacted, Endpoint};
+pub use endpoint::{parse_header, redacted, Endpoint};
 
 use crate::cmd::input::load_trace;
 use anyhow::{bail, Context};
@@ -51,6 +51,14 @@ pub struct PushArgs {
     /// Give up pushing after this many seconds, retries included.
     #[arg(long, default_value_t = 15.0, value_parser = parse_seconds)]
     pub push_timeout: f64,
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+}
+
+/// How to reach a server: https roots, authentication, headers. Shared by
+/// the pushes and `holdup agent`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct ConnectArgs {
     /// For https: also trust the CA certificates (PEM) in this file, besides
     /// the system's.
     #[arg(long, value_name = "FILE")]
@@ -144,13 +152,13 @@ fn series_labels(trace: &Trace, args: &PushArgs) -> anyhow::Result<Vec<(String, 
 }
 
 /// One request, ready to be sent (and sent again).
-struct Request {
+pub struct Request {
     /// Without credentials (they are headers).
-    url: String,
-    query: Vec<(&'static str, String)>,
-    content_type: &'static str,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
+    pub url: String,
+    pub query: Vec<(&'static str, String)>,
+    pub content_type: &'static str,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
 }
 
 /// Pyroscope's ingest call: the series key is `service{k=v,…}` (its
@@ -233,7 +241,7 @@ enum Attempt {
 }
 
 /// The first line of a server's answer, for an error message.
-fn first_line(body: &[u8]) -> String {
+pub fn first_line(body: &[u8]) -> String {
     let s = String::from_utf8_lossy(body);
     let line = s
         .lines()
@@ -280,7 +288,15 @@ fn grpc_status(headers: &ureq::http::HeaderMap, body: &[u8]) -> Option<(u32, Str
     None
 }
 
-fn attempt(agent: &ureq::Agent, api: Api, req: &Request, timeout: Duration) -> Attempt {
+/// A server's answer: its status, headers and (the first MiB of) its body.
+pub struct Answer {
+    pub status: u16,
+    pub headers: ureq::http::HeaderMap,
+    pub body: Vec<u8>,
+}
+
+/// One POST of `req`, whatever the status of the answer.
+pub fn post(agent: &ureq::Agent, req: &Request, timeout: Duration) -> Result<Answer, ureq::Error> {
     let mut call = agent
         .post(&req.url)
         .config()
@@ -293,18 +309,30 @@ fn attempt(agent: &ureq::Agent, api: Api, req: &Request, timeout: Duration) -> A
     for (k, v) in &req.query {
         call = call.query(*k, v);
     }
-    let mut resp = match call.send(&req.body[..]) {
-        Ok(r) => r,
-        Err(e) if permanent(&e) => return Attempt::Refused(e.to_string()),
-        Err(e) => return Attempt::Transient(e.to_string()),
-    };
-    let status = resp.status().as_u16();
+    let mut resp = call.send(&req.body[..])?;
     let body = resp
         .body_mut()
         .with_config()
         .limit(1 << 20)
         .read_to_vec()
         .unwrap_or_default();
+    Ok(Answer {
+        status: resp.status().as_u16(),
+        headers: resp.headers().clone(),
+        body,
+    })
+}
+
+fn attempt(agent: &ureq::Agent, api: Api, req: &Request, timeout: Duration) -> Attempt {
+    let Answer {
+        status,
+        headers,
+        body,
+    } = match post(agent, req, timeout) {
+        Ok(a) => a,
+        Err(e) if permanent(&e) => return Attempt::Refused(e.to_string()),
+        Err(e) => return Attempt::Transient(e.to_string()),
+    };
     if status == 429 || status == 408 || status >= 500 {
         return Attempt::Transient(format!("HTTP {status} {}", first_line(&body)));
     }
@@ -312,7 +340,7 @@ fn attempt(agent: &ureq::Agent, api: Api, req: &Request, timeout: Duration) -> A
         return Attempt::Refused(format!("HTTP {status} {}", first_line(&body)));
     }
     if api == Api::Parca {
-        return match grpc_status(resp.headers(), &body) {
+        return match grpc_status(&headers, &body) {
             Some((0, _)) => Attempt::Done,
             // UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, ABORTED.
             Some((code @ (14 | 4 | 8 | 10), msg)) => {
@@ -327,7 +355,7 @@ fn attempt(agent: &ureq::Agent, api: Api, req: &Request, timeout: Duration) -> A
 
 /// Failures that trying again would not mend: TLS (an unknown issuer, a
 /// name that does not match), a URL ureq cannot use.
-fn permanent(e: &ureq::Error) -> bool {
+pub fn permanent(e: &ureq::Error) -> bool {
     match e {
         ureq::Error::Tls(_)
         | ureq::Error::Rustls(_)

@@ -6,6 +6,7 @@
 //! and subclass, in trace order, with its stack resolved to frames.
 
 pub mod firefox;
+pub mod otlp;
 pub mod perfetto;
 pub mod pprof;
 pub mod protobuf;
@@ -13,7 +14,7 @@ pub mod speedscope;
 
 use holdup_analysis::profile::{sample_parts, Filter};
 use holdup_analysis::stacks::{wait_reason, Func, Resolver};
-use holdup_trace::{Class, Frame, Trace};
+use holdup_trace::{Class, Frame, Trace, Waker};
 use std::rc::Rc;
 
 /// One frame of a stack with the functions at it, innermost (inlined) first.
@@ -33,6 +34,9 @@ pub struct StackSample {
     pub class: Class,
     /// First kernel function below the scheduler (blocked samples only).
     pub wait_reason: Option<Rc<str>>,
+    /// Who ended the wait (the blocked part of a blocked sample only; the
+    /// runqueue part after the wakeup and on-CPU samples have none).
+    pub waker: Waker,
     /// Leaf first.
     pub frames: Rc<[StackFrame]>,
     pub points: u64,
@@ -97,6 +101,11 @@ pub fn stack_samples(trace: &Trace, filter: &Filter) -> Vec<StackSample> {
                     .collect();
                 wait_reason(&funcs)
             };
+            let waker = if s.class != Class::Cpu && class == s.class {
+                s.waker
+            } else {
+                Waker::None
+            };
             out.push(StackSample {
                 time: s.time,
                 pid: s.pid,
@@ -104,6 +113,7 @@ pub fn stack_samples(trace: &Trace, filter: &Filter) -> Vec<StackSample> {
                 thread: thread.clone(),
                 class,
                 wait_reason,
+                waker,
                 frames: frames.clone(),
                 points,
             });

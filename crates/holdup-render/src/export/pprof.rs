@@ -43,13 +43,13 @@ mod field {
 }
 
 /// The string table: index 0 is the empty string.
-struct Strings {
+pub(super) struct Strings {
     index: HashMap<Rc<str>, u64>,
-    list: Vec<Rc<str>>,
+    pub(super) list: Vec<Rc<str>>,
 }
 
 impl Strings {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         let mut s = Strings {
             index: HashMap::new(),
             list: Vec::new(),
@@ -57,7 +57,7 @@ impl Strings {
         s.get("");
         s
     }
-    fn get(&mut self, s: &str) -> u64 {
+    pub(super) fn get(&mut self, s: &str) -> u64 {
         if let Some(&i) = self.index.get(s) {
             return i;
         }
@@ -93,16 +93,16 @@ type Line = (Rc<str>, Option<Rc<str>>, u32);
 pub const SYNTHETIC_BASE: u64 = 0x1_0000;
 
 /// Pseudo dso of the subclass frames.
-const PSEUDO_DSO: DsoId = UNKNOWN_DSO - 1;
+pub(super) const PSEUDO_DSO: DsoId = UNKNOWN_DSO - 1;
 
 /// One pprof mapping and how its frames' addresses are placed in it.
-struct Mapping {
+pub(super) struct Mapping {
     id: u64,
-    start: u64,
-    limit: u64,
-    offset: u64,
-    file: String,
-    build_id: String,
+    pub(super) start: u64,
+    pub(super) limit: u64,
+    pub(super) offset: u64,
+    pub(super) file: String,
+    pub(super) build_id: String,
     has_filenames: bool,
     has_line_numbers: bool,
     has_inline_frames: bool,
@@ -113,7 +113,7 @@ struct Mapping {
 
 impl Mapping {
     /// The address of a frame of this mapping's file.
-    fn address(&self, dso: DsoId, addr: u64) -> u64 {
+    pub(super) fn address(&self, dso: DsoId, addr: u64) -> u64 {
         if matches!(dso, KERNEL_DSO | UNKNOWN_DSO | PSEUDO_DSO) {
             return addr;
         }
@@ -144,7 +144,7 @@ impl Mapping {
 }
 
 /// One mapping per dso the samples use, in order of dso id.
-fn mappings(trace: &Trace, samples: &[StackSample]) -> BTreeMap<DsoId, Mapping> {
+pub(super) fn mappings(trace: &Trace, samples: &[StackSample]) -> BTreeMap<DsoId, Mapping> {
     #[derive(Default)]
     struct Seen {
         min: u64,

@@ -457,6 +457,7 @@ mod tests {
             thread: Rc::from("app"),
             class,
             wait_reason: None,
+            waker: holdup_trace::Waker::None,
             frames: frames
                 .into_iter()
                 .map(|funcs| StackFrame {

@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each test binary uses a part
 
 pub mod firefox;
+pub mod otlp;
 pub mod perfetto;
 pub mod pprof;
 pub mod protobuf;

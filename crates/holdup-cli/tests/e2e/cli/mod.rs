@@ -2,6 +2,7 @@
 //! traces, on programs built here but not recorded, and on bad input. None of
 //! them is ignored (the layout test in `main.rs` checks that).
 
+mod agent;
 mod causal;
 mod debuginfo;
 mod export;

@@ -2,6 +2,7 @@
 //! eBPF recorder on this kernel. Every one is `#[ignore = "needs root and BPF"]`
 //! (the layout test in `main.rs` checks that).
 
+mod agent;
 mod causal;
 mod causal_functions;
 mod causal_progress;
