@@ -14,6 +14,7 @@
 //!   [`causal::Config`] to a written profile.
 //! - [`latency`]: `holdup latency`'s recorder, from a plain
 //!   [`latency::Config`] to a written latency file.
+//! - [`cgroup`]: `--cgroup`, the cgroup a recording is limited to.
 //! - [`lost`]: what the recording lost, by name in the trace.
 //! - [`recording`]: the loop every recorder shares: the command, the wait
 //!   for its end, the duration, Ctrl-C, the drain and the exit code.
@@ -21,6 +22,7 @@
 //!   to a finished trace and a [`session::Summary`].
 
 pub mod causal;
+pub mod cgroup;
 pub mod convert;
 pub mod embed_symbols;
 pub mod jit;

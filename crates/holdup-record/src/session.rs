@@ -22,6 +22,10 @@ pub struct Config {
     pub duration: Option<Duration>,
     pub verbose: bool,
     pub options: RecorderOptions,
+    /// `--cgroup`: the cgroup the recording is limited to (the programs
+    /// filter by `options.cgroup`; this is for the processes that exist at
+    /// the start and to notice the cgroup's removal).
+    pub cgroup: Option<crate::cgroup::Cgroup>,
 }
 
 /// What a recording produced, for the closing status line.
@@ -57,6 +61,8 @@ pub struct Summary {
     /// The sys_exit fallback for threads without rseq had to be attached.
     pub fallback: bool,
     pub kstacks: holdup_bpf::KstackCounts,
+    /// What the stack budget took, with one.
+    pub stack_budget: Option<holdup_bpf::StackBudgetCounts>,
     pub unwinds: holdup_symbolize::UnwindStats,
 }
 
@@ -291,6 +297,7 @@ fn open_trace(cfg: &Config, start_ns: u64) -> anyhow::Result<Converter<Out>> {
             .flatten()
             .filter_map(|e| e.file_name().to_string_lossy().parse().ok())
             .filter(|&p| p != std::process::id())
+            .filter(|&p| cfg.cgroup.as_ref().map_or(true, |c| c.holds(p)))
             .collect(),
     };
     for &pid in &existing {
@@ -351,6 +358,13 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     let mut losses = Losses::default();
     let mut policy = DrainPolicy::new(cfg.options.ring_bytes);
     let stop = recording.run(Duration::from_millis(50), &[], || {
+        if let Some(cg) = cfg.cgroup.as_ref().filter(|c| !c.still_there()) {
+            eprintln!(
+                "holdup: cgroup {} was removed; the recording ends here",
+                cg.path
+            );
+            return Ok(Flow::Done);
+        }
         if policy.due(rec.ring_pending()) {
             drain(&mut rec, &mut d, &mut losses)?;
             policy.drained(rec.ring_pending());
@@ -373,6 +387,12 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     let lost = rec.lost();
     let fallback = rec.fallback_attached();
     let kstacks = rec.kstack_counts();
+    let stack_budget = (cfg.options.stack_budget > 0).then(|| rec.stack_budget_counts());
+    if let Some(b) = &stack_budget {
+        d.writer
+            .write(&Record::Note(stack_budget_note(b, cfg.period_ns)))
+            .context("writing the trace")?;
+    }
     d.python.walks = rec.python_counts();
     if cfg.options.syscalls.is_some() {
         write_syscall_totals(&rec, &mut d)?;
@@ -421,8 +441,36 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         cached_addresses: sym.cached,
         fallback,
         kstacks,
+        stack_budget,
         unwinds,
     })
+}
+
+/// What every reader of a trace recorded with a stack budget is told: the
+/// ratio, and the exact blocked time by subclass the weighted samples
+/// estimate.
+pub fn stack_budget_note(b: &holdup_bpf::StackBudgetCounts, period_ns: u64) -> String {
+    use holdup_trace::Class;
+    let secs = |points: u64| points as f64 * period_ns as f64 / 1e9;
+    let by_class: Vec<String> = [Class::Io, Class::Lock, Class::Sched, Class::Other]
+        .iter()
+        .map(|&c| {
+            let i = c.index();
+            format!(
+                "{} {:.3} s (samples {:.3} s)",
+                c.name(),
+                secs(b.points[i]),
+                secs(b.scaled[i])
+            )
+        })
+        .collect();
+    format!(
+        "blocked-sample stacks were sampled (stack budget): 1 in {:.2} blocked intervals had its stacks taken ({} of {}), its weight scaled by that ratio; exact blocked time {}",
+        b.ratio(),
+        b.stacks,
+        b.intervals,
+        by_class.join(", ")
+    )
 }
 
 #[cfg(test)]

@@ -3,8 +3,8 @@
 use anyhow::bail;
 use holdup_bpf::{RecorderOptions, SyscallOptions};
 use holdup_record::launch::{self, ExitStatus};
-use holdup_record::recording;
 use holdup_record::session::{self, Config, Summary};
+use holdup_record::{cgroup, recording};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -18,6 +18,21 @@ pub struct Args {
     pub output: PathBuf,
     #[command(flatten)]
     pub target: super::target::TargetArgs,
+    /// Record only tasks in this cgroup (v2) and the cgroups below it:
+    /// a directory under the cgroup v2 mount, or a path as
+    /// /proc/PID/cgroup shows it. Alone, it records every process there;
+    /// with a command, -p or -a, those of them in the cgroup. The
+    /// recording ends when the cgroup is removed.
+    #[arg(long, value_name = "PATH")]
+    pub cgroup: Option<PathBuf>,
+    /// Take blocked-sample stacks at most this many times a second (all
+    /// CPUs together). Above it, a random fraction of the blocked intervals
+    /// has its stacks taken and its weight scaled by the ratio, so that
+    /// shares stay unbiased; the exact blocked time is still counted, and
+    /// the trace says the ratio. Without it every blocked sample has its
+    /// stacks.
+    #[arg(long, value_name = "PER_SECOND", value_parser = clap::value_parser!(u32).range(1..))]
+    pub stack_budget: Option<u32>,
     /// Do not follow processes forked by the target.
     #[arg(long)]
     pub no_inherit: bool,
@@ -70,9 +85,15 @@ impl TryFrom<Args> for Config {
     type Error = anyhow::Error;
 
     fn try_from(a: Args) -> anyhow::Result<Config> {
-        let (target, duration) = a
-            .target
-            .resolve(!a.command.is_empty(), ("record", "record"))?;
+        let cgroup = a.cgroup.as_deref().map(cgroup::resolve).transpose()?;
+        let (target, duration) =
+            if cgroup.is_some() && a.command.is_empty() && a.target.pid.is_empty() {
+                // The cgroup alone: every process in it.
+                (holdup_bpf::Target::All, a.target.duration()?)
+            } else {
+                a.target
+                    .resolve(!a.command.is_empty(), ("record", "record"))?
+            };
         if !a.ring_mb.is_power_of_two() {
             bail!("--ring-mb must be a power of two");
         }
@@ -97,8 +118,11 @@ impl TryFrom<Args> for Config {
                     inband: a.inband,
                 }),
                 own_preemption_is_delay: false,
+                cgroup: cgroup.as_ref().map(|c| c.filter),
+                stack_budget: a.stack_budget.unwrap_or(0),
             },
             target,
+            cgroup,
         })
     }
 }
@@ -209,6 +233,14 @@ fn print_summary(cfg: &Config, s: &Summary) -> ExitCode {
             "[ holdup record: {} system call invocations kept, {} lost ]",
             counts.syscalls,
             s.lost.get(LOST_RING_FULL, REC_SYSCALL)
+        );
+    }
+    if let Some(b) = &s.stack_budget {
+        eprintln!(
+            "[ holdup record: stack budget: stacks taken for {} of {} blocked intervals (1 in {:.2}), weights scaled by the ratio ]",
+            b.stacks,
+            b.intervals,
+            b.ratio()
         );
     }
     if !dropped.is_empty() {

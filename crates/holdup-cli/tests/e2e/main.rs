@@ -11,6 +11,7 @@ mod support;
 mod causal;
 mod causal_functions;
 mod causal_progress;
+mod cgroup;
 mod debuginfo;
 mod export;
 mod holder;
