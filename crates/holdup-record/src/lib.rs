@@ -15,6 +15,7 @@
 //! - [`latency`]: `holdup latency`'s recorder, from a plain
 //!   [`latency::Config`] to a written latency file.
 //! - [`cgroup`]: `--cgroup`, the cgroup a recording is limited to.
+//! - [`flight`]: `--flight`, the trace kept in memory for its last seconds.
 //! - [`lost`]: what the recording lost, by name in the trace.
 //! - [`recording`]: the loop every recorder shares: the command, the wait
 //!   for its end, the duration, Ctrl-C, the drain and the exit code.
@@ -25,6 +26,7 @@ pub mod causal;
 pub mod cgroup;
 pub mod convert;
 pub mod embed_symbols;
+pub mod flight;
 pub mod jit;
 pub mod latency;
 pub mod launch;

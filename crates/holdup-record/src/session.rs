@@ -3,12 +3,13 @@
 
 use crate::convert::{Converter, Counts};
 use crate::embed_symbols;
+use crate::flight::TraceOut;
 use crate::launch::ExitStatus;
 use crate::recording::{Flow, Recording, Until};
 use anyhow::Context;
 use holdup_bpf::{Lost as RecorderLost, Recorder, RecorderOptions, Target};
+use holdup_trace::flight::FlightBuffer;
 use holdup_trace::{features, Finish, Header, Record, SyscallConfig, Writer};
-use std::fs::File;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -26,6 +27,9 @@ pub struct Config {
     /// filter by `options.cgroup`; this is for the processes that exist at
     /// the start and to notice the cgroup's removal).
     pub cgroup: Option<crate::cgroup::Cgroup>,
+    /// `--flight`: keep only the end of the recording, in memory, and write
+    /// it when asked.
+    pub flight: Option<crate::flight::FlightConfig>,
 }
 
 /// What a recording produced, for the closing status line.
@@ -150,7 +154,7 @@ fn header(cfg: &Config, start_ns: u64) -> Header {
 
 /// The trace file itself: the writer sends each chunk whole in one write,
 /// so a buffer in between would only copy it once more.
-type Out = File;
+type Out = TraceOut;
 
 /// Take what cannot wait: the address-space events (their per-CPU buffers
 /// are small) and the fallbacks the threads seen so far need.
@@ -280,8 +284,21 @@ fn open_trace(cfg: &Config, start_ns: u64) -> anyhow::Result<Converter<Out>> {
     }
     let file = holdup_trace::create_private(&cfg.output)
         .with_context(|| format!("cannot create {}", cfg.output.display()))?;
-    let writer =
-        Writer::new(file, &header(cfg, start_ns), features).context("writing the trace")?;
+    let header = header(cfg, start_ns);
+    let out = match &cfg.flight {
+        None => TraceOut::File(file),
+        Some(f) => TraceOut::Flight {
+            buffer: Box::new(FlightBuffer::new(
+                f.keep.as_nanos() as u64,
+                f.max_bytes,
+                f.trigger,
+            )),
+            file,
+            header: header.clone(),
+            features,
+        },
+    };
+    let writer = Writer::new(out, &header, features).context("writing the trace")?;
     let mut d = Converter::new(writer);
     if let Some(sc) = &cfg.options.syscalls {
         d.writer
@@ -307,6 +324,19 @@ fn open_trace(cfg: &Config, start_ns: u64) -> anyhow::Result<Converter<Out>> {
     Ok(d)
 }
 
+/// What asked the flight recorder for its trace, if anything did.
+fn flight_trigger(f: &FlightBuffer) -> Option<String> {
+    if crate::flight::dump_asked() {
+        return Some("SIGUSR1 asked for the flight recorder's trace".into());
+    }
+    let (pid, tid, nr, ns) = f.trigger()?;
+    Some(format!(
+        "{} took {:.1} ms in process {pid} thread {tid}",
+        holdup_analysis::syscalls::name(nr),
+        ns as f64 / 1e6
+    ))
+}
+
 /// Record as `cfg` says, writing the trace as it goes, until the command
 /// exits, the duration is over or a signal arrives.
 pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
@@ -324,6 +354,9 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         }
         _ => None,
     };
+    if cfg.flight.is_some() {
+        crate::flight::catch_dump_signal();
+    }
     let until = Until::of(&cfg.target, cfg.duration);
     let mut recording = Recording::launch(&cfg.command, until)?;
     let mut rec = Recorder::start(cfg.options.clone()).context("starting the recorder")?;
@@ -372,6 +405,11 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         } else {
             collect(&mut rec, &mut d)?;
         }
+        if let Some(why) = d.writer.get_ref().flight().and_then(flight_trigger) {
+            let keep = cfg.flight.as_ref().map_or(0.0, |f| f.keep.as_secs_f64());
+            eprintln!("holdup: {why}: writing the last {keep} s");
+            return Ok(Flow::Done);
+        }
         Ok(Flow::Continue)
     })?;
     let exit = stop.status();
@@ -415,7 +453,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     let unwinds = d.unwind_stats();
     let refused_files = d.refused_files();
     let writer_stats = d.writer.stats().collect();
-    let out = d.writer.finish()?;
+    let out = d.writer.finish()?.into_file()?;
     let size = out.metadata()?.len();
     Ok(Summary {
         counts,

@@ -2,9 +2,11 @@
 
 use anyhow::bail;
 use holdup_bpf::{RecorderOptions, SyscallOptions};
+use holdup_record::flight::FlightConfig;
 use holdup_record::launch::{self, ExitStatus};
 use holdup_record::session::{self, Config, Summary};
 use holdup_record::{cgroup, recording};
+use holdup_trace::flight::SyscallTrigger;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -33,6 +35,21 @@ pub struct Args {
     /// stacks.
     #[arg(long, value_name = "PER_SECOND", value_parser = clap::value_parser!(u32).range(1..))]
     pub stack_budget: Option<u32>,
+    /// Flight recorder: keep only the last SECONDS of the recording, in
+    /// memory, and write the trace when SIGUSR1 arrives, when
+    /// --trigger-latency is met, or at the end. The processes, stacks and
+    /// symbols of the whole recording stay in the trace.
+    #[arg(long, value_name = "SECONDS")]
+    pub flight: Option<f64>,
+    /// With --flight: the most MiB of events kept in memory (the oldest go
+    /// first, counted).
+    #[arg(long, default_value_t = 256, requires = "flight", value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub flight_mb: u32,
+    /// With --flight: write the trace once a system call takes at least MS
+    /// milliseconds (SYSCALL:MS, e.g. read:40; any:MS for every call).
+    /// Turns on --syscalls.
+    #[arg(long, value_name = "SYSCALL:MS", requires = "flight")]
+    pub trigger_latency: Option<String>,
     /// Do not follow processes forked by the target.
     #[arg(long)]
     pub no_inherit: bool,
@@ -98,6 +115,32 @@ impl TryFrom<Args> for Config {
             bail!("--ring-mb must be a power of two");
         }
         let period_ns = 1_000_000_000 / a.freq;
+        let flight = match a.flight {
+            Some(s) if !(s > 0.0 && s.is_finite()) => {
+                bail!("--flight must be a positive number of seconds")
+            }
+            Some(s) => Some(FlightConfig {
+                keep: std::time::Duration::from_secs_f64(s),
+                max_bytes: (a.flight_mb as usize) << 20,
+                trigger: a
+                    .trigger_latency
+                    .as_deref()
+                    .map(syscall_trigger)
+                    .transpose()?,
+            }),
+            None => None,
+        };
+        // A latency trigger watches the kept system calls: every one at
+        // least as slow as it is kept.
+        let trigger_ns = flight.as_ref().and_then(|f| f.trigger).map(|t| t.min_ns);
+        let syscalls = (a.syscalls || trigger_ns.is_some()).then(|| SyscallOptions {
+            keep_ns: a
+                .syscall_keep_us
+                .saturating_mul(1000)
+                .min(trigger_ns.unwrap_or(u64::MAX)),
+            sample_every: a.syscall_sample,
+            inband: a.inband,
+        });
         Ok(Config {
             output: a.output,
             command: a.command,
@@ -112,19 +155,37 @@ impl TryFrom<Args> for Config {
                 block_io: !a.no_block_io,
                 stack_copy_bytes: a.stack_bytes,
                 ring_bytes: a.ring_mb << 20,
-                syscalls: a.syscalls.then(|| SyscallOptions {
-                    keep_ns: a.syscall_keep_us.saturating_mul(1000),
-                    sample_every: a.syscall_sample,
-                    inband: a.inband,
-                }),
+                syscalls,
                 own_preemption_is_delay: false,
                 cgroup: cgroup.as_ref().map(|c| c.filter),
                 stack_budget: a.stack_budget.unwrap_or(0),
             },
             target,
             cgroup,
+            flight,
         })
     }
+}
+
+/// `--trigger-latency SYSCALL:MS`.
+fn syscall_trigger(spec: &str) -> anyhow::Result<SyscallTrigger> {
+    let bad = || anyhow::anyhow!("--trigger-latency wants SYSCALL:MS (e.g. read:40), not '{spec}'");
+    let (name, ms) = spec.rsplit_once(':').ok_or_else(bad)?;
+    let ms: f64 = ms.parse().map_err(|_| bad())?;
+    if !(ms > 0.0 && ms.is_finite()) {
+        return Err(bad());
+    }
+    let nr =
+        match name {
+            "any" => None,
+            _ => Some(holdup_analysis::syscalls::number(name).ok_or_else(|| {
+                anyhow::anyhow!("--trigger-latency: no system call named '{name}'")
+            })?),
+        };
+    Ok(SyscallTrigger {
+        nr,
+        min_ns: (ms * 1e6) as u64,
+    })
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
