@@ -216,6 +216,16 @@ impl FlightBuffer {
                 }
             }
         }
+        w.write(&Record::Note(format!(
+            "flight recorder: the trace holds the last {:.1} s of a longer recording",
+            self.keep_ns as f64 / 1e9
+        )))?;
+        if self.dropped_for_bytes > 0 {
+            w.write(&Record::Note(format!(
+                "flight recorder: {} events inside the window were dropped to stay within its memory bound (--flight-mb)",
+                self.dropped_for_bytes
+            )))?;
+        }
         for r in &finish {
             w.write(r)?;
         }
@@ -232,5 +242,119 @@ impl Write for FlightBuffer {
 
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{Class, Sample, Waker};
+    use crate::{Reader, Trace};
+
+    const S: u64 = 1_000_000_000;
+
+    fn sample(end: u64) -> Record {
+        Record::Sample(Sample {
+            time: end - S / 2,
+            wake: 0,
+            end,
+            pid: 7,
+            tid: 7,
+            cpu: 0,
+            class: Class::Other,
+            weight: 500,
+            sched_weight: 0,
+            waker: Waker::None,
+            stack: 0,
+            late_user_stack: false,
+            waker_stack: 0,
+        })
+    }
+
+    /// A recording of `secs` seconds from 100 s, one blocked sample ending
+    /// each second and one chunk each, through a buffer keeping `keep`
+    /// seconds within `max_bytes`: the trace it writes.
+    fn flown(secs: u64, keep: u64, max_bytes: usize) -> Trace {
+        let header = Header {
+            period_ns: 1_000_000,
+            start_ns: 100 * S,
+            ..Default::default()
+        };
+        let buf = FlightBuffer::new(keep * S, max_bytes, None);
+        let mut w = Writer::new(buf, &header, 0).unwrap();
+        w.write(&Record::Comm {
+            time: 100 * S,
+            pid: 7,
+            tid: 7,
+            comm: "app".into(),
+        })
+        .unwrap();
+        for i in 1..=secs {
+            w.write(&sample((100 + i) * S)).unwrap();
+            w.flush_chunk().unwrap();
+        }
+        let bytes = w
+            .finish()
+            .unwrap()
+            .write_trace(Vec::new(), &header, 0)
+            .unwrap();
+        Trace::read(&mut Reader::new(&bytes[..], "flight").unwrap()).unwrap()
+    }
+
+    #[test]
+    fn only_the_last_seconds_of_events_are_written_with_every_name() {
+        let t = flown(20, 3, 1 << 20);
+        let ends: Vec<u64> = t.samples.iter().map(|s| s.end / S).collect();
+        assert_eq!(ends, [117, 118, 119, 120]);
+        assert_eq!(t.header.start_ns, 117 * S);
+        assert_eq!(t.threads.values().next().unwrap().comm, "app");
+        assert!(t.notes[0].contains("last 3.0 s"), "{:?}", t.notes);
+    }
+
+    #[test]
+    fn the_byte_bound_drops_the_oldest_and_says_so() {
+        // Room for about two chunks of one sample.
+        let t = flown(20, 10, 60);
+        assert!(t.samples.len() < 4, "{}", t.samples.len());
+        assert_eq!(t.samples.last().unwrap().end, 120 * S);
+        assert!(
+            t.notes.iter().any(|n| n.contains("dropped to stay within")),
+            "{:?}",
+            t.notes
+        );
+    }
+
+    #[test]
+    fn a_slow_system_call_is_the_trigger() {
+        let header = Header::default();
+        let trigger = SyscallTrigger {
+            nr: Some(7),
+            min_ns: 40_000_000,
+        };
+        let mut w = Writer::new(FlightBuffer::new(S, 1 << 20, Some(trigger)), &header, 0).unwrap();
+        let call = |nr, ms: u64| {
+            Record::Syscall(crate::record::Syscall {
+                time: S,
+                end: S + ms * 1_000_000,
+                pid: 1,
+                tid: 2,
+                nr,
+                blocked: [0; 4],
+                sleeps: 0,
+                min_flt: 0,
+                maj_flt: 0,
+                waker: Waker::None,
+                stack: 0,
+                sampled: false,
+            })
+        };
+        for (nr, ms) in [(7, 39), (8, 90)] {
+            w.write(&call(nr, ms)).unwrap();
+        }
+        w.flush_chunk().unwrap();
+        assert_eq!(w.get_ref().trigger(), None);
+        w.write(&call(7, 41)).unwrap();
+        w.flush_chunk().unwrap();
+        assert_eq!(w.get_ref().trigger(), Some((1, 2, 7, 41_000_000)));
     }
 }
