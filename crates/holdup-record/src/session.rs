@@ -314,7 +314,7 @@ fn open_trace(cfg: &Config, start_ns: u64) -> anyhow::Result<Converter<Out>> {
             .flatten()
             .filter_map(|e| e.file_name().to_string_lossy().parse().ok())
             .filter(|&p| p != std::process::id())
-            .filter(|&p| cfg.cgroup.as_ref().map_or(true, |c| c.holds(p)))
+            .filter(|&p| !matches!(&cfg.cgroup, Some(c) if !c.holds(p)))
             .collect(),
     };
     for &pid in &existing {

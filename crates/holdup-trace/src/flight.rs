@@ -139,7 +139,7 @@ impl FlightBuffer {
             }
             if let (Some(t), Record::Syscall(s)) = (self.trigger, &r) {
                 if self.triggered.is_none()
-                    && t.nr.map_or(true, |nr| nr == s.nr)
+                    && t.nr.is_none_or(|nr| nr == s.nr)
                     && s.wall_ns() >= t.min_ns
                 {
                     self.triggered = Some((s.pid, s.tid, s.nr, s.wall_ns()));
