@@ -54,6 +54,7 @@ plain!(
     intf::syscall_key,
     intf::syscall_totals,
     intf::kstack_counts,
+    intf::stack_budget_counts,
     intf::py_frame,
     intf::py_code_rec,
     intf::py_config,

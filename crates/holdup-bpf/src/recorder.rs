@@ -1,6 +1,9 @@
 //! Loads and attaches the recorder, and gives access to what it records.
 
-use crate::bindings::{intf::kstack_counts, read};
+use crate::bindings::{
+    intf::{kstack_counts, stack_budget_counts},
+    read,
+};
 use crate::perf::{self, AddressEvent, MmapEvents};
 use crate::records::{
     PyConfig, PyCounts, RawRecord, SyscallKey, SyscallTotals, LOST_CAUSES, REC_KINDS,
@@ -43,6 +46,23 @@ pub struct RecorderOptions {
     /// (causal `-a`/`-p`): the time they wait for it is the delay, not
     /// runqueue time, and is not sampled.
     pub own_preemption_is_delay: bool,
+    /// Only tasks in this cgroup or below it (`--cgroup`), decided in the
+    /// programs; with the target's own test.
+    pub cgroup: Option<CgroupFilter>,
+    /// Blocked-sample stacks per second at most, over all CPUs (0: every
+    /// blocked sample has its stacks, bperf's definition). Above it, a
+    /// random fraction of the intervals has its stacks taken, with weights
+    /// scaled by the ratio; [`Recorder::stack_budget_counts`] has the exact
+    /// points.
+    pub stack_budget: u32,
+}
+
+/// A cgroup (v2) as the programs test membership: its id (the inode number
+/// of its directory) and its depth below the root (0: the root itself).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CgroupFilter {
+    pub id: u64,
+    pub level: u32,
 }
 
 /// Which system call invocations become records (all are counted).
@@ -81,6 +101,8 @@ impl Default for RecorderOptions {
             ring_bytes: 64 << 20,
             syscalls: None,
             own_preemption_is_delay: false,
+            cgroup: None,
+            stack_budget: 0,
         }
     }
 }
@@ -172,6 +194,7 @@ impl Recorder {
         }
         // The skeleton borrows its object storage for its whole life; one
         // recorder lives as long as the process, so the storage is leaked.
+        let cpus = perf::online_cpus()?;
         let storage: &'static mut MaybeUninit<libbpf_rs::OpenObject> =
             Box::leak(Box::new(MaybeUninit::uninit()));
         let mut open: OpenRecorderSkel<'static> = RecorderSkelBuilder::default()
@@ -193,6 +216,13 @@ impl Recorder {
                 .min(crate::records::STACK_COPY_MAX as u32);
             ro.self_tgid = std::process::id();
             ro.own_preemption_is_delay = options.own_preemption_is_delay;
+            if options.stack_budget > 0 {
+                ro.budget_per_window = budget_per_window(options.stack_budget, cpus.len());
+            }
+            if let Some(cg) = options.cgroup {
+                ro.cgroup_id = cg.id;
+                ro.cgroup_level = cg.level;
+            }
             if let Some(sc) = &options.syscalls {
                 ro.count_syscalls = true;
                 ro.syscall_keep_ns = sc.keep_ns;
@@ -229,7 +259,6 @@ impl Recorder {
             }
         }
 
-        let cpus = perf::online_cpus()?;
         // Mappings first, so that nothing the target maps from now on is missed.
         let mmaps = MmapEvents::open(&cpus).map_err(Error::Perf)?;
 
@@ -409,6 +438,28 @@ impl Recorder {
         lost
     }
 
+    /// What the stack budget took and left so far, summed over CPUs (all
+    /// zero without a budget).
+    pub fn stack_budget_counts(&self) -> StackBudgetCounts {
+        let mut c = StackBudgetCounts::default();
+        let key = 0u32.to_ne_bytes();
+        let map = &self.skel.maps.stack_budget;
+        if let Ok(Some(per_cpu)) = map.lookup_percpu(&key, MapFlags::ANY) {
+            for v in per_cpu
+                .iter()
+                .filter_map(|v| read::<stack_budget_counts>(v))
+            {
+                c.intervals += v.intervals;
+                c.stacks += v.stacks;
+                for i in 0..c.points.len() {
+                    c.points[i] += v.points[i];
+                    c.scaled[i] += v.scaled[i];
+                }
+            }
+        }
+        c
+    }
+
     /// How the kernel stacks of blocked samples were taken so far.
     pub fn kstack_counts(&self) -> KstackCounts {
         let mut c = KstackCounts::default();
@@ -516,6 +567,32 @@ impl Recorder {
     }
 }
 
+/// What a stack budget took: see [`RecorderOptions::stack_budget`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StackBudgetCounts {
+    /// Off-CPU intervals that passed a sampling point.
+    pub intervals: u64,
+    /// Those whose stacks were taken.
+    pub stacks: u64,
+    /// Points of every such interval, by class (`records::CLASS_*`): exact.
+    pub points: [u64; 5],
+    /// Points of the samples written, scaled by the ratio each was taken at.
+    pub scaled: [u64; 5],
+}
+
+impl StackBudgetCounts {
+    /// Intervals per stack taken (1: every one).
+    pub fn ratio(&self) -> f64 {
+        self.intervals as f64 / self.stacks.max(1) as f64
+    }
+}
+
+/// The stacks one CPU may take per 100 ms window for `per_second` over all
+/// `cpus` (at least one).
+fn budget_per_window(per_second: u32, cpus: usize) -> u32 {
+    (per_second as u64 / 10 / cpus.max(1) as u64).max(1) as u32
+}
+
 /// How the kernel stacks of blocked samples were taken: walked, reused from
 /// one of the thread's last two walks when it blocked at the same place, or
 /// taken from another thread's walk on the same CPU (`shared`). A thread's
@@ -523,7 +600,7 @@ impl Recorder {
 /// up to every 128th while they agree, to see whether the reused stack
 /// would have been wrong (`differed`); a thread found wrong is walked from
 /// then on.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct KstackCounts {
     pub walked: u64,
     pub reused: u64,

@@ -14,6 +14,8 @@
 //!   [`causal::Config`] to a written profile.
 //! - [`latency`]: `holdup latency`'s recorder, from a plain
 //!   [`latency::Config`] to a written latency file.
+//! - [`cgroup`]: `--cgroup`, the cgroup a recording is limited to.
+//! - [`flight`]: `--flight`, the trace kept in memory for its last seconds.
 //! - [`lost`]: what the recording lost, by name in the trace.
 //! - [`recording`]: the loop every recorder shares: the command, the wait
 //!   for its end, the duration, Ctrl-C, the drain and the exit code.
@@ -23,8 +25,10 @@
 //!   window of time after another (`holdup agent`).
 
 pub mod causal;
+pub mod cgroup;
 pub mod convert;
 pub mod embed_symbols;
+pub mod flight;
 pub mod jit;
 pub mod latency;
 pub mod launch;

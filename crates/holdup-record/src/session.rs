@@ -3,12 +3,13 @@
 
 use crate::convert::{Converter, Counts};
 use crate::embed_symbols;
+use crate::flight::TraceOut;
 use crate::launch::ExitStatus;
 use crate::recording::{Flow, Recording, Until};
 use anyhow::Context;
 use holdup_bpf::{Lost as RecorderLost, Recorder, RecorderOptions, Target};
+use holdup_trace::flight::FlightBuffer;
 use holdup_trace::{features, Finish, Header, Record, SyscallConfig, Writer};
-use std::fs::File;
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -23,6 +24,13 @@ pub struct Config {
     pub duration: Option<Duration>,
     pub verbose: bool,
     pub options: RecorderOptions,
+    /// `--cgroup`: the cgroup the recording is limited to (the programs
+    /// filter by `options.cgroup`; this is for the processes that exist at
+    /// the start and to notice the cgroup's removal).
+    pub cgroup: Option<crate::cgroup::Cgroup>,
+    /// `--flight`: keep only the end of the recording, in memory, and write
+    /// it when asked.
+    pub flight: Option<crate::flight::FlightConfig>,
 }
 
 /// What a recording produced, for the closing status line.
@@ -58,6 +66,8 @@ pub struct Summary {
     /// The sys_exit fallback for threads without rseq had to be attached.
     pub fallback: bool,
     pub kstacks: holdup_bpf::KstackCounts,
+    /// What the stack budget took, with one.
+    pub stack_budget: Option<holdup_bpf::StackBudgetCounts>,
     pub unwinds: holdup_symbolize::UnwindStats,
 }
 
@@ -145,7 +155,7 @@ fn header(cfg: &Config, start_ns: u64) -> Header {
 
 /// The trace file itself: the writer sends each chunk whole in one write,
 /// so a buffer in between would only copy it once more.
-type Out = File;
+type Out = TraceOut;
 
 /// Take what cannot wait: the address-space events (their per-CPU buffers
 /// are small) and the fallbacks the threads seen so far need.
@@ -272,7 +282,32 @@ fn write_syscall_totals(rec: &Recorder, d: &mut Converter<Out>) -> anyhow::Resul
 fn open_trace(cfg: &Config, start_ns: u64) -> anyhow::Result<Converter<Out>> {
     let file = holdup_trace::create_private(&cfg.output)
         .with_context(|| format!("cannot create {}", cfg.output.display()))?;
-    start_trace(cfg, start_ns, file)
+    let out = match &cfg.flight {
+        None => TraceOut::File(file),
+        Some(f) => TraceOut::Flight {
+            buffer: Box::new(FlightBuffer::new(
+                f.keep.as_nanos() as u64,
+                f.max_bytes,
+                f.trigger,
+            )),
+            file,
+            header: header(cfg, start_ns),
+            features: trace_features(cfg),
+        },
+    };
+    start_trace(cfg, start_ns, out)
+}
+
+/// What the trace's records will carry, as its header says.
+fn trace_features(cfg: &Config) -> u32 {
+    let mut features = 0;
+    if cfg.options.segments {
+        features |= features::SEGMENTS;
+    }
+    if cfg.options.block_io {
+        features |= features::BLOCK_IO;
+    }
+    features
 }
 
 /// A trace written to `out`: its header, the system call settings, the
@@ -282,14 +317,7 @@ pub(crate) fn start_trace<W: Write>(
     start_ns: u64,
     out: W,
 ) -> anyhow::Result<Converter<W>> {
-    let mut features = 0;
-    if cfg.options.segments {
-        features |= features::SEGMENTS;
-    }
-    if cfg.options.block_io {
-        features |= features::BLOCK_IO;
-    }
-    let writer = Writer::new(out, &header(cfg, start_ns), features).context("writing the trace")?;
+    let writer = Writer::new(out, &header(cfg, start_ns), trace_features(cfg)).context("writing the trace")?;
     let mut d = Converter::new(writer);
     if let Some(sc) = &cfg.options.syscalls {
         d.writer
@@ -305,6 +333,7 @@ pub(crate) fn start_trace<W: Write>(
             .flatten()
             .filter_map(|e| e.file_name().to_string_lossy().parse().ok())
             .filter(|&p| p != std::process::id())
+            .filter(|&p| !matches!(&cfg.cgroup, Some(c) if !c.holds(p)))
             .collect(),
     };
     for &pid in &existing {
@@ -312,6 +341,19 @@ pub(crate) fn start_trace<W: Write>(
         let _ = d.name_existing(pid, start_ns);
     }
     Ok(d)
+}
+
+/// What asked the flight recorder for its trace, if anything did.
+fn flight_trigger(f: &FlightBuffer) -> Option<String> {
+    if crate::flight::dump_asked() {
+        return Some("SIGUSR1 asked for the flight recorder's trace".into());
+    }
+    let (pid, tid, nr, ns) = f.trigger()?;
+    Some(format!(
+        "{} took {:.1} ms in process {pid} thread {tid}",
+        holdup_analysis::syscalls::name(nr),
+        ns as f64 / 1e6
+    ))
 }
 
 /// Record as `cfg` says, writing the trace as it goes, until the command
@@ -331,6 +373,9 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         }
         _ => None,
     };
+    if cfg.flight.is_some() {
+        crate::flight::catch_dump_signal();
+    }
     let until = Until::of(&cfg.target, cfg.duration);
     let mut recording = Recording::launch(&cfg.command, until)?;
     let mut rec = Recorder::start(cfg.options.clone()).context("starting the recorder")?;
@@ -365,12 +410,24 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     let mut losses = Losses::default();
     let mut policy = DrainPolicy::new(cfg.options.ring_bytes);
     let stop = recording.run(Duration::from_millis(50), &[], || {
+        if let Some(cg) = cfg.cgroup.as_ref().filter(|c| !c.still_there()) {
+            eprintln!(
+                "holdup: cgroup {} was removed; the recording ends here",
+                cg.path
+            );
+            return Ok(Flow::Done);
+        }
         if policy.due(rec.ring_pending()) {
             drain(&mut rec, &mut d, &mut losses)?;
             policy.drained(rec.ring_pending());
             d.jit.refresh();
         } else {
             collect(&mut rec, &mut d)?;
+        }
+        if let Some(why) = d.writer.get_ref().flight().and_then(flight_trigger) {
+            let keep = cfg.flight.as_ref().map_or(0.0, |f| f.keep.as_secs_f64());
+            eprintln!("holdup: {why}: writing the last {keep} s");
+            return Ok(Flow::Done);
         }
         Ok(Flow::Continue)
     })?;
@@ -387,6 +444,12 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     let lost = rec.lost();
     let fallback = rec.fallback_attached();
     let kstacks = rec.kstack_counts();
+    let stack_budget = (cfg.options.stack_budget > 0).then(|| rec.stack_budget_counts());
+    if let Some(b) = &stack_budget {
+        d.writer
+            .write(&Record::Note(stack_budget_note(b, cfg.period_ns)))
+            .context("writing the trace")?;
+    }
     d.python.walks = rec.python_counts();
     if cfg.options.syscalls.is_some() {
         write_syscall_totals(&rec, &mut d)?;
@@ -409,7 +472,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     let unwinds = d.unwind_stats();
     let refused_files = d.refused_files();
     let writer_stats = d.writer.stats().collect();
-    let out = d.writer.finish()?;
+    let out = d.writer.finish()?.into_file()?;
     let size = out.metadata()?.len();
     Ok(Summary {
         counts,
@@ -435,8 +498,36 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         cached_addresses: sym.cached,
         fallback,
         kstacks,
+        stack_budget,
         unwinds,
     })
+}
+
+/// What every reader of a trace recorded with a stack budget is told: the
+/// ratio, and the exact blocked time by subclass the weighted samples
+/// estimate.
+pub fn stack_budget_note(b: &holdup_bpf::StackBudgetCounts, period_ns: u64) -> String {
+    use holdup_trace::Class;
+    let secs = |points: u64| points as f64 * period_ns as f64 / 1e9;
+    let by_class: Vec<String> = [Class::Io, Class::Lock, Class::Sched, Class::Other]
+        .iter()
+        .map(|&c| {
+            let i = c.index();
+            format!(
+                "{} {:.3} s (samples {:.3} s)",
+                c.name(),
+                secs(b.points[i]),
+                secs(b.scaled[i])
+            )
+        })
+        .collect();
+    format!(
+        "blocked-sample stacks were sampled (stack budget): 1 in {:.2} blocked intervals had its stacks taken ({} of {}), its weight scaled by that ratio; exact blocked time {}",
+        b.ratio(),
+        b.stacks,
+        b.intervals,
+        by_class.join(", ")
+    )
 }
 
 #[cfg(test)]

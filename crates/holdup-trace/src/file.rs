@@ -169,6 +169,11 @@ impl<W: Write> Writer<W> {
         v.into_iter()
     }
 
+    /// Where the chunks go.
+    pub fn get_ref(&self) -> &W {
+        &self.out
+    }
+
     /// Bytes in the file so far (flushed chunks only).
     pub fn bytes_written(&self) -> u64 {
         self.bytes_written

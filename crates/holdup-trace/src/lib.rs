@@ -4,6 +4,7 @@
 pub mod codec;
 pub mod devices;
 pub mod file;
+pub mod flight;
 pub mod fxhash;
 pub mod latency;
 pub mod model;

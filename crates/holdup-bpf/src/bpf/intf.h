@@ -410,4 +410,15 @@ struct kstack_counts {
 	u64 shared;		/* taken from another thread's walk */
 };
 
+/* Blocked-sample stacks under a stack budget, per CPU: the intervals that
+ * passed a sampling point, those whose stacks were taken, and their points
+ * by class (index: CLASS_*): of every interval (exact), and of the samples
+ * written (scaled by the ratio they were taken at). */
+struct stack_budget_counts {
+	u64 intervals;
+	u64 stacks;
+	u64 points[8];
+	u64 scaled[8];
+};
+
 #endif /* HOLDUP_INTF_H */

@@ -8,6 +8,10 @@
 /* Options, set by the loader between open and load. */
 const volatile bool trace_all = false;	/* -a */
 const volatile u32 self_tgid = 0;	/* the tool itself, never traced */
+/* --cgroup: only tasks in the cgroup (v2) of this id or below it; it is
+ * `cgroup_level` components below the root. 0: every cgroup. */
+const volatile u64 cgroup_id = 0;
+const volatile u32 cgroup_level = 0;
 
 /* One bit per possible process id (PID_MAX_LIMIT): the test runs twice at
  * every context switch of every task, and an array word is a plain load
@@ -39,6 +43,24 @@ static __always_inline bool tgid_tracked(u32 tgid)
 		return true;
 	w = tracked_word(tgid);
 	return w && (*w >> (tgid & 63)) & 1;
+}
+
+/* Whether task `t` is in the --cgroup cgroup or below it. The kernel keeps
+ * each cgroup's ancestors by level, so this is four reads whatever the
+ * depth; the task need not be current (the switch's next, a wakee). */
+static __always_inline bool task_in_cgroup(struct task_struct *t)
+{
+	struct cgroup *cg, *anc;
+	u32 level = cgroup_level;
+
+	if (!cgroup_id)
+		return true;
+	cg = BPF_CORE_READ(t, cgroups, dfl_cgrp);
+	if (!cg || BPF_CORE_READ(cg, level) < (int)level)
+		return false;
+	if (bpf_core_read(&anc, sizeof(anc), &cg->ancestors[level]) || !anc)
+		return false;
+	return BPF_CORE_READ(anc, kn, id) == cgroup_id;
 }
 
 static __always_inline void track_tgid(u32 tgid)

@@ -2,9 +2,11 @@
 
 use anyhow::bail;
 use holdup_bpf::{RecorderOptions, SyscallOptions};
+use holdup_record::flight::FlightConfig;
 use holdup_record::launch::{self, ExitStatus};
-use holdup_record::recording;
 use holdup_record::session::{self, Config, Summary};
+use holdup_record::{cgroup, recording};
+use holdup_trace::flight::SyscallTrigger;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -18,6 +20,36 @@ pub struct Args {
     pub output: PathBuf,
     #[command(flatten)]
     pub target: super::target::TargetArgs,
+    /// Record only tasks in this cgroup (v2) and the cgroups below it:
+    /// a directory under the cgroup v2 mount, or a path as
+    /// /proc/PID/cgroup shows it. Alone, it records every process there;
+    /// with a command, -p or -a, those of them in the cgroup. The
+    /// recording ends when the cgroup is removed.
+    #[arg(long, value_name = "PATH")]
+    pub cgroup: Option<PathBuf>,
+    /// Take blocked-sample stacks at most this many times a second (all
+    /// CPUs together). Above it, a random fraction of the blocked intervals
+    /// has its stacks taken and its weight scaled by the ratio, so that
+    /// shares stay unbiased; the exact blocked time is still counted, and
+    /// the trace says the ratio. Without it every blocked sample has its
+    /// stacks.
+    #[arg(long, value_name = "PER_SECOND", value_parser = clap::value_parser!(u32).range(1..))]
+    pub stack_budget: Option<u32>,
+    /// Flight recorder: keep only the last SECONDS of the recording, in
+    /// memory, and write the trace when SIGUSR1 arrives, when
+    /// --trigger-latency is met, or at the end. The processes, stacks and
+    /// symbols of the whole recording stay in the trace.
+    #[arg(long, value_name = "SECONDS")]
+    pub flight: Option<f64>,
+    /// With --flight: the most MiB of events kept in memory (the oldest go
+    /// first, counted).
+    #[arg(long, default_value_t = 256, requires = "flight", value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub flight_mb: u32,
+    /// With --flight: write the trace once a system call takes at least MS
+    /// milliseconds (SYSCALL:MS, e.g. read:40; any:MS for every call).
+    /// Turns on --syscalls.
+    #[arg(long, value_name = "SYSCALL:MS", requires = "flight")]
+    pub trigger_latency: Option<String>,
     /// Do not follow processes forked by the target.
     #[arg(long)]
     pub no_inherit: bool,
@@ -70,13 +102,45 @@ impl TryFrom<Args> for Config {
     type Error = anyhow::Error;
 
     fn try_from(a: Args) -> anyhow::Result<Config> {
-        let (target, duration) = a
-            .target
-            .resolve(!a.command.is_empty(), ("record", "record"))?;
+        let cgroup = a.cgroup.as_deref().map(cgroup::resolve).transpose()?;
+        let (target, duration) =
+            if cgroup.is_some() && a.command.is_empty() && a.target.pid.is_empty() {
+                // The cgroup alone: every process in it.
+                (holdup_bpf::Target::All, a.target.duration()?)
+            } else {
+                a.target
+                    .resolve(!a.command.is_empty(), ("record", "record"))?
+            };
         if !a.ring_mb.is_power_of_two() {
             bail!("--ring-mb must be a power of two");
         }
         let period_ns = 1_000_000_000 / a.freq;
+        let flight = match a.flight {
+            Some(s) if !(s > 0.0 && s.is_finite()) => {
+                bail!("--flight must be a positive number of seconds")
+            }
+            Some(s) => Some(FlightConfig {
+                keep: std::time::Duration::from_secs_f64(s),
+                max_bytes: (a.flight_mb as usize) << 20,
+                trigger: a
+                    .trigger_latency
+                    .as_deref()
+                    .map(syscall_trigger)
+                    .transpose()?,
+            }),
+            None => None,
+        };
+        // A latency trigger watches the kept system calls: every one at
+        // least as slow as it is kept.
+        let trigger_ns = flight.as_ref().and_then(|f| f.trigger).map(|t| t.min_ns);
+        let syscalls = (a.syscalls || trigger_ns.is_some()).then(|| SyscallOptions {
+            keep_ns: a
+                .syscall_keep_us
+                .saturating_mul(1000)
+                .min(trigger_ns.unwrap_or(u64::MAX)),
+            sample_every: a.syscall_sample,
+            inband: a.inband,
+        });
         Ok(Config {
             output: a.output,
             command: a.command,
@@ -91,16 +155,37 @@ impl TryFrom<Args> for Config {
                 block_io: !a.no_block_io,
                 stack_copy_bytes: a.stack_bytes,
                 ring_bytes: a.ring_mb << 20,
-                syscalls: a.syscalls.then(|| SyscallOptions {
-                    keep_ns: a.syscall_keep_us.saturating_mul(1000),
-                    sample_every: a.syscall_sample,
-                    inband: a.inband,
-                }),
+                syscalls,
                 own_preemption_is_delay: false,
+                cgroup: cgroup.as_ref().map(|c| c.filter),
+                stack_budget: a.stack_budget.unwrap_or(0),
             },
             target,
+            cgroup,
+            flight,
         })
     }
+}
+
+/// `--trigger-latency SYSCALL:MS`.
+fn syscall_trigger(spec: &str) -> anyhow::Result<SyscallTrigger> {
+    let bad = || anyhow::anyhow!("--trigger-latency wants SYSCALL:MS (e.g. read:40), not '{spec}'");
+    let (name, ms) = spec.rsplit_once(':').ok_or_else(bad)?;
+    let ms: f64 = ms.parse().map_err(|_| bad())?;
+    if !(ms > 0.0 && ms.is_finite()) {
+        return Err(bad());
+    }
+    let nr =
+        match name {
+            "any" => None,
+            _ => Some(holdup_analysis::syscalls::number(name).ok_or_else(|| {
+                anyhow::anyhow!("--trigger-latency: no system call named '{name}'")
+            })?),
+        };
+    Ok(SyscallTrigger {
+        nr,
+        min_ns: (ms * 1e6) as u64,
+    })
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -209,6 +294,14 @@ fn print_summary(cfg: &Config, s: &Summary) -> ExitCode {
             "[ holdup record: {} system call invocations kept, {} lost ]",
             counts.syscalls,
             s.lost.get(LOST_RING_FULL, REC_SYSCALL)
+        );
+    }
+    if let Some(b) = &s.stack_budget {
+        eprintln!(
+            "[ holdup record: stack budget: stacks taken for {} of {} blocked intervals (1 in {:.2}), weights scaled by the ratio ]",
+            b.stacks,
+            b.intervals,
+            b.ratio()
         );
     }
     if !dropped.is_empty() {

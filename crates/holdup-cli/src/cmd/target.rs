@@ -28,17 +28,22 @@ impl TargetArgs {
         has_command: bool,
         words: (&str, &str),
     ) -> anyhow::Result<(Target, Option<Duration>)> {
-        let duration = match self.duration {
+        let duration = self.duration()?;
+        Ok((
+            choose_target(self.all, &self.pid, has_command, words)?,
+            duration,
+        ))
+    }
+
+    /// `--duration`, checked.
+    pub fn duration(&self) -> anyhow::Result<Option<Duration>> {
+        Ok(match self.duration {
             Some(s) if !(s > 0.0 && s.is_finite()) => {
                 bail!("--duration must be a positive number of seconds")
             }
             Some(s) => Some(Duration::from_secs_f64(s)),
             None => None,
-        };
-        Ok((
-            choose_target(self.all, &self.pid, has_command, words)?,
-            duration,
-        ))
+        })
     }
 }
 

@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod causal;
+pub mod cgroups;
 pub mod debug_split;
 pub mod debuginfod;
 pub mod export;

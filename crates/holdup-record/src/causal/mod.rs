@@ -149,6 +149,8 @@ fn start_recorder(
         ring_bytes: RING_BYTES,
         syscalls: None,
         own_preemption_is_delay: core_delays,
+        cgroup: None,
+        stack_budget: 0,
     })
     .context("starting the recorder")
 }

@@ -119,3 +119,65 @@ static __always_inline void stop_cpu_clock(struct thread_state *st, u64 now)
 	count_run_time(st, now);
 	st->run_mark = 0;
 }
+
+/*
+ * The stack budget: blocked-sample stacks (a kernel walk, a user stack copy
+ * and its unwinding) cost far more than the clocks, and a context-switch
+ * storm passes a sampling point at most of its intervals. With a budget,
+ * each CPU takes the stacks of one in `every` such intervals, drawn at
+ * random, and gives the sample `every` times the points: the expected
+ * points of every stack stay what they were (an unbiased estimate), while
+ * the exact points of every interval are counted by class. `every` follows
+ * the rate of the CPU's last window.
+ */
+#define BUDGET_WINDOW_NS 100000000ULL
+
+/* Stacks a CPU may take per window, 0: no budget (every stack is taken). */
+const volatile u32 budget_per_window = 0;
+
+struct budget_state {
+	struct stack_budget_counts c;
+	u64 window_start;
+	u32 seen;		/* intervals with points in this window */
+	u32 every;		/* 1 in `every` takes its stack, this window */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct budget_state);
+} stack_budget SEC(".maps");
+
+/* Whether the interval ending at `now` with `w` points of `class` and `ws`
+ * runqueue points gets its stacks taken; if so its points are scaled. */
+static __always_inline bool within_stack_budget(u32 *w, u32 *ws, u8 class, u64 now)
+{
+	struct budget_state *b;
+	u32 zero = 0, every;
+
+	if (!budget_per_window)
+		return true;
+	b = bpf_map_lookup_elem(&stack_budget, &zero);
+	if (!b)
+		return true;
+	if (now - b->window_start >= BUDGET_WINDOW_NS) {
+		every = (b->seen + budget_per_window - 1) / budget_per_window;
+		b->every = every ? every : 1;
+		b->seen = 0;
+		b->window_start = now;
+	}
+	b->seen++;
+	b->c.intervals++;
+	b->c.points[class & 7] += *w;
+	b->c.points[CLASS_SCHED] += *ws;
+	every = b->every ? b->every : 1;
+	if (every > 1 && bpf_get_prandom_u32() % every)
+		return false;
+	*w *= every;
+	*ws *= every;
+	b->c.stacks++;
+	b->c.scaled[class & 7] += *w;
+	b->c.scaled[CLASS_SCHED] += *ws;
+	return true;
+}

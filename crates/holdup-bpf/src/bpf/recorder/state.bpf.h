@@ -226,7 +226,7 @@ static __always_inline void count_lost(enum lost_cause cause, u32 kind)
 
 static __always_inline bool is_tracked(struct task_struct *t)
 {
-	return tgid_tracked(t->tgid);
+	return tgid_tracked(t->tgid) && task_in_cgroup(t);
 }
 
 static __always_inline void *reserve(u32 kind, u32 size)

@@ -111,6 +111,8 @@ static __always_inline bool close_interval(struct task_struct *task, struct thre
 	ws = 0;
 	if (st->class != CLASS_DELAY)
 		split_points(&st->off_credit, out, wake, now, st->class, &w, &ws);
+	if (w + ws && !within_stack_budget(&w, &ws, st->class, now))
+		w = ws = 0;	/* counted; the segment alone is written */
 	if (w + ws == 0) {
 		if (emit_segments)
 			write_segment(task, st, out, wake, now, cpu);

@@ -4,6 +4,7 @@
 
 mod agent;
 mod causal;
+mod cgroup;
 mod debuginfo;
 mod export;
 mod holder;

@@ -7,6 +7,7 @@
 //! what the buffer bound says, counted. Needs root and BPF (the settings
 //! that are refused before recording are in cli/agent.rs).
 
+use crate::support::cgroups::{cgroup2_mount, Cgroups};
 use crate::support::*;
 use holdup_testkit::scratch;
 use serde_json::Value;
@@ -356,29 +357,6 @@ fn a_collector_down_for_a_while_costs_at_most_the_buffer_and_is_counted() {
     assert_eq!(got.len() as u64, sent, "what was sent arrived");
 }
 
-/// Where the cgroup v2 hierarchy is mounted.
-fn cgroup2_mount() -> PathBuf {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    info.lines()
-        .find_map(|l| {
-            let (left, right) = l.split_once(" - ")?;
-            let mount = left.split(' ').nth(4)?;
-            right.starts_with("cgroup2 ").then(|| PathBuf::from(mount))
-        })
-        .expect("a cgroup2 mount")
-}
-
-/// Removes the test's cgroups (children first) when dropped.
-struct Cgroups(Vec<PathBuf>);
-
-impl Drop for Cgroups {
-    fn drop(&mut self) {
-        for dir in self.0.iter().rev() {
-            let _ = std::fs::remove_dir(dir);
-        }
-    }
-}
-
 #[test]
 #[ignore = "needs root and BPF"]
 fn a_containers_processes_are_named_by_their_cgroup_and_sigterm_sends_what_is_pending() {
@@ -391,12 +369,11 @@ fn a_containers_processes_are_named_by_their_cgroup_and_sigterm_sends_what_is_pe
     let id = "b4d6d161c62525d726fa394b27df30e14f8ea5646313ada576b390de70cfc8cc";
     let top = cgroup2_mount().join(format!("holdup-e2e-{}", std::process::id()));
     let container = top.join(format!("pod{uid}")).join(id);
-    let cgroups = Cgroups(vec![
+    let cgroups = Cgroups::make(vec![
         top.clone(),
         top.join(format!("pod{uid}")),
         container.clone(),
     ]);
-    std::fs::create_dir_all(&container).unwrap();
     let work = half_sleeper(400);
     let pid = work.0.id();
     std::fs::write(container.join("cgroup.procs"), pid.to_string()).unwrap();

@@ -1,0 +1,91 @@
+//! `record --stack-budget`: above the budget only a random fraction of the
+//! blocked intervals has its stacks taken, weighted by the ratio, and the
+//! blocked time of each place stays what the program measured itself.
+
+use crate::support::*;
+use serde_json::Value;
+use std::path::PathBuf;
+
+/// Blocked time (ms: samples at the 1 kHz default) of a thread's function
+/// `name`, asleep and waiting for a CPU after the wakeup.
+fn blocked_in(t: &Value, name: &str) -> f64 {
+    t["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["symbol"] == name)
+        .map(|f| f["total"]["other"].as_f64().unwrap() + f["total"]["sched"].as_f64().unwrap())
+        .sum()
+}
+
+/// Record two_naps (4 threads, 3 s) with `extra`; each nap's blocked time
+/// in the trace and as the program measured it (ms), and record's stderr.
+fn naps(name: &str, extra: &[&str]) -> ([f64; 2], [f64; 2], String, PathBuf) {
+    let dir = scratch(name);
+    let data = dir.join("holdup.data");
+    let bin = workload("two_naps");
+    let mut args = vec!["record", "-o", data.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--", bin.to_str().unwrap(), "4", "3"]);
+    let out = run_ok(&args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let r = report(&data);
+    let traced =
+        ["nap_short", "nap_long"].map(|f| threads(&r).iter().map(|t| blocked_in(t, f)).sum());
+    let measured = ["short_ns", "long_ns"].map(|k| printed_value(&stdout, k) / 1e6);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (traced, measured, stderr, data)
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn a_tight_budget_keeps_the_blocked_shares() {
+    let _serial = serial();
+    let (full, full_truth, _, _) = naps("budget-none", &[]);
+    let (sampled, truth, stderr, data) = naps("budget-tight", &["--stack-budget", "400"]);
+    // The ratio is said, and the budget did bite.
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("stack budget:"))
+        .unwrap_or_else(|| panic!("record says the stack budget: {stderr}"));
+    let ratio: f64 = line
+        .split("(1 in ")
+        .nth(1)
+        .and_then(|s| s.split(')').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("a ratio in {line}"));
+    assert!(
+        ratio >= 1.5,
+        "the budget took fewer stacks than intervals: {line}"
+    );
+    for (i, nap) in ["nap_short", "nap_long"].iter().enumerate() {
+        // Each nap's blocked time is what the program measured, with every
+        // stack and with the sampled ones weighted by the ratio.
+        assert_near(
+            &format!("{nap} without budget (ms)"),
+            full[i],
+            full_truth[i],
+            0.12 * full_truth[i],
+        );
+        assert_near(
+            &format!("{nap} with the budget (ms)"),
+            sampled[i],
+            truth[i],
+            0.15 * truth[i],
+        );
+    }
+    let share = |v: [f64; 2]| v[1] / (v[0] + v[1]);
+    assert_near(
+        "nap_long's share, budget vs none",
+        share(sampled),
+        share(full),
+        0.06,
+    );
+    // Every reader of the trace is told.
+    let out = run_ok(&["report", "-i", data.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("blocked-sample stacks were sampled (stack budget): 1 in"),
+        "{err}"
+    );
+}
