@@ -15,7 +15,7 @@ mod sender;
 pub use otel_env::resource_attributes;
 pub use resource::processes_of_trace;
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use holdup_analysis::profile::Filter;
 use holdup_bpf::{RecorderOptions, Target};
 use holdup_record::session::Config;
@@ -81,6 +81,12 @@ pub struct Args {
     /// without frame pointers.
     #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u32).range(0..=4096))]
     pub stack_bytes: u32,
+    /// Blocked-sample stacks taken per second at most (all CPUs
+    /// together): above it a random fraction of the blocked intervals has
+    /// its stacks taken, weights scaled by the ratio, so that shares stay
+    /// unbiased while every blocked interval's time is counted.
+    #[arg(long, value_name = "PER_SECOND", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
+    pub stack_budget: u32,
     /// Ring buffer size in MiB (a power of two).
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=2048))]
     pub ring_mb: u32,
@@ -93,29 +99,6 @@ fn positive_seconds(s: &str) -> Result<f64, String> {
         Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
         _ => Err(format!("'{s}' is not a positive number of seconds")),
     }
-}
-
-/// The cgroup v2 path (as /proc/PID/cgroup shows it) of a directory.
-fn cgroup_path(dir: &std::path::Path) -> anyhow::Result<String> {
-    let dir = dir
-        .canonicalize()
-        .with_context(|| format!("cgroup {}", dir.display()))?;
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")?;
-    // Fields: id parent major:minor root mount-point options … - fstype …
-    let mounts = mountinfo.lines().filter_map(|l| {
-        let (left, right) = l.split_once(" - ")?;
-        (right.split(' ').next()? == "cgroup2")
-            .then(|| left.split(' ').nth(4).map(PathBuf::from))?
-    });
-    for mount in mounts {
-        if let Ok(rel) = dir.strip_prefix(&mount) {
-            return Ok(format!("/{}", rel.display()));
-        }
-    }
-    bail!(
-        "{} is not a directory of the cgroup v2 hierarchy",
-        dir.display()
-    )
 }
 
 /// Whether a process's cgroup file puts it in `path` or below.
@@ -236,7 +219,11 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         .map_err(|e| crate::upload::redacted(e, None))?;
     let gzip = otel_env::gzip(a.compression.as_deref())?;
     let common = otel_env::resource_attributes()?;
-    let cgroup = a.cgroup.as_deref().map(cgroup_path).transpose()?;
+    let cgroup = a
+        .cgroup
+        .as_deref()
+        .map(holdup_record::cgroup::resolve)
+        .transpose()?;
     if !a.ring_mb.is_power_of_two() {
         bail!("--ring-mb must be a power of two");
     }
@@ -269,7 +256,11 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             ring_bytes: a.ring_mb << 20,
             syscalls: None,
             own_preemption_is_delay: false,
+            cgroup: cgroup.as_ref().map(|c| c.filter),
+            stack_budget: a.stack_budget,
         },
+        cgroup: cgroup.clone(),
+        flight: None,
     };
     eprintln!(
         "holdup agent: sampling at {} Hz, a profile every {} s to {}",
@@ -287,7 +278,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         ),
         processes: resource::Processes::default(),
         common,
-        cgroup,
+        cgroup: cgroup.map(|c| c.path),
         max_request_bytes: a.max_request_bytes as usize,
         windows: 0,
     };
