@@ -59,6 +59,7 @@ fn main() {
                 RawRecord::SyscallStack(_) => "syscall_stack",
                 RawRecord::Syscall(_) => "syscall",
                 RawRecord::PyCode(_) => "py_code",
+                RawRecord::GoWait(_) => "go_wait",
             };
             *counts.entry(k).or_default() += 1;
         });

@@ -51,6 +51,6 @@ pub fn counter_total(fds: impl IntoIterator<Item = std::os::fd::RawFd>) -> usize
 
 #[cfg(feature = "loader")]
 pub use recorder::{
-    DrainStats, Error, KstackCounts, Lost, Recorder, RecorderOptions, Result, SyscallOptions,
-    Target, WakerStacks,
+    DrainStats, Error, GoProbes, KstackCounts, Lost, Recorder, RecorderOptions, Result,
+    SyscallOptions, Target, WakerStacks,
 };

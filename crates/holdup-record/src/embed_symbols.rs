@@ -246,6 +246,7 @@ pub fn symbolize<W: Write>(d: &mut Converter<W>) -> std::io::Result<SymbolStats>
     stats.jit = d.jit.maps.stats;
     stats.notes = d.jit.maps.notes();
     stats.notes.extend(d.python.notes());
+    stats.notes.extend(d.goroutines.notes());
     stats.notes.extend(symbolizer.debug_files().problems());
     for note in &stats.notes {
         d.writer.write(&Record::Note(note.clone()))?;

@@ -9,7 +9,7 @@ use anyhow::Context;
 use holdup_bpf::{Lost as RecorderLost, Recorder, RecorderOptions, Target};
 use holdup_trace::{features, Finish, Header, Record, SyscallConfig, Writer};
 use std::fs::File;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// Plain configuration, independent of the command line.
@@ -153,7 +153,25 @@ fn collect(rec: &mut Recorder, d: &mut Converter<Out>) -> anyhow::Result<()> {
     rec.drain_address_events(|ev| d.queue_address_event(ev));
     d.sort_address_events();
     hand_over_interpreters(rec, d);
+    hand_over_go_processes(rec, d);
     Ok(())
+}
+
+/// The Go processes recognised since the last call, to the recorder (it
+/// probes their scheduler from now on), and those gone. A process that
+/// cannot be probed is recorded as before, and said.
+fn hand_over_go_processes(rec: &mut Recorder, d: &mut Converter<Out>) {
+    let (set, gone) = d.goroutines.take_changes();
+    for (pid, path, binary) in set {
+        let probes = crate::goroutines::probes(&binary);
+        let config = crate::goroutines::config(&binary);
+        if let Err(e) = rec.follow_goroutines(pid, Path::new(&path), &probes, &config) {
+            d.goroutines.attach_failed(pid, &e.to_string());
+        }
+    }
+    for pid in gone {
+        rec.forget_goroutines(pid);
+    }
 }
 
 /// The interpreters recognised since the last call, to the recorder (it
@@ -277,6 +295,7 @@ fn open_trace(cfg: &Config, start_ns: u64) -> anyhow::Result<Converter<Out>> {
     let writer =
         Writer::new(file, &header(cfg, start_ns), features).context("writing the trace")?;
     let mut d = Converter::new(writer);
+    d.goroutines = crate::goroutines::Goroutines::new(cfg.options.goroutines);
     if let Some(sc) = &cfg.options.syscalls {
         d.writer
             .write(&Record::SyscallConfig(SyscallConfig {
@@ -295,6 +314,7 @@ fn open_trace(cfg: &Config, start_ns: u64) -> anyhow::Result<Converter<Out>> {
     };
     for &pid in &existing {
         d.load_existing(pid);
+        d.goroutines.existing(pid);
         let _ = d.name_existing(pid, start_ns);
     }
     Ok(d)
@@ -336,8 +356,12 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     if let Some(pid) = recording.pid() {
         // Until it execs, the command is a copy of this process.
         d.load_existing(pid);
+        if let Some(command) = cfg.command.first() {
+            d.goroutines.launched(pid, command);
+        }
     }
     hand_over_interpreters(&rec, &mut d);
+    hand_over_go_processes(&mut rec, &mut d);
     drain_ahead_of_the_target();
     if let Err(e) = recording.start() {
         drop(d);
@@ -374,6 +398,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     let fallback = rec.fallback_attached();
     let kstacks = rec.kstack_counts();
     d.python.walks = rec.python_counts();
+    d.goroutines.probe_counts = rec.go_counts();
     if cfg.options.syscalls.is_some() {
         write_syscall_totals(&rec, &mut d)?;
     }

@@ -149,6 +149,7 @@ fn start_recorder(
         ring_bytes: RING_BYTES,
         syscalls: None,
         own_preemption_is_delay: core_delays,
+        goroutines: false,
     })
     .context("starting the recorder")
 }
