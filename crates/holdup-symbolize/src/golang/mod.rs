@@ -125,6 +125,29 @@ pub fn functions(elf: &object::File<'_>) -> Option<Functions> {
     pclntab::parse(tab, text)
 }
 
+/// The functions at file offsets `offsets` of the Go binary at `path`,
+/// from its pclntab: what names the frames of a stripped Go binary. None
+/// when it is no Go binary.
+pub fn names_at_offsets(path: &Path, offsets: &[u64]) -> Option<Vec<Option<String>>> {
+    use object::ObjectSegment;
+    let contents = crate::traced::read(path).ok()?;
+    let elf = object::File::parse(&*contents).ok()?;
+    let funcs = functions(&elf)?;
+    let vaddr = |off: u64| {
+        elf.segments().find_map(|s| {
+            let (start, size) = s.file_range();
+            let at = off.checked_sub(start)?;
+            (at < size).then(|| s.address() + at)
+        })
+    };
+    Some(
+        offsets
+            .iter()
+            .map(|&o| vaddr(o).and_then(|a| funcs.at(a)).map(String::from))
+            .collect(),
+    )
+}
+
 /// Where a probe on the function at `entry` goes: past its stack check
 /// (`cmp 0x10(%r14),%rsp; jbe morestack`), on the `push %rbp` after it
 /// (a jbe of 6 bytes or 2). None when the prologue is another.
