@@ -13,6 +13,7 @@ mod causal_functions;
 mod causal_progress;
 mod debuginfo;
 mod export;
+mod goroutines;
 mod holder;
 mod holder_cli;
 mod html_critical;
