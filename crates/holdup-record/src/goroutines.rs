@@ -33,6 +33,9 @@ pub struct Goroutines {
     pub probe_counts: GoCounts,
 }
 
+/// A process to follow: its pid, its executable's path, what that is.
+pub type Follow = (u32, String, Rc<GoBinary>);
+
 /// The recorder's view of a binary's runtime layout.
 pub fn config(b: &GoBinary) -> GoConfig {
     let l = &b.layout;
@@ -147,7 +150,7 @@ impl Goroutines {
     }
 
     /// Processes to hand to the recorder (with their binary), and to forget.
-    pub fn take_changes(&mut self) -> (Vec<(u32, String, Rc<GoBinary>)>, Vec<u32>) {
+    pub fn take_changes(&mut self) -> (Vec<Follow>, Vec<u32>) {
         let set = std::mem::take(&mut self.pending)
             .into_iter()
             .filter_map(|(pid, path)| Some((pid, path, self.procs.get(&pid)?.0.clone())))
