@@ -519,16 +519,7 @@ impl Recorder {
 
     /// How the interpreter frame walks went so far, summed over CPUs.
     pub fn python_counts(&self) -> PyCounts {
-        let mut c = PyCounts::default();
-        let key = 0u32.to_ne_bytes();
-        let map = &self.skel.maps.py_counts_map;
-        let Ok(Some(per_cpu)) = map.lookup_percpu(&key, MapFlags::ANY) else {
-            return c;
-        };
-        for v in per_cpu.iter().filter_map(|v| read::<PyCounts>(v)) {
-            c.add(&v);
-        }
-        c
+        sum_per_cpu(&self.skel.maps.py_counts_map, PyCounts::add)
     }
 
     /// Follow the goroutines of process `pid`, whose executable `binary`
@@ -585,20 +576,7 @@ impl Recorder {
 
     /// How the goroutine probes went so far, summed over CPUs.
     pub fn go_counts(&self) -> GoCounts {
-        let mut c = GoCounts::default();
-        let key = 0u32.to_ne_bytes();
-        let Ok(Some(per_cpu)) = self
-            .skel
-            .maps
-            .go_counts_map
-            .lookup_percpu(&key, MapFlags::ANY)
-        else {
-            return c;
-        };
-        for v in per_cpu.iter().filter_map(|v| read::<GoCounts>(v)) {
-            c.add(&v);
-        }
-        c
+        sum_per_cpu(&self.skel.maps.go_counts_map, GoCounts::add)
     }
 
     /// Write out the intervals still open (threads off-CPU right now) and
@@ -640,6 +618,19 @@ pub struct KstackCounts {
 pub struct DrainStats {
     pub records: usize,
     pub unparsable: usize,
+}
+
+/// The one value of a per-CPU array of counts, summed over CPUs with `add`.
+fn sum_per_cpu<T: crate::bindings::Plain + Default>(map: &impl MapCore, add: fn(&mut T, &T)) -> T {
+    let mut c = T::default();
+    let key = 0u32.to_ne_bytes();
+    let Ok(Some(per_cpu)) = map.lookup_percpu(&key, MapFlags::ANY) else {
+        return c;
+    };
+    for v in per_cpu.iter().filter_map(|v| read::<T>(v)) {
+        add(&mut c, &v);
+    }
+    c
 }
 
 fn track(skel: &RecorderSkel<'_>, pid: u32) -> Result<()> {
