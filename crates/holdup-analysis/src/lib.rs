@@ -4,6 +4,7 @@ pub mod causal;
 pub mod folded;
 pub mod holder;
 pub use holdup_trace::fxhash;
+pub mod goroutines;
 pub mod latency;
 pub mod lock_rules;
 pub mod profile;

@@ -60,6 +60,7 @@ fn main() {
                 RawRecord::WakerUstack(_) => "waker_ustack",
                 RawRecord::Syscall(_) => "syscall",
                 RawRecord::PyCode(_) => "py_code",
+                RawRecord::GoWait(_) => "go_wait",
             };
             *counts.entry(k).or_default() += 1;
         });

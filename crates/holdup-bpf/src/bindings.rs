@@ -59,6 +59,8 @@ plain!(
     intf::py_code_rec,
     intf::py_config,
     intf::py_counts,
+    intf::go_config,
+    intf::go_counts,
     latency::lat_key,
     latency::lat_hist,
     latency::lat_callee_key,

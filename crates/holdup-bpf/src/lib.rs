@@ -51,6 +51,6 @@ pub fn counter_total(fds: impl IntoIterator<Item = std::os::fd::RawFd>) -> usize
 
 #[cfg(feature = "loader")]
 pub use recorder::{
-    CgroupFilter, DrainStats, Error, KstackCounts, Lost, Recorder, RecorderOptions, Result,
-    StackBudgetCounts, SyscallOptions, Target, WakerStacks,
+    CgroupFilter, DrainStats, Error, GoProbes, KstackCounts, Lost, Recorder, RecorderOptions,
+    Result, StackBudgetCounts, SyscallOptions, Target, WakerStacks,
 };

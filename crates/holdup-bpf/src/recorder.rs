@@ -6,7 +6,8 @@ use crate::bindings::{
 };
 use crate::perf::{self, AddressEvent, MmapEvents};
 use crate::records::{
-    PyConfig, PyCounts, RawRecord, SyscallKey, SyscallTotals, LOST_CAUSES, REC_KINDS,
+    GoConfig, GoCounts, PyConfig, PyCounts, RawRecord, SyscallKey, SyscallTotals, LOST_CAUSES,
+    REC_KINDS,
 };
 use crate::ringbuf::RingReader;
 use crate::skel::recorder::{OpenRecorderSkel, RecorderSkel, RecorderSkelBuilder};
@@ -55,6 +56,10 @@ pub struct RecorderOptions {
     /// scaled by the ratio; [`Recorder::stack_budget_counts`] has the exact
     /// points.
     pub stack_budget: u32,
+    /// Follow goroutines' parks in Go processes (`--goroutines`): uprobes
+    /// on the Go scheduler, attached per process with
+    /// [`Recorder::follow_goroutines`].
+    pub goroutines: bool,
 }
 
 /// A cgroup (v2) as the programs test membership: its id (the inode number
@@ -63,6 +68,17 @@ pub struct RecorderOptions {
 pub struct CgroupFilter {
     pub id: u64,
     pub level: u32,
+}
+
+/// Where the Go scheduler's functions are probed in one binary: file
+/// offsets of the instruction after each one's stack-check prologue.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GoProbes {
+    pub gopark: u64,
+    pub ready: u64,
+    pub execute: u64,
+    /// `runtime.netpollblock`, for what IO waits wait on (optional).
+    pub netpollblock: Option<u64>,
 }
 
 /// Which system call invocations become records (all are counted).
@@ -103,6 +119,7 @@ impl Default for RecorderOptions {
             own_preemption_is_delay: false,
             cgroup: None,
             stack_budget: 0,
+            goroutines: false,
         }
     }
 }
@@ -174,6 +191,8 @@ pub struct Recorder {
     _links: Vec<Link>,
     /// The sys_exit fallback, once threads without rseq were seen.
     sys_exit: Option<Link>,
+    /// The goroutine probes of each Go process followed.
+    go_links: Vec<(u32, Vec<Link>)>,
     ring: RingReader,
     mmaps: MmapEvents,
     skel: RecorderSkel<'static>,
@@ -242,6 +261,20 @@ impl Recorder {
                 .map_err(load_err)?;
             open.progs.on_syscall_enter.set_autoload(false);
             open.progs.on_syscall_exit.set_autoload(false);
+        }
+        if !options.goroutines {
+            open.maps.go_gs.set_max_entries(1).map_err(load_err)?;
+        }
+        for p in [
+            &mut open.progs.go_park,
+            &mut open.progs.go_ready,
+            &mut open.progs.go_execute,
+            &mut open.progs.go_netpoll,
+        ] {
+            p.set_autoattach(false);
+            if !options.goroutines {
+                p.set_autoload(false);
+            }
         }
         open.maps
             .events
@@ -321,6 +354,7 @@ impl Recorder {
         Ok(Self {
             _links: links,
             sys_exit: None,
+            go_links: Vec::new(),
             ring,
             mmaps,
             skel,
@@ -536,16 +570,64 @@ impl Recorder {
 
     /// How the interpreter frame walks went so far, summed over CPUs.
     pub fn python_counts(&self) -> PyCounts {
-        let mut c = PyCounts::default();
-        let key = 0u32.to_ne_bytes();
-        let map = &self.skel.maps.py_counts_map;
-        let Ok(Some(per_cpu)) = map.lookup_percpu(&key, MapFlags::ANY) else {
-            return c;
+        sum_per_cpu(&self.skel.maps.py_counts_map, PyCounts::add)
+    }
+
+    /// Follow the goroutines of process `pid`, whose executable `binary`
+    /// has its scheduler at `probes` and its runtime laid out as `config`
+    /// says. The uprobes are the process's alone (a copy of the binary
+    /// run by another process does not trap).
+    pub fn follow_goroutines(
+        &mut self,
+        pid: u32,
+        binary: &std::path::Path,
+        probes: &GoProbes,
+        config: &GoConfig,
+    ) -> Result<()> {
+        // SAFETY: GoConfig is plain data, viewed as its bytes.
+        let value = unsafe {
+            std::slice::from_raw_parts(
+                (config as *const GoConfig).cast::<u8>(),
+                size_of::<GoConfig>(),
+            )
         };
-        for v in per_cpu.iter().filter_map(|v| read::<PyCounts>(v)) {
-            c.add(&v);
+        self.skel
+            .maps
+            .go_procs
+            .update(&pid.to_ne_bytes(), value, MapFlags::ANY)
+            .map_err(|e| Error::Load(format!("cannot follow the goroutines of pid {pid}: {e}")))?;
+        let progs = &self.skel.progs;
+        let mut links = Vec::new();
+        let mut sites = vec![
+            (&progs.go_park, "go_park", probes.gopark),
+            (&progs.go_ready, "go_ready", probes.ready),
+            (&progs.go_execute, "go_execute", probes.execute),
+        ];
+        if let Some(at) = probes.netpollblock {
+            sites.push((&progs.go_netpoll, "go_netpoll", at));
         }
-        c
+        for (prog, name, at) in sites {
+            let link = prog
+                .attach_uprobe(false, pid as i32, binary, at as usize)
+                .map_err(|e| Error::Attach {
+                    prog: name,
+                    msg: e.to_string(),
+                })?;
+            links.push(link);
+        }
+        self.go_links.push((pid, links));
+        Ok(())
+    }
+
+    /// Process `pid` no longer runs the Go binary it was followed in.
+    pub fn forget_goroutines(&mut self, pid: u32) {
+        let _ = self.skel.maps.go_procs.delete(&pid.to_ne_bytes());
+        self.go_links.retain(|(p, _)| *p != pid);
+    }
+
+    /// How the goroutine probes went so far, summed over CPUs.
+    pub fn go_counts(&self) -> GoCounts {
+        sum_per_cpu(&self.skel.maps.go_counts_map, GoCounts::add)
     }
 
     /// Write out the intervals still open (threads off-CPU right now) and
@@ -613,6 +695,19 @@ pub struct KstackCounts {
 pub struct DrainStats {
     pub records: usize,
     pub unparsable: usize,
+}
+
+/// The one value of a per-CPU array of counts, summed over CPUs with `add`.
+fn sum_per_cpu<T: crate::bindings::Plain + Default>(map: &impl MapCore, add: fn(&mut T, &T)) -> T {
+    let mut c = T::default();
+    let key = 0u32.to_ne_bytes();
+    let Ok(Some(per_cpu)) = map.lookup_percpu(&key, MapFlags::ANY) else {
+        return c;
+    };
+    for v in per_cpu.iter().filter_map(|v| read::<T>(v)) {
+        add(&mut c, &v);
+    }
+    c
 }
 
 fn track(skel: &RecorderSkel<'_>, pid: u32) -> Result<()> {

@@ -14,6 +14,7 @@ pub const STACK_COPY_MAX: usize = c::STACK_COPY_MAX as usize;
 pub const COMM_LEN: usize = c::COMM_LEN as usize;
 pub const PATH_LEN: usize = c::PATH_LEN as usize;
 pub const MAX_PY_FRAMES: usize = c::MAX_PY_FRAMES as usize;
+pub const MAX_GO_FRAMES: usize = c::MAX_GO_FRAMES as usize;
 
 /// A sample's `waker_ustack` with this bit names the `REC_WAKER_USTACK`
 /// record of its thread with the same `waker_ustack`, not a table id.
@@ -22,8 +23,8 @@ pub use c::WAKER_USTACK_REC;
 /// `REC_SYSCALL` that follows, `REC_WAKER_USTACK` a waker's user stack at
 /// a wakeup, both sample-shaped records.
 pub use c::{
-    REC_BIO_DONE, REC_BIO_ISSUE, REC_COMM, REC_EXEC, REC_EXIT, REC_FORK, REC_PY_CODE, REC_SAMPLE,
-    REC_SEGMENT, REC_SYSCALL, REC_SYSCALL_STACK, REC_WAKER_STACK, REC_WAKER_USTACK,
+    REC_BIO_DONE, REC_BIO_ISSUE, REC_COMM, REC_EXEC, REC_EXIT, REC_FORK, REC_GO_WAIT, REC_PY_CODE,
+    REC_SAMPLE, REC_SEGMENT, REC_SYSCALL, REC_SYSCALL_STACK, REC_WAKER_STACK, REC_WAKER_USTACK,
 };
 /// Record kinds are below this.
 pub const REC_KINDS: usize = c::REC_KIND_SLOTS as usize;
@@ -66,10 +67,94 @@ pub use c::{
     sample_rec as SampleRec, segment_rec as SegmentRec, syscall_key as SyscallKey,
     syscall_rec as SyscallRec, syscall_totals as SyscallTotals, task_rec as TaskRec,
 };
+/// Go: a process's runtime layout, the probes' counts (`goroutines.bpf.h`).
+pub use c::{go_config as GoConfig, go_counts as GoCounts};
 /// CPython: a code object's first sight, a process's interpreter layout,
 /// the walks' counts (`python.bpf.h`).
 pub use c::{py_code_rec as PyCodeRec, py_config as PyConfig, py_counts as PyCounts};
 pub use c::{PY_ENTRY_FLAG, PY_FRAME_OBJECT, PY_NO_CFRAME, PY_SHIM_OWNER};
+
+impl GoCounts {
+    pub fn add(&mut self, o: &GoCounts) {
+        self.parks += o.parks;
+        self.readies += o.readies;
+        self.runs += o.runs;
+        self.records += o.records;
+        self.bad_layout += o.bad_layout;
+        self.no_slot += o.no_slot;
+        self.truncated += o.truncated;
+    }
+}
+
+/// A goroutine's park that passed a sampling point (`struct go_wait_rec`
+/// without its stack), and its stack: where it parked, then return
+/// addresses, innermost first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GoWait<'a> {
+    pub pid: u32,
+    pub tid: u32,
+    pub goid: u64,
+    pub start: u64,
+    pub wake: u64,
+    pub end: u64,
+    pub waker_goid: u64,
+    pub waker_tid: u32,
+    pub weight: u32,
+    pub sched_weight: u32,
+    /// The descriptor the network poller waited on, if any.
+    pub fd: Option<i32>,
+    /// The runtime's waitReason number.
+    pub reason: u8,
+    stack: &'a [u8],
+}
+
+impl<'a> GoWait<'a> {
+    /// Where it parked, then return addresses, innermost first.
+    pub fn stack(&self) -> impl Iterator<Item = u64> + 'a {
+        self.stack
+            .chunks_exact(8)
+            .map(|c| u64::from_ne_bytes(c.try_into().unwrap()))
+    }
+}
+
+fn go_wait(bytes: &[u8]) -> Result<GoWait<'_>, ParseError> {
+    let base = std::mem::offset_of!(c::go_wait_rec, pc);
+    let field = |at: usize, n: usize| -> Result<&[u8], ParseError> {
+        bytes.get(at..at + n).ok_or(ParseError::Short(bytes.len()))
+    };
+    let u32_at = |f: usize| field(f, 4).map(|b| u32::from_ne_bytes(b.try_into().unwrap()));
+    let u64_at = |f: usize| field(f, 8).map(|b| u64::from_ne_bytes(b.try_into().unwrap()));
+    use std::mem::offset_of;
+    type R = c::go_wait_rec;
+    let frames = u32::from(u16::from_ne_bytes(
+        field(offset_of!(R, frames), 2)?.try_into().unwrap(),
+    )) as usize;
+    if frames > MAX_GO_FRAMES {
+        return Err(ParseError::BadSize {
+            kind: REC_GO_WAIT,
+            size: bytes.len(),
+        });
+    }
+    let stack = field(base, frames * 8)?;
+    let flags = field(offset_of!(R, flags), 1)?[0];
+    Ok(GoWait {
+        pid: u32_at(offset_of!(R, pid))?,
+        tid: u32_at(offset_of!(R, tid))?,
+        goid: u64_at(offset_of!(R, goid))?,
+        start: u64_at(offset_of!(R, start))?,
+        wake: u64_at(offset_of!(R, wake))?,
+        end: u64_at(offset_of!(R, end))?,
+        waker_goid: u64_at(offset_of!(R, waker_goid))?,
+        waker_tid: u32_at(offset_of!(R, waker_tid))?,
+        weight: u32_at(offset_of!(R, weight))?,
+        sched_weight: u32_at(offset_of!(R, sched_weight))?,
+        fd: (u32::from(flags) & c::GOW_IO_FD != 0)
+            .then(|| u32_at(offset_of!(R, fd)).map(|v| v as i32))
+            .transpose()?,
+        reason: field(offset_of!(R, reason), 1)?[0],
+        stack,
+    })
+}
 
 impl PyCounts {
     pub fn add(&mut self, o: &PyCounts) {
@@ -265,6 +350,8 @@ pub enum RawRecord<'a> {
     WakerUstack(RawSample<'a>),
     /// A CPython code object, the first time a sample had it.
     PyCode(&'a PyCodeRec),
+    /// A goroutine's park that passed a sampling point.
+    GoWait(GoWait<'a>),
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -348,6 +435,7 @@ pub fn parse(bytes: &[u8]) -> Result<RawRecord<'_>, ParseError> {
             }
             RawRecord::PyCode(unsafe { &*rec })
         }
+        REC_GO_WAIT => RawRecord::GoWait(go_wait(bytes)?),
         k => return Err(ParseError::UnknownKind(k)),
     })
 }

@@ -2,6 +2,7 @@
 //! unwound while the target's files are at hand, frames are normalized to
 //! (file, offset), stacks are deduplicated, threads get their names.
 
+use crate::goroutines::{waited_on, Goroutines};
 use crate::jit::{JitFrames, JIT_DSO};
 use crate::python::{PythonFrames, PYTHON_DSO};
 use holdup_bpf::perf::AddressEvent;
@@ -23,6 +24,7 @@ pub struct Counts {
     pub segments: u64,
     pub bios: u64,
     pub syscalls: u64,
+    pub go_waits: u64,
 }
 
 /// The converter: the recorder's raw records in, trace records out to
@@ -56,6 +58,8 @@ pub struct Converter<W: Write> {
     pub jit: JitFrames,
     /// Interpreter frames, per process.
     pub python: PythonFrames,
+    /// Go processes whose goroutines are followed.
+    pub goroutines: Goroutines,
     /// Evaluator ranges by dso, as the dso's path gave them (none: not an
     /// interpreter).
     evaluators: FxHashMap<DsoId, Vec<std::ops::Range<u64>>>,
@@ -169,6 +173,7 @@ impl<W: Write> Converter<W> {
             fresh_events: Vec::new(),
             jit: JitFrames::default(),
             python: PythonFrames::default(),
+            goroutines: Goroutines::default(),
             evaluators: FxHashMap::default(),
             spliced: Vec::new(),
             counts: Counts::default(),
@@ -284,6 +289,7 @@ impl<W: Write> Converter<W> {
         for ev in &self.fresh_events {
             self.jit.note(ev);
             self.python.note(ev);
+            self.goroutines.note(ev);
         }
         self.address_events.extend(self.fresh_events.drain(..));
         self.address_events
@@ -619,6 +625,33 @@ impl<W: Write> Converter<W> {
         }))
     }
 
+    /// A goroutine's wait, with its own stack where it parked (return
+    /// addresses all: the first is where gopark called into the scheduler).
+    fn go_wait(&mut self, g: &raw::GoWait<'_>) -> std::io::Result<()> {
+        self.frames.clear();
+        for a in g.stack() {
+            let f = self.frame_in_mapping(g.pid, a, false)?;
+            self.frames.push(f);
+        }
+        let stack = self.stack_id()?;
+        self.counts.go_waits += 1;
+        self.writer.write(&Record::GoWait(trace::GoWait {
+            time: g.start,
+            wake: g.wake,
+            end: g.end,
+            pid: g.pid,
+            tid: g.tid,
+            goid: g.goid,
+            reason: self.goroutines.reason(g.pid, g.reason),
+            weight: g.weight,
+            sched_weight: g.sched_weight,
+            waker_goid: g.waker_goid,
+            waker_tid: g.waker_tid,
+            stack,
+            waited_on: g.fd.map(|fd| waited_on(g.pid, fd)),
+        }))
+    }
+
     fn segment(&mut self, s: trace::Segment) -> std::io::Result<()> {
         self.counts.segments += 1;
         self.name(s.pid, s.tid, s.end, None)?;
@@ -640,6 +673,7 @@ impl<W: Write> Converter<W> {
                 self.python.code(c);
                 return Ok(());
             }
+            RawRecord::GoWait(g) => g.end,
         };
         self.apply_address_events(time);
         match rec {
@@ -725,6 +759,7 @@ impl<W: Write> Converter<W> {
                 }))
             }
             RawRecord::PyCode(_) => Ok(()),
+            RawRecord::GoWait(g) => self.go_wait(g),
         }
     }
 

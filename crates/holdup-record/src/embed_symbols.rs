@@ -41,6 +41,27 @@ fn to_sym_frames(frames: Vec<holdup_symbolize::Frame>) -> Vec<SymFrame> {
         .collect()
 }
 
+/// Frames of a stripped Go binary get their function's name from its
+/// pclntab (which stripping keeps), where nothing else named them.
+fn with_go_names(path: &Path, addrs: &[u64], mut found: Vec<Vec<SymFrame>>) -> Vec<Vec<SymFrame>> {
+    if found.iter().all(|f| !f.is_empty()) {
+        return found;
+    }
+    let Some(names) = holdup_symbolize::golang::names_at_offsets(path, addrs) else {
+        return found;
+    };
+    for (frames, name) in found.iter_mut().zip(names) {
+        if let (true, Some(function)) = (frames.is_empty(), name) {
+            frames.push(SymFrame {
+                function,
+                file: None,
+                line: 0,
+            });
+        }
+    }
+    found
+}
+
 /// Symbols of `addrs`: from the cache where earlier recordings put them
 /// under `key`, the rest from `lookup` (then cached); None if `lookup`
 /// fails.
@@ -225,7 +246,11 @@ pub fn symbolize_frames<W: Write>(
             let mut failure = None;
             let found = cached_symbols(cache.as_ref(), key.as_deref(), &addrs, &mut stats, |a| {
                 match symbolizer.symbolize_file(Path::new(path), build_id.as_deref(), a) {
-                    Ok(r) => Some(r.into_iter().map(to_sym_frames).collect()),
+                    Ok(r) => Some(with_go_names(
+                        Path::new(path),
+                        a,
+                        r.into_iter().map(to_sym_frames).collect(),
+                    )),
                     Err(e) => {
                         failure = Some(why(&e));
                         None
@@ -256,6 +281,7 @@ pub fn symbolize_frames<W: Write>(
     stats.jit = d.jit.maps.stats;
     stats.notes = d.jit.maps.notes();
     stats.notes.extend(d.python.notes());
+    stats.notes.extend(d.goroutines.notes());
     stats.notes.extend(symbolizer.debug_files().problems());
     for note in &stats.notes {
         d.writer.write(&Record::Note(note.clone()))?;

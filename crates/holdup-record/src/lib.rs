@@ -8,6 +8,8 @@
 //!   maps and jitdump files.
 //! - [`python`]: CPython processes recognised by the interpreter they map,
 //!   their interpreter frames named from the code objects the recorder sent.
+//! - [`goroutines`]: Go processes whose goroutines' waits are followed
+//!   (`--goroutines`), recognised by their executable.
 //! - [`embed_symbols`]: at the end, symbols for every frame seen, with
 //!   [`symcache`] keeping them across runs.
 //! - [`causal`]: `holdup causal run`'s experiments, from a plain
@@ -29,6 +31,7 @@ pub mod cgroup;
 pub mod convert;
 pub mod embed_symbols;
 pub mod flight;
+pub mod goroutines;
 pub mod jit;
 pub mod latency;
 pub mod launch;

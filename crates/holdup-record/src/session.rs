@@ -11,7 +11,7 @@ use holdup_bpf::{Lost as RecorderLost, Recorder, RecorderOptions, Target};
 use holdup_trace::flight::FlightBuffer;
 use holdup_trace::{features, Finish, Header, Record, SyscallConfig, Writer};
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// Plain configuration, independent of the command line.
@@ -164,7 +164,25 @@ fn collect<W: Write>(rec: &mut Recorder, d: &mut Converter<W>) -> anyhow::Result
     rec.drain_address_events(|ev| d.queue_address_event(ev));
     d.sort_address_events();
     hand_over_interpreters(rec, d);
+    hand_over_go_processes(rec, d);
     Ok(())
+}
+
+/// The Go processes recognised since the last call, to the recorder (it
+/// probes their scheduler from now on), and those gone. A process that
+/// cannot be probed is recorded as before, and said.
+fn hand_over_go_processes<W: Write>(rec: &mut Recorder, d: &mut Converter<W>) {
+    let (set, gone) = d.goroutines.take_changes();
+    for (pid, path, binary) in set {
+        let probes = crate::goroutines::probes(&binary);
+        let config = crate::goroutines::config(&binary);
+        if let Err(e) = rec.follow_goroutines(pid, Path::new(&path), &probes, &config) {
+            d.goroutines.attach_failed(pid, &e.to_string());
+        }
+    }
+    for pid in gone {
+        rec.forget_goroutines(pid);
+    }
 }
 
 /// The interpreters recognised since the last call, to the recorder (it
@@ -319,6 +337,7 @@ pub(crate) fn start_trace<W: Write>(
 ) -> anyhow::Result<Converter<W>> {
     let writer = Writer::new(out, &header(cfg, start_ns), trace_features(cfg)).context("writing the trace")?;
     let mut d = Converter::new(writer);
+    d.goroutines = crate::goroutines::Goroutines::new(cfg.options.goroutines);
     if let Some(sc) = &cfg.options.syscalls {
         d.writer
             .write(&Record::SyscallConfig(SyscallConfig {
@@ -338,6 +357,7 @@ pub(crate) fn start_trace<W: Write>(
     };
     for &pid in &existing {
         d.load_existing(pid);
+        d.goroutines.existing(pid);
         let _ = d.name_existing(pid, start_ns);
     }
     Ok(d)
@@ -395,8 +415,12 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     if let Some(pid) = recording.pid() {
         // Until it execs, the command is a copy of this process.
         d.load_existing(pid);
+        if let Some(command) = cfg.command.first() {
+            d.goroutines.launched(pid, command);
+        }
     }
     hand_over_interpreters(&rec, &mut d);
+    hand_over_go_processes(&mut rec, &mut d);
     drain_ahead_of_the_target();
     if let Err(e) = recording.start() {
         drop(d);
@@ -451,6 +475,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
             .context("writing the trace")?;
     }
     d.python.walks = rec.python_counts();
+    d.goroutines.probe_counts = rec.go_counts();
     if cfg.options.syscalls.is_some() {
         write_syscall_totals(&rec, &mut d)?;
     }

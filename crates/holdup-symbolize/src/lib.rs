@@ -52,6 +52,8 @@ pub mod debuginfo;
 mod elf;
 pub mod functions;
 #[cfg(feature = "symbolize")]
+pub mod golang;
+#[cfg(feature = "symbolize")]
 pub mod jit;
 #[cfg(feature = "symbolize")]
 pub mod jitdump;

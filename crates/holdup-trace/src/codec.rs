@@ -27,6 +27,7 @@ const T_SYSCALL: u8 = 16;
 const T_SYSCALL_TOTALS: u8 = 17;
 const T_SYSCALL_CONFIG: u8 = 18;
 const T_NOTE: u8 = 19;
+const T_GO_WAIT: u8 = 20;
 
 /// Most frames in one stack. The recorder writes at most a few hundred
 /// (kernel frames, then the user frames the unwinder finds); a record that
@@ -344,6 +345,27 @@ impl Encoder {
                 self.buf.push(T_NOTE);
                 self.str(text);
             }
+            Record::GoWait(g) => {
+                self.buf.push(T_GO_WAIT);
+                self.time(g.time);
+                // 0: no wakeup seen, else its distance from the park + 1.
+                self.u(if g.wake == 0 {
+                    0
+                } else {
+                    g.wake.saturating_sub(g.time) + 1
+                });
+                self.u(g.end.saturating_sub(g.time));
+                self.u(g.pid as u64);
+                self.u(g.tid as u64);
+                self.u(g.goid);
+                self.str(&g.reason);
+                self.u(g.weight as u64);
+                self.u(g.sched_weight as u64);
+                self.u(g.waker_goid);
+                self.u(g.waker_tid as u64);
+                self.u(g.stack as u64);
+                self.str(g.waited_on.as_deref().unwrap_or(""));
+            }
             Record::Finish(f) => {
                 self.buf.push(T_FINISH);
                 self.time(f.time);
@@ -645,6 +667,29 @@ impl<'a> Decoder<'a> {
                 count: self.u()?,
             }),
             T_NOTE => Record::Note(self.str()?),
+            T_GO_WAIT => {
+                let time = self.time()?;
+                let wake = match self.u()? {
+                    0 => 0,
+                    d => time.saturating_add(d - 1),
+                };
+                let end = time.saturating_add(self.u()?);
+                Record::GoWait(GoWait {
+                    time,
+                    wake,
+                    end,
+                    pid: self.u32("goroutine wait")?,
+                    tid: self.u32("goroutine wait")?,
+                    goid: self.u()?,
+                    reason: self.str()?,
+                    weight: self.u32("goroutine wait")?,
+                    sched_weight: self.u32("goroutine wait")?,
+                    waker_goid: self.u()?,
+                    waker_tid: self.u32("goroutine wait")?,
+                    stack: self.u32("goroutine wait")?,
+                    waited_on: Some(self.str()?).filter(|s| !s.is_empty()),
+                })
+            }
             T_IRQ_NAME => Record::IrqName {
                 irq: self.u32("irq name")?,
                 name: self.str()?,

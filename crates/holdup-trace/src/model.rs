@@ -57,6 +57,8 @@ pub struct Trace {
     pub syscall_totals: Vec<SyscallTotals>,
     /// What the recorder said every reader should be told, each once.
     pub notes: Vec<String>,
+    /// Goroutines' waits (recorded with `--goroutines`).
+    pub go_waits: Vec<GoWait>,
 }
 
 impl Trace {
@@ -179,6 +181,7 @@ impl Trace {
                     self.notes.push(text);
                 }
             }
+            Record::GoWait(g) => self.go_waits.push(g),
         }
     }
 

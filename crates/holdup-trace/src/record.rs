@@ -363,6 +363,33 @@ pub struct SyscallConfig {
     pub sample_every: u32,
 }
 
+/// A goroutine's wait (record `--goroutines`): goroutine `goid` of process
+/// `pid` parked on OS thread `tid` at `time` for `reason` (the Go runtime's
+/// wait reason: `sync.Mutex.Lock`, `chan receive`, `IO wait`…), was made
+/// runnable at `wake` by goroutine `waker_goid` on thread `waker_tid` (0:
+/// none known, e.g. the network poller or a timer) and ran again at `end`.
+/// Sampling points on the threads' clock: `weight` before the wakeup,
+/// `sched_weight` after, as a blocked sample's. `stack`: the goroutine's
+/// own stack where it parked (user frames, leaf first). `waited_on`: what
+/// the network poller waited on for an `IO wait` (`socket:[1234]`, a path,
+/// `fd 7`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GoWait {
+    pub time: u64,
+    pub wake: u64,
+    pub end: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub goid: u64,
+    pub reason: String,
+    pub weight: u32,
+    pub sched_weight: u32,
+    pub waker_goid: u64,
+    pub waker_tid: u32,
+    pub stack: StackId,
+    pub waited_on: Option<String>,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Record {
     Sample(Sample),
@@ -413,6 +440,7 @@ pub enum Record {
     /// be told once (generated code that nothing names, and how to have it
     /// named).
     Note(String),
+    GoWait(GoWait),
 }
 
 impl Record {
@@ -435,6 +463,7 @@ impl Record {
             }
             Record::Syscall(_) => "system calls",
             Record::SyscallTotals(_) | Record::SyscallConfig(_) => "system call totals",
+            Record::GoWait(_) => "goroutine waits",
         }
     }
 
@@ -451,6 +480,7 @@ impl Record {
             Record::Mmap(m) => m.time,
             Record::Finish(f) => f.time,
             Record::Syscall(s) => s.time,
+            Record::GoWait(g) => g.time,
             _ => return None,
         })
     }

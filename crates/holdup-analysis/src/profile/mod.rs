@@ -238,6 +238,8 @@ pub struct Profile {
     /// What the recorder saw but dropped, by name (its cause in parentheses).
     pub dropped: Vec<(String, u64)>,
     pub threads: Vec<ThreadProfile>,
+    /// Goroutines' waits by start function (recorded with `--goroutines`).
+    pub goroutines: crate::goroutines::Goroutines,
 }
 
 /// Lost counts with names of their own.
@@ -692,5 +694,8 @@ pub fn profile(trace: &Trace, filter: &Filter) -> Profile {
         lost_events: trace.lost_total(),
         dropped: owned(trace.dropped()),
         threads: out,
+        goroutines: crate::goroutines::goroutines(trace, |pid| {
+            filter.pids.is_empty() || filter.pids.contains(&pid)
+        }),
     }
 }

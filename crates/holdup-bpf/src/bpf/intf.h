@@ -26,6 +26,7 @@ enum consts {
 	PY_NAME_MAX = 128,	/* bytes of a code object's qualified name copied */
 	PY_FILE_MAX = 256,	/* bytes of its file name */
 	PY_TABLE_MAX = 2048,	/* bytes of its line table */
+	MAX_GO_FRAMES = 48,	/* frames of a parked goroutine's stack (goroutines.bpf.h) */
 };
 
 enum rec_kind {
@@ -39,6 +40,7 @@ enum rec_kind {
 	REC_BIO_DONE = 8,
 	REC_PY_CODE = 9,	/* a Python code object seen for the first time */
 	REC_WAKER_USTACK = 10,	/* a waker's user stack at a wakeup (struct sample_rec) */
+	REC_GO_WAIT = 11,	/* a goroutine's park that passed a sampling point */
 };
 
 /* Sample classes. CLASS_CPU is an on-CPU sample, the rest are blocked subclasses. */
@@ -308,6 +310,69 @@ struct py_code_rec {
 	u8 name[PY_NAME_MAX];
 	u8 file[PY_FILE_MAX];
 	u8 table[PY_TABLE_MAX];
+};
+
+/* ---- Go goroutines (record --goroutines, goroutines.bpf.h) ---- */
+
+/*
+ * Where the recorder finds what it reads of one Go process's goroutines,
+ * set by user space (crates/holdup-record goroutines.rs) from the binary's
+ * version: offsets in the runtime's `g` (goroutine) and `m` (OS thread).
+ */
+struct go_config {
+	u16 g_m;		/* g.m: the M it runs on */
+	u16 g_sched_sp;		/* g.sched.sp / pc / bp: where it parked */
+	u16 g_sched_pc;
+	u16 g_sched_bp;
+	u16 g_goid;
+	u16 m_curg;		/* m.curg: the goroutine the M runs */
+	u16 pd_fd;		/* runtime.pollDesc.fd */
+	u16 _pad;
+};
+
+/* Counts of the goroutine probes, per CPU. */
+struct go_counts {
+	u64 parks;		/* gopark hits */
+	u64 readies;		/* ready hits for a goroutine seen parking */
+	u64 runs;		/* execute hits for a goroutine seen parking */
+	u64 records;		/* go_wait records written */
+	u64 bad_layout;		/* parks whose g.m.curg was not the g: offsets wrong */
+	u64 no_slot;		/* parks not followed: the goroutine table was full */
+	u64 truncated;		/* stacks cut at MAX_GO_FRAMES */
+};
+
+/* Flags of a goroutine wait. */
+enum go_wait_flags {
+	GOW_IO_FD = 1 << 0,	/* fd is what the network poller waited on */
+};
+
+/*
+ * REC_GO_WAIT: goroutine goid of process pid parked on OS thread tid at
+ * `start` for wait reason `reason` (the runtime's waitReason number), was
+ * made ready at `wake` by goroutine waker_goid (0: none known, as for the
+ * network poller and timers run by the scheduler) on thread waker_tid,
+ * and ran again at `end`. Sampling points as a blocked sample's: `weight`
+ * before the wakeup, `sched_weight` after. pc[frames]: where it parked,
+ * then return addresses, innermost first (variable tail).
+ */
+struct go_wait_rec {
+	struct rec_hdr hdr;
+	u32 pid;
+	u32 tid;
+	u64 goid;
+	u64 start;
+	u64 wake;
+	u64 end;
+	u64 waker_goid;
+	u32 waker_tid;
+	u32 weight;
+	u32 sched_weight;
+	s32 fd;
+	u8 reason;
+	u8 flags;
+	u16 frames;
+	u32 _pad;
+	u64 pc[MAX_GO_FRAMES];
 };
 
 /* ---- System calls (record --syscalls), DeBox-style ---- */

@@ -66,3 +66,4 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #include "recorder/tasks.bpf.h"
 #include "recorder/block_io.bpf.h"
 #include "recorder/flush.bpf.h"
+#include "recorder/goroutines.bpf.h"

@@ -83,6 +83,15 @@ pub struct Args {
     /// find the map through the HOLDUP_DEBOX environment variable.
     #[arg(long, requires = "syscalls")]
     pub inband: bool,
+    /// Follow the goroutines of Go programs (Go 1.21-1.26, x86-64): a
+    /// goroutine's time parked in the Go scheduler (a sync.Mutex, a
+    /// channel, a select, network I/O, a sleep) becomes blocked samples of
+    /// its own, with its stack and the goroutine that readied it. Uprobes on
+    /// the scheduler cost about a microsecond per park, wake and run: a
+    /// program that parks a hundred thousand times a second slows by a
+    /// third or more, hence not by default.
+    #[arg(long)]
+    pub goroutines: bool,
     /// Print what the trace holds, by record kind, at the end.
     #[arg(short, long)]
     pub verbose: bool,
@@ -159,6 +168,7 @@ impl TryFrom<Args> for Config {
                 own_preemption_is_delay: false,
                 cgroup: cgroup.as_ref().map(|c| c.filter),
                 stack_budget: a.stack_budget.unwrap_or(0),
+                goroutines: a.goroutines,
             },
             target,
             cgroup,

@@ -151,6 +151,7 @@ fn start_recorder(
         own_preemption_is_delay: core_delays,
         cgroup: None,
         stack_budget: 0,
+        goroutines: false,
     })
     .context("starting the recorder")
 }

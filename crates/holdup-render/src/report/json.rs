@@ -89,6 +89,9 @@ struct JsonReport<'a> {
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     dropped: std::collections::BTreeMap<&'a str, u64>,
     threads: Vec<JsonThread<'a>>,
+    /// Goroutines' waits by start function (recorded with --goroutines).
+    #[serde(skip_serializing_if = "holdup_analysis::goroutines::Goroutines::is_empty")]
+    goroutines: &'a holdup_analysis::goroutines::Goroutines,
 }
 
 fn json_report(p: &Profile) -> JsonReport<'_> {
@@ -115,6 +118,7 @@ fn json_report(p: &Profile) -> JsonReport<'_> {
                 sites: json_sites(t),
             })
             .collect(),
+        goroutines: &p.goroutines,
     }
 }
 

@@ -7,6 +7,7 @@ use holdup_analysis::stacks::LockKind;
 use holdup_trace::Class;
 use std::io::{self, Write};
 
+mod goroutines;
 pub(crate) mod held;
 mod json;
 pub use json::{to_json, write_json};
@@ -254,5 +255,5 @@ pub fn render(out: &mut impl Write, p: &Profile, o: &ReportOptions) -> io::Resul
             rows(out, t, o)?;
         }
     }
-    Ok(())
+    goroutines::render(out, p, &p.goroutines)
 }

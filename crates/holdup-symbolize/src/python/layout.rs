@@ -253,7 +253,12 @@ pub fn may_be_python(path: &str) -> bool {
 
 /// The file offset of stated address `addr`, and the bytes there, of the
 /// segment that holds it in the file.
-fn file_bytes<'d>(elf: &object::File<'d>, data: &'d [u8], addr: u64, len: u64) -> Option<&'d [u8]> {
+pub(crate) fn file_bytes<'d>(
+    elf: &object::File<'d>,
+    data: &'d [u8],
+    addr: u64,
+    len: u64,
+) -> Option<&'d [u8]> {
     elf.segments().find_map(|s| {
         let (off, size) = s.file_range();
         let start = addr.checked_sub(s.address())?;
@@ -265,7 +270,7 @@ fn file_bytes<'d>(elf: &object::File<'d>, data: &'d [u8], addr: u64, len: u64) -
 }
 
 /// The file offsets of stated address range `r`.
-fn file_range(elf: &object::File<'_>, r: Range<u64>) -> Option<Range<u64>> {
+pub(crate) fn file_range(elf: &object::File<'_>, r: Range<u64>) -> Option<Range<u64>> {
     elf.segments().find_map(|s| {
         let (off, size) = s.file_range();
         let start = r.start.checked_sub(s.address())?;

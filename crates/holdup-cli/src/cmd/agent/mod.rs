@@ -258,6 +258,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             own_preemption_is_delay: false,
             cgroup: cgroup.as_ref().map(|c| c.filter),
             stack_budget: a.stack_budget,
+            goroutines: false,
         },
         cgroup: cgroup.clone(),
         flight: None,

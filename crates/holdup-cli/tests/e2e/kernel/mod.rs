@@ -11,6 +11,7 @@ mod cgroup;
 mod debuginfo;
 mod export;
 mod flight;
+mod goroutines;
 mod holder;
 mod jit;
 mod jvm_locks;

@@ -27,7 +27,7 @@ fn a_jvm_thread_entering_a_held_monitor_waits_for_its_holder() {
 }
 
 /// A Go toolchain: the one in /usr/local/go, or Debian's.
-fn go() -> &'static str {
+pub fn go() -> &'static str {
     if Path::new("/usr/local/go/bin/go").exists() {
         "/usr/local/go/bin/go"
     } else {

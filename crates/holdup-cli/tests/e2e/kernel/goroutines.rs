@@ -1,0 +1,112 @@
+//! Goroutines' blocked time (`record --goroutines`): a goroutine parked in
+//! the Go scheduler is no OS wait, yet its time shows on a row of its own,
+//! named by its start function and classified by its wait reason. The
+//! workload (`workloads/runtimes/goroutines.go`) times its own waits; plain
+//! and stripped builds both. Needs root and BPF.
+
+use crate::support::runtimes::{n, source};
+use crate::support::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The workload built into `dir`, stripped (`-s -w`: no symbol table, no
+/// DWARF; the pclntab stays) or not.
+fn build(dir: &Path, stripped: bool) -> PathBuf {
+    let bin = dir.join("goroutines");
+    let mut cmd = Command::new(super::runtimes::go());
+    cmd.arg("build");
+    if stripped {
+        cmd.arg("-ldflags=-s -w");
+    }
+    let status = cmd
+        .arg("-o")
+        .arg(&bin)
+        .arg(source("goroutines.go"))
+        .bounded_status();
+    assert!(status.success(), "go build");
+    bin
+}
+
+/// The row of goroutines started by `function`.
+fn row<'a>(r: &'a Value, function: &str) -> &'a Value {
+    r["goroutines"]["rows"]
+        .as_array()
+        .expect("goroutine rows")
+        .iter()
+        .find(|row| row["function"] == function)
+        .unwrap_or_else(|| panic!("no row of {function}: {}", r["goroutines"]))
+}
+
+fn reason_samples(row: &Value, reason: &str) -> f64 {
+    row["reasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["name"] == reason)
+        .map(|r| n(&r["samples"]))
+        .sum()
+}
+
+fn waits_are_on_their_goroutines_rows(name: &str, stripped: bool) {
+    let _serial = serial();
+    let dir = scratch(name);
+    let bin = build(&dir, stripped);
+    let (data, stdout) =
+        record_with_output(&dir, &["--goroutines"], &[bin.to_str().unwrap(), "1.5"]);
+    let r = report(&data);
+    let period_s = n(&r["period_ns"]) / 1e9;
+
+    // The contender's own timing of its Lock() is the truth.
+    let waited = printed_value(&stdout, "contender_waited_s");
+    let c = row(&r, "main.contender");
+    let contention = n(&c["samples"]["contention"]) * period_s;
+    let mutex = reason_samples(c, "sync.Mutex.Lock") * period_s;
+    eprintln!(
+        "contender waited {waited:.3} s: {contention:.3} s contention on its row, {mutex:.3} s sync.Mutex.Lock; {}",
+        c
+    );
+    assert!(waited > 1.0, "{stdout}");
+    assert!(mutex >= 0.8 * waited, "{mutex} of {waited}");
+    assert!(
+        contention <= 1.05 * waited + 0.01,
+        "{contention} of {waited}"
+    );
+    // The goroutine that released the mutex readied it: the holder.
+    assert_eq!(c["wakers"][0]["name"], "main.holder", "{c}");
+
+    // A channel receive is a signal, not contention.
+    let chan = printed_value(&stdout, "chan_waited_s");
+    let w = row(&r, "main.chanwaiter");
+    let signal = n(&w["samples"]["signal"]) * period_s;
+    eprintln!("channel waiter waited {chan:.3} s: {signal:.3} s signal; {w}");
+    assert!(signal >= 0.8 * chan, "{signal} of {chan}");
+    assert_eq!(n(&w["samples"]["contention"]), 0.0, "{w}");
+    assert!(reason_samples(w, "chan receive") > 0.0, "{w}");
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn a_goroutine_waiting_for_a_held_mutex_is_contention_on_its_own_row() {
+    waits_are_on_their_goroutines_rows("goroutines_plain", false);
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn a_stripped_go_binary_has_its_goroutines_followed_from_its_pclntab() {
+    waits_are_on_their_goroutines_rows("goroutines_stripped", true);
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn goroutines_of_a_program_that_is_not_go_are_said_missing_once() {
+    let dir = scratch("goroutines_not_go");
+    let (data, _) = record_with_output(&dir, &["--goroutines"], &["/bin/sleep", "0.2"]);
+    let r = report(&data);
+    assert!(r.get("goroutines").is_none(), "{r}");
+    // The trace says it to every reader, once.
+    let out = run_ok(&["report", "-i", data.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let said = stderr.matches("no Go program was recorded").count();
+    assert_eq!(said, 1, "{stderr}");
+}
