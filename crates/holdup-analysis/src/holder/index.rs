@@ -4,6 +4,7 @@
 
 use crate::fxhash::FxHashMap;
 use holdup_trace::{Class, StackId, Trace, Waker};
+use std::cell::Cell;
 
 /// One off-CPU interval: waiting over `[start, wake)`, runnable over
 /// `[wake, end)`.
@@ -39,16 +40,48 @@ pub(crate) struct Timeline {
     /// From its creation (or the recording's start) to its exit (or the
     /// recording's end).
     pub alive: (u64, u64),
+    /// Where the last search ended: the waits are split in about the order
+    /// of time, so the next one usually starts close by.
+    last: Cell<usize>,
 }
 
 impl Timeline {
     /// Index of the first interval that may overlap `[t, …)`.
     pub fn first_off(&self, t: u64) -> usize {
-        let i = self.off.partition_point(|o| o.start < t);
+        let i = self.intervals_before(t);
+        self.last.set(i);
         if i > 0 && self.off[i - 1].end > t {
             i - 1
         } else {
             i
+        }
+    }
+
+    /// How many intervals start before `t`: searched outwards from the
+    /// last answer, in steps that double, then by bisection.
+    fn intervals_before(&self, t: u64) -> usize {
+        let off = &self.off;
+        let before = |o: &Off| o.start < t;
+        let last = self.last.get().min(off.len());
+        if last < off.len() && before(&off[last]) {
+            // Everything below `lo` starts before `t`.
+            let (mut lo, mut step) = (last + 1, 1);
+            loop {
+                let hi = (lo + step).min(off.len());
+                if hi == off.len() || !before(&off[hi]) {
+                    return lo + off[lo..hi].partition_point(before);
+                }
+                (lo, step) = (hi + 1, step * 2);
+            }
+        }
+        // Nothing from `hi` on starts before `t`.
+        let (mut hi, mut step) = (last, 1);
+        loop {
+            let lo = hi.saturating_sub(step);
+            if lo == 0 || before(&off[lo]) {
+                return lo + off[lo..hi].partition_point(before);
+            }
+            (hi, step) = (lo, step * 2);
         }
     }
 
@@ -122,5 +155,35 @@ impl Index {
             };
         }
         Index { threads }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The search from the last answer finds what a bisection finds, for
+    /// times in any order: before, between, on and after the intervals.
+    #[test]
+    fn the_search_from_the_last_answer_agrees_with_bisection() {
+        let off = |start| Off {
+            start,
+            wake: start + 5,
+            end: start + 10,
+            class: Class::Other,
+            waker: Waker::None,
+            stack: None,
+        };
+        let tl = Timeline {
+            off: (0..50).map(|i| off(100 + 20 * i)).collect(),
+            ..Timeline::default()
+        };
+        let times = (0..1200u64).map(|i| (i * 7919) % 1200);
+        for t in times.chain([0, 1199, 100, 1080, 0]) {
+            let want = tl.off.partition_point(|o| o.start < t);
+            assert_eq!(tl.intervals_before(t), want, "t = {t}");
+            tl.first_off(t);
+        }
+        assert_eq!(Timeline::default().intervals_before(5), 0);
     }
 }

@@ -136,6 +136,40 @@ struct Group {
 
 type GroupKey = (Waiter, PathId, u32, End);
 
+/// The groups, in the order they were first met, with their keys.
+///
+/// Every piece of every chain is added to its group, so the lookup is the
+/// hot spot: the waiter, the same for all pieces of a wait, is replaced by
+/// a dense number once per wait, which leaves a smaller key to hash and
+/// compare per piece.
+#[derive(Default)]
+struct Groups {
+    all: Vec<(GroupKey, Group)>,
+    waiters: FxHashMap<Waiter, u32>,
+    ids: FxHashMap<(u32, PathId, u32, End), usize>,
+}
+
+/// A waiter with its number.
+type Numbered = (Waiter, u32);
+
+impl Groups {
+    fn number(&mut self, waiter: Waiter) -> Numbered {
+        let n = self.waiters.len() as u32;
+        (waiter, *self.waiters.entry(waiter).or_insert(n))
+    }
+
+    /// The group of `waiter`'s pieces reached through `path` and ending
+    /// on `tid` in state `end`.
+    fn get(&mut self, (waiter, w): Numbered, path: PathId, tid: u32, end: End) -> &mut Group {
+        let all = &mut self.all;
+        let i = *self.ids.entry((w, path, tid, end)).or_insert_with(|| {
+            all.push(((waiter, path, tid, end), Group::default()));
+            all.len() - 1
+        });
+        &mut all[i].1
+    }
+}
+
 /// Whether the waiter's own time (on-CPU, runnable, waits no thread ended)
 /// is kept too: the critical path of a thread needs it, the activity of
 /// holders under the rows of a report does not.
@@ -166,7 +200,7 @@ pub fn attribute(trace: &Trace, keep: &dyn Fn(u32) -> bool, scope: Scope) -> Att
             .sum(),
         ..Stats::default()
     };
-    let mut groups: FxHashMap<GroupKey, Group> = FxHashMap::default();
+    let mut groups = Groups::default();
     let mut walker = walk::Walker::default();
     let whole = scope == Scope::Whole;
     for s in &trace.samples {
@@ -178,9 +212,10 @@ pub fn attribute(trace: &Trace, keep: &dyn Fn(u32) -> bool, scope: Scope) -> Att
             class: s.class,
             stack: s.stack,
         };
+        let numbered = groups.number(waiter);
         let mut own = |end, points: f64| {
             if whole && points > 0.0 {
-                let g = groups.entry((waiter, DIRECT, s.tid, end)).or_default();
+                let g = groups.get(numbered, DIRECT, s.tid, end);
                 g.points += points;
                 *g.known.entry(s.stack).or_default() += points;
             }
@@ -209,7 +244,7 @@ pub fn attribute(trace: &Trace, keep: &dyn Fn(u32) -> bool, scope: Scope) -> Att
                     (s.time, s.wake),
                     &mut |p, tl| {
                         let pts = per_ns * (p.to - p.from) as f64;
-                        let g = groups.entry((waiter, p.path, p.tid, p.end)).or_default();
+                        let g = groups.get(numbered, p.path, p.tid, p.end);
                         g.points += pts;
                         match (p.end, p.stack, tl) {
                             (End::Cpu, _, Some(tl)) => {
@@ -238,8 +273,8 @@ pub fn attribute(trace: &Trace, keep: &dyn Fn(u32) -> bool, scope: Scope) -> Att
             }
         }
     }
-    let mut parts = Vec::with_capacity(groups.len());
-    for ((waiter, path, tid, end), g) in groups {
+    let mut parts = Vec::with_capacity(groups.all.len());
+    for ((waiter, path, tid, end), g) in groups.all {
         match end {
             End::Unrecorded | End::Outside(_, Waker::Thread(_)) => {
                 stats.unrecorded_points += g.points

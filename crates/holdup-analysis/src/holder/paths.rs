@@ -45,6 +45,17 @@ impl Paths {
         id
     }
 
+    /// The first hop of a path (none for [`DIRECT`]), without building
+    /// the others.
+    pub fn first(&self, mut id: PathId) -> Option<Hop> {
+        let mut first = None;
+        while let Some(&(parent, Some(hop))) = self.nodes.get(id as usize) {
+            first = Some(hop);
+            id = parent;
+        }
+        first
+    }
+
     /// The hops of a path, first first.
     pub fn hops(&self, mut id: PathId) -> Vec<Hop> {
         let mut out = Vec::new();

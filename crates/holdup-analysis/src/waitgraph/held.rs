@@ -11,7 +11,7 @@
 use super::{EdgeKind, NodeKind, WaitGraph};
 use crate::fxhash::FxHashMap;
 use crate::holder::rows::{sort_activities, ActivityKey, Names};
-use crate::holder::{attribute, RowHeld, Scope, Stats, DIRECT};
+use crate::holder::{attribute, RowHeld, Scope, Stats};
 use holdup_trace::{Class, Trace, Waker};
 
 /// The vertex of each thread: its own, or the group it was merged into.
@@ -73,10 +73,7 @@ pub fn add_holders(trace: &Trace, g: &mut WaitGraph) {
     }
     let mut names = Names::new(trace);
     for p in &a.parts {
-        let holder = match p.path {
-            DIRECT => p.tid,
-            path => a.paths.hops(path).first().map_or(p.tid, |h| h.tid),
-        };
+        let holder = a.paths.first(p.path).map_or(p.tid, |h| h.tid);
         let Some(e) = edge_of(p.waiter.tid, holder) else {
             continue;
         };
