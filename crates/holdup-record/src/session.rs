@@ -335,7 +335,8 @@ pub(crate) fn start_trace<W: Write>(
     start_ns: u64,
     out: W,
 ) -> anyhow::Result<Converter<W>> {
-    let writer = Writer::new(out, &header(cfg, start_ns), trace_features(cfg)).context("writing the trace")?;
+    let writer = Writer::new(out, &header(cfg, start_ns), trace_features(cfg))
+        .context("writing the trace")?;
     let mut d = Converter::new(writer);
     d.goroutines = crate::goroutines::Goroutines::new(cfg.options.goroutines);
     if let Some(sc) = &cfg.options.syscalls {
