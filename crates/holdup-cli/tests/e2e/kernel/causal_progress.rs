@@ -98,13 +98,14 @@ fn a_uprobe_point_that_costs_the_program_much_is_warned_about() {
     let dir = scratch("causal_costly_point");
     let bin = workload_with("causal_barrier", &["-DNO_PROGRESS"]);
     // Rounds of 30 µs; round_start is a bare `ret`, single-stepped: its
-    // visits cost the program more than its work.
+    // visits cost the program more than its work. The run outlasts the
+    // check made two seconds in, on a quiet machine too.
     let out = holdup()
         .args(["causal", "run", "-o"])
         .arg(dir.join("profile.coz"))
         .args(["--progress", "round_start", "--"])
         .arg(&bin)
-        .args(["40000", "0.02", "0.01"])
+        .args(["100000", "0.02", "0.01"])
         .bounded_output();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");

@@ -125,6 +125,9 @@ fn a_stripped_go_binary_has_its_goroutines_followed_from_its_pclntab() {
 #[test]
 #[ignore = "needs root and BPF"]
 fn goroutines_of_a_program_that_is_not_go_are_said_missing_once() {
+    // Alone: the tracker still looks at every exec on the machine, so a Go
+    // program another test runs meanwhile would count as recorded.
+    let _serial = serial();
     let dir = scratch("goroutines_not_go");
     let (data, _) = record_with_output(&dir, &["--goroutines"], &["/bin/sleep", "0.2"]);
     let r = report(&data);
