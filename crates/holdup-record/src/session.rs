@@ -118,7 +118,7 @@ pub(crate) fn own_cpu() -> Duration {
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
-fn header(cfg: &Config, start_ns: u64) -> Header {
+pub(crate) fn header(cfg: &Config, start_ns: u64) -> Header {
     let uname = |f: fn(&libc::utsname) -> &[libc::c_char]| {
         let mut u: libc::utsname = unsafe { std::mem::zeroed() };
         unsafe { libc::uname(&mut u) };
@@ -300,6 +300,7 @@ fn write_syscall_totals(rec: &Recorder, d: &mut Converter<Out>) -> anyhow::Resul
 fn open_trace(cfg: &Config, start_ns: u64) -> anyhow::Result<Converter<Out>> {
     let file = holdup_trace::create_private(&cfg.output)
         .with_context(|| format!("cannot create {}", cfg.output.display()))?;
+    let header = header(cfg, start_ns);
     let out = match &cfg.flight {
         None => TraceOut::File(file),
         Some(f) => TraceOut::Flight {
@@ -309,11 +310,11 @@ fn open_trace(cfg: &Config, start_ns: u64) -> anyhow::Result<Converter<Out>> {
                 f.trigger,
             )),
             file,
-            header: header(cfg, start_ns),
+            header: header.clone(),
             features: trace_features(cfg),
         },
     };
-    start_trace(cfg, start_ns, out)
+    start_trace(cfg, &header, out)
 }
 
 /// What the trace's records will carry, as its header says.
@@ -332,11 +333,11 @@ fn trace_features(cfg: &Config) -> u32 {
 /// processes that exist already.
 pub(crate) fn start_trace<W: Write>(
     cfg: &Config,
-    start_ns: u64,
+    header: &Header,
     out: W,
 ) -> anyhow::Result<Converter<W>> {
-    let writer = Writer::new(out, &header(cfg, start_ns), trace_features(cfg))
-        .context("writing the trace")?;
+    let start_ns = header.start_ns;
+    let writer = Writer::new(out, header, trace_features(cfg)).context("writing the trace")?;
     let mut d = Converter::new(writer);
     d.goroutines = crate::goroutines::Goroutines::new(cfg.options.goroutines);
     if let Some(sc) = &cfg.options.syscalls {

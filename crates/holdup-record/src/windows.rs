@@ -158,7 +158,7 @@ pub fn record_windows(
     let start_ns = holdup_bpf::monotonic_ns();
     rec.set_start(start_ns);
     let pipe = Pipe::default();
-    let mut d = session::start_trace(cfg, start_ns, pipe.clone())?;
+    let mut d = session::start_trace(cfg, &session::header(cfg, start_ns), pipe.clone())?;
     d.set_waker_stacks(rec.waker_stacks());
     session::hand_over_interpreters(&rec, &mut d);
     // The header is in the pipe already: the reader takes it now.
