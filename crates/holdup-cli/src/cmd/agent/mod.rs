@@ -101,17 +101,6 @@ fn positive_seconds(s: &str) -> Result<f64, String> {
     }
 }
 
-/// Whether a process's cgroup file puts it in `path` or below.
-fn in_cgroup(attrs: &otlp::Attributes, path: &str) -> bool {
-    let Some((_, otlp::Value::Str(text))) = attrs.iter().find(|(k, _)| k == "process.linux.cgroup")
-    else {
-        return false;
-    };
-    text.lines().filter_map(|l| l.strip_prefix("0::")).any(|p| {
-        path == "/" || p == path || p.strip_prefix(path).is_some_and(|r| r.starts_with('/'))
-    })
-}
-
 /// What one window gave, for its log line.
 #[derive(Default)]
 struct Sent {
@@ -128,22 +117,17 @@ struct Agent {
     sender: sender::Sender,
     processes: resource::Processes,
     common: Vec<(String, otlp::Value)>,
-    cgroup: Option<String>,
     max_request_bytes: usize,
     windows: u64,
 }
 
 impl Agent {
     fn window(&mut self, w: &Window) -> Sent {
-        let mut samples: Vec<StackSample> = export::stack_samples(w.trace, &Filter::default());
+        let samples: Vec<StackSample> = export::stack_samples(w.trace, &Filter::default());
         let mut pids: Vec<u32> = samples.iter().map(|s| s.pid).collect();
         pids.sort_unstable();
         pids.dedup();
-        let mut attrs = self.processes.of(w.trace, &pids);
-        if let Some(cg) = &self.cgroup {
-            attrs.retain(|_, a| in_cgroup(a, cg));
-            samples.retain(|s| attrs.contains_key(&s.pid));
-        }
+        let attrs = self.processes.of(w.trace, &pids);
         let mut out = Sent {
             processes: attrs.len(),
             ..Default::default()
@@ -260,7 +244,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             stack_budget: a.stack_budget,
             goroutines: false,
         },
-        cgroup: cgroup.clone(),
+        cgroup,
         flight: None,
     };
     eprintln!(
@@ -279,7 +263,6 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         ),
         processes: resource::Processes::default(),
         common,
-        cgroup: cgroup.map(|c| c.path),
         max_request_bytes: a.max_request_bytes as usize,
         windows: 0,
     };
