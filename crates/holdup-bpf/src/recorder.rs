@@ -371,6 +371,20 @@ impl Recorder {
         track(&self.skel, pid)
     }
 
+    /// Whether process `pid` is recorded (as the programs decide it, but
+    /// for `--cgroup`, which the caller tests): every process with `-a`,
+    /// else the tracked ones, the target's children among them once
+    /// forked. A process gone is not.
+    pub fn records_process(&self, pid: u32) -> bool {
+        if pid == 0 || pid == std::process::id() {
+            return false;
+        }
+        if self.options.target == Target::All {
+            return true;
+        }
+        crate::tracked::is_tracked(&self.skel.maps.tracked_tgids, pid).unwrap_or(false)
+    }
+
     /// Intervals that began before `ns` (CLOCK_MONOTONIC) are cut there.
     pub fn set_start(&mut self, ns: u64) {
         if let Some(bss) = self.skel.maps.bss_data.as_deref_mut() {

@@ -27,3 +27,17 @@ pub(crate) fn track(map: &impl MapCore, pid: u32) -> io::Result<()> {
     unsafe { libc::munmap(base.cast(), len) };
     Ok(())
 }
+
+/// Whether the bit of process `pid` is set in the `tracked_tgids` map `map`.
+pub(crate) fn is_tracked(map: &impl MapCore, pid: u32) -> io::Result<bool> {
+    let word = (pid / 64).to_ne_bytes();
+    let value = map
+        .lookup(&word, libbpf_rs::MapFlags::ANY)
+        .map_err(|e| io::Error::other(e.to_string()))?;
+    Ok(value
+        .and_then(|v| {
+            v.get(..8)
+                .map(|b| u64::from_ne_bytes(b.try_into().unwrap()))
+        })
+        .is_some_and(|w| (w >> (pid % 64)) & 1 == 1))
+}

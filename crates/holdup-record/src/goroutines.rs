@@ -4,6 +4,7 @@
 //! recorder, which probes their scheduler; their waits' reason numbers
 //! named from the binary; what was not followed, said once.
 
+use crate::cgroup::Cgroup;
 use holdup_bpf::perf::AddressEvent;
 use holdup_bpf::records::{GoConfig, GoCounts};
 use holdup_bpf::GoProbes;
@@ -17,12 +18,18 @@ use std::rc::Rc;
 pub struct Goroutines {
     /// Follow Go processes at all (`--goroutines`).
     pub enabled: bool,
+    /// `--cgroup`: only its processes are recorded.
+    cgroup: Option<Cgroup>,
     /// Executables looked at, by path.
     files: FxHashMap<String, Result<Option<Rc<GoBinary>>, Refusal>>,
     /// Processes followed, with their binary and its path.
     procs: FxHashMap<u32, (Rc<GoBinary>, String)>,
     /// Processes that exec'd: the next file they map is their executable.
     exec_pending: FxHashSet<u32>,
+    /// Processes that exec'd, with their executable, not yet looked at:
+    /// the address events are the whole machine's, and only the recorded
+    /// processes are inspected (see [`Goroutines::recognise`]).
+    execed: Vec<(u32, String)>,
     /// For the recorder: processes to follow (pid, executable), and to forget.
     pending: Vec<(u32, String)>,
     forgotten: Vec<u32>,
@@ -63,9 +70,10 @@ pub fn probes(b: &GoBinary) -> GoProbes {
 }
 
 impl Goroutines {
-    pub fn new(enabled: bool) -> Self {
+    pub fn new(enabled: bool, cgroup: Option<Cgroup>) -> Self {
         Self {
             enabled,
+            cgroup,
             ..Default::default()
         }
     }
@@ -90,7 +98,19 @@ impl Goroutines {
                 if self.procs.remove(&m.pid).is_some() {
                     self.forgotten.push(m.pid);
                 }
-                self.executable(m.pid, &m.path);
+                self.execed.push((m.pid, m.path.clone()));
+            }
+        }
+    }
+
+    /// Look at the executables of the processes that exec'd since the last
+    /// call and that the recorder records (`recorded`; in the cgroup, if
+    /// one is given): a Go program outside the recording is neither
+    /// inspected nor probed.
+    pub fn recognise(&mut self, recorded: impl Fn(u32) -> bool) {
+        for (pid, path) in std::mem::take(&mut self.execed) {
+            if recorded(pid) && !self.cgroup.as_ref().is_some_and(|c| !c.holds(pid)) {
+                self.executable(pid, &path);
             }
         }
     }
@@ -238,4 +258,37 @@ pub fn waited_on(pid: u32, fd: i32) -> String {
     std::fs::read_link(format!("/proc/{pid}/fd/{fd}"))
         .map(|p| p.to_string_lossy().into_owned())
         .unwrap_or_else(|_| format!("fd {fd}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use holdup_bpf::perf::MmapEvent;
+
+    fn exec_of(g: &mut Goroutines, pid: u32, path: &str) {
+        g.note(&AddressEvent::Exec { time: 1, pid });
+        g.note(&AddressEvent::Mmap(MmapEvent {
+            time: 2,
+            pid,
+            tid: pid,
+            start: 0x400000,
+            len: 0x1000,
+            pgoff: 0,
+            build_id: None,
+            path: path.into(),
+        }));
+    }
+
+    #[test]
+    fn only_the_recorded_processes_executables_are_looked_at() {
+        let mut g = Goroutines::new(true, None);
+        exec_of(&mut g, 10, "/bin/true");
+        exec_of(&mut g, 11, "/bin/false");
+        g.recognise(|pid| pid == 10);
+        assert!(g.files.contains_key("/bin/true"));
+        assert!(!g.files.contains_key("/bin/false"), "{:?}", g.files.keys());
+        // Looked at once: a later call has nothing left from before.
+        g.recognise(|_| true);
+        assert!(!g.files.contains_key("/bin/false"));
+    }
 }

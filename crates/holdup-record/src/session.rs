@@ -172,6 +172,7 @@ fn collect<W: Write>(rec: &mut Recorder, d: &mut Converter<W>) -> anyhow::Result
 /// probes their scheduler from now on), and those gone. A process that
 /// cannot be probed is recorded as before, and said.
 fn hand_over_go_processes<W: Write>(rec: &mut Recorder, d: &mut Converter<W>) {
+    d.goroutines.recognise(|pid| rec.records_process(pid));
     let (set, gone) = d.goroutines.take_changes();
     for (pid, path, binary) in set {
         let probes = crate::goroutines::probes(&binary);
@@ -192,6 +193,11 @@ fn hand_over_go_processes<W: Write>(rec: &mut Recorder, d: &mut Converter<W>) {
 pub(crate) fn hand_over_interpreters<W: Write>(rec: &Recorder, d: &mut Converter<W>) {
     let (set, gone) = d.python.take_changes();
     for (pid, config) in set {
+        // The address events are the machine's: an interpreter outside
+        // the recording needs no place in the recorder's table.
+        if !rec.records_process(pid) {
+            continue;
+        }
         if rec.set_python(pid, &config).is_err() {
             d.python.not_handed_over += 1;
         }
@@ -339,7 +345,7 @@ pub(crate) fn start_trace<W: Write>(
     let start_ns = header.start_ns;
     let writer = Writer::new(out, header, trace_features(cfg)).context("writing the trace")?;
     let mut d = Converter::new(writer);
-    d.goroutines = crate::goroutines::Goroutines::new(cfg.options.goroutines);
+    d.goroutines = crate::goroutines::Goroutines::new(cfg.options.goroutines, cfg.cgroup.clone());
     if let Some(sc) = &cfg.options.syscalls {
         d.writer
             .write(&Record::SyscallConfig(SyscallConfig {

@@ -125,11 +125,28 @@ fn a_stripped_go_binary_has_its_goroutines_followed_from_its_pclntab() {
 #[test]
 #[ignore = "needs root and BPF"]
 fn goroutines_of_a_program_that_is_not_go_are_said_missing_once() {
-    // Alone: the tracker still looks at every exec on the machine, so a Go
-    // program another test runs meanwhile would count as recorded.
-    let _serial = serial();
     let dir = scratch("goroutines_not_go");
-    let (data, _) = record_with_output(&dir, &["--goroutines"], &["/bin/sleep", "0.2"]);
+    // A Go program that starts while the recording runs, outside it: the
+    // recorder sees every exec on the machine, but must neither probe nor
+    // count it. The recorded command runs once the recorder is attached,
+    // and says so with a file.
+    let ready = dir.join("recording");
+    let outsider = known_go().then(|| build(&dir, false)).map(|bin| {
+        let ready = ready.clone();
+        std::thread::spawn(move || {
+            let since = std::time::Instant::now();
+            while !ready.exists() && since.elapsed().as_secs() < 60 {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Command::new(bin).arg("0.3").bounded_output()
+        })
+    });
+    let script = format!("touch '{}'; sleep 1.5", ready.display());
+    let (data, _) = record_with_output(&dir, &["--goroutines"], &["/bin/sh", "-c", &script]);
+    if let Some(outside) = outsider {
+        let out = outside.join().unwrap();
+        assert!(out.status.success(), "the outside Go program failed");
+    }
     let r = report(&data);
     assert!(r.get("goroutines").is_none(), "{r}");
     // The trace says it to every reader, once.
