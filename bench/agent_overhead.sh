@@ -12,7 +12,9 @@
 # programs (kernel.bpf_stats_enabled, on only for this part) over IDLE
 # seconds once started, as % of one core. BPF time is charged to whatever
 # ran when the programs did, so it is added, not found in the process's.
-# usage: bench/agent_overhead.sh [ROUNDS [IDLE]]   (as root)
+# The modes run in a different order each round (the storm's time drifts
+# within a round); MODES="perf agent" measures only those.
+# usage: [MODES=...] bench/agent_overhead.sh [ROUNDS [IDLE]]   (as root)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-5}
@@ -45,10 +47,13 @@ start_recorder() {
 stop_recorder() { kill -TERM "$rec"; wait "$rec" || true; }
 
 declare -A ratios
-modes=(perf holdup budget agent)
-for _ in $(seq "$rounds"); do
+read -ra modes <<<"${MODES:-perf holdup budget agent}"
+for r in $(seq "$rounds"); do
 	plain=$(prog_time)
-	for m in "${modes[@]}"; do
+	# Rotate: round r starts with mode r.
+	n=${#modes[@]}
+	for i in $(seq 0 $((n - 1))); do
+		m=${modes[$(((i + r) % n))]}
 		case $m in
 		perf) t=$(prog_time perf record -F 1000 -g -o "$work/p.data" --) ;;
 		holdup) t=$(prog_time "$holdup" record -o "$work/h.data" --) ;;
