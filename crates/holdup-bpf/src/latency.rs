@@ -129,6 +129,21 @@ pub struct LatencyOptions {
     pub ufuncs: Vec<UserFunc>,
     /// The call paths below the roots whose time is collected.
     pub ftree: Vec<FNode>,
+    /// Note the first user-function call at least this long
+    /// ([`LatencyProbe::slow_call`]); 0: none.
+    pub slow_ns: u64,
+}
+
+/// A user-function call that took at least [`LatencyOptions::slow_ns`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlowCall {
+    pub tgid: u32,
+    pub tid: u32,
+    /// The operation: an index into [`LatencyOptions::ufuncs`].
+    pub op: u32,
+    /// CLOCK_MONOTONIC at its return, and its length.
+    pub end_ns: u64,
+    pub ns: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -299,6 +314,7 @@ impl LatencyProbe {
             ro.start_ns = options.start_ns;
             ro.interval_ns = options.interval_ns.max(1);
             ro.lock_waits = options.lock;
+            ro.slow_ns = options.slow_ns;
             ro.fnode_parent = [LAT_NO_PARENT; MAX_FNODES];
             for n in &options.ftree {
                 if let (Some(slot), Some(p)) = (ro.fnode_parent.get_mut(n.id as usize), n.parent) {
@@ -476,6 +492,25 @@ impl LatencyProbe {
     pub fn track(&self, pid: u32) -> Result<()> {
         crate::tracked::track(&self.skel.maps.tracked_tgids, pid)
             .map_err(|e| Error::Read(e.to_string()))
+    }
+
+    /// The first call at least `slow_ns` long, once there was one.
+    pub fn slow_call(&self) -> Option<SlowCall> {
+        let bss = self.skel.maps.bss_data.as_deref()?;
+        // SAFETY: the .bss stays mapped while the skeleton lives; the
+        // program writes `ns` last, so once it is set the rest is too.
+        let ns = unsafe { std::ptr::read_volatile(&bss.slow_call.ns) };
+        if ns == 0 {
+            return None;
+        }
+        let s = unsafe { std::ptr::read_volatile(&bss.slow_call) };
+        Some(SlowCall {
+            tgid: s.tgid,
+            tid: s.tid,
+            op: s.id,
+            end_ns: s.end,
+            ns,
+        })
     }
 
     /// Every histogram so far, summed over CPUs.

@@ -42,6 +42,9 @@ pub struct Converter<W: Write> {
     /// change.
     mapping_dsos: FxHashMap<(u32, u64), (DsoId, bool)>,
     stack_ids: FxHashMap<Vec<Frame>, StackId>,
+    /// The next stack's id: ids are never reused, also after
+    /// [`Converter::forget_stacks`].
+    next_stack: StackId,
     /// (process layout, address, exact) → frame: the same few return
     /// addresses come back in every sample, and finding their mapping in a
     /// process of many was the drainer's largest cost on a storm of forked
@@ -167,6 +170,7 @@ impl<W: Write> Converter<W> {
             dsos: Vec::new(),
             mapping_dsos: FxHashMap::default(),
             stack_ids: FxHashMap::default(),
+            next_stack: 1,
             user_frames: FxHashMap::default(),
             named: FxHashSet::default(),
             address_events: VecDeque::new(),
@@ -506,7 +510,8 @@ impl<W: Write> Converter<W> {
         if let Some(&id) = self.stack_ids.get(&self.frames) {
             return Ok(id);
         }
-        let id = self.stack_ids.len() as StackId + 1;
+        let id = self.next_stack;
+        self.next_stack += 1;
         self.stack_ids.insert(self.frames.clone(), id);
         self.writer.write(&Record::Stack(trace::Stack {
             id,
@@ -780,6 +785,67 @@ impl<W: Write> Converter<W> {
     /// Every distinct frame of every stack written, for the final symbolization.
     pub fn frames(&self) -> impl Iterator<Item = &Frame> {
         self.stack_ids.keys().flatten()
+    }
+
+    /// Stacks interned now, and ever.
+    pub fn stacks_held(&self) -> usize {
+        self.stack_ids.len()
+    }
+
+    pub fn stacks_made(&self) -> u64 {
+        u64::from(self.next_stack - 1)
+    }
+
+    /// Forget the stacks `gone`: a stack met again is given a new id (and
+    /// written again). Nothing kept here names them after this.
+    pub fn forget_stacks(&mut self, gone: &FxHashSet<StackId>) {
+        self.stack_ids.retain(|_, id| !gone.contains(id));
+        self.waker_stack_ids.retain(|_, id| !gone.contains(id));
+        self.last_cpu_stacks.retain(|_, id| !gone.contains(id));
+        self.syscall_stacks.retain(|_, (_, id)| !gone.contains(id));
+    }
+
+    /// Forget the processes `pids` and threads `tids` that exited: their
+    /// address spaces (the unwinder then drops what it made for them), and
+    /// what the threads' next records would have used.
+    pub fn forget_exited(&mut self, pids: &[u32], tids: &[u32]) {
+        for &pid in pids {
+            self.spaces.exit(pid);
+        }
+        if !pids.is_empty() {
+            self.mapping_dsos.clear();
+        }
+        for tid in tids {
+            self.named.remove(tid);
+            self.syscall_stacks.remove(tid);
+            self.last_cpu_stacks.remove(tid);
+            self.waker_ustacks.remove(tid);
+        }
+    }
+
+    /// Processes whose address space is known.
+    pub fn processes_held(&self) -> usize {
+        self.spaces.pids().count()
+    }
+
+    /// The files the processes whose address space is known map.
+    pub fn mapped_files(&self) -> FxHashSet<&str> {
+        self.spaces
+            .pids()
+            .flat_map(|p| self.spaces.mappings(p))
+            .map(|m| m.path.as_str())
+            .collect()
+    }
+
+    /// Processes whose address space is known, none of `live`, that no
+    /// longer exist: mapping events come from every process, also those a
+    /// cgroup or pid filter leaves out, whose exits the trace never sees.
+    pub fn processes_gone(&self, live: &FxHashSet<u32>) -> Vec<u32> {
+        self.spaces
+            .pids()
+            .filter(|p| !live.contains(p))
+            .filter(|p| !std::path::Path::new(&format!("/proc/{p}")).exists())
+            .collect()
     }
 }
 

@@ -200,93 +200,141 @@ pub fn symbolize_frames<W: Write>(
     d: &mut Converter<W>,
     frames: &[Frame],
 ) -> std::io::Result<SymbolStats> {
-    let mut by_dso: BTreeMap<u32, BTreeSet<u64>> = BTreeMap::new();
-    for f in frames {
-        if f.dso != UNKNOWN_DSO {
-            by_dso.entry(f.dso).or_default().insert(f.addr);
+    Symbols::new().symbolize_frames(d, frames)
+}
+
+/// The symbolizer and its caches, kept from one call to the next by a
+/// recording that symbolizes as it goes (`holdup agent`): the symbol tables
+/// and DWARF of a file are read once while its processes live.
+pub struct Symbols {
+    symbolizer: Symbolizer,
+    cache: Option<SymbolCache>,
+    kernel_loaded: bool,
+}
+
+impl Default for Symbols {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Symbols {
+    pub fn new() -> Self {
+        let mut symbolizer = Symbolizer::new();
+        let cache = SymbolCache::open();
+        // Debug files fetched from debuginfod servers live in the cache.
+        let fetched = cache.as_ref().map(|c| c.subdir("debuginfod"));
+        symbolizer.set_debug_files(DebugFiles::from_env(fetched));
+        Self {
+            symbolizer,
+            cache,
+            kernel_loaded: false,
         }
     }
-    let mut stats = SymbolStats::default();
-    // HotSpot writes its map as it exits: read them all once more.
-    d.jit.maps.finish();
-    let mut symbolizer = Symbolizer::new();
-    let cache = SymbolCache::open();
-    // Debug files fetched from debuginfod servers live in the cache.
-    let fetched = cache.as_ref().map(|c| c.subdir("debuginfod"));
-    symbolizer.set_debug_files(DebugFiles::from_env(fetched));
-    let dsos: BTreeMap<u32, (String, Option<Vec<u8>>)> = d
-        .dsos
-        .iter()
-        .map(|(id, p, b)| (*id, (p.clone(), b.clone())))
-        .collect();
-    for (dso, addrs) in by_dso {
-        let addrs: Vec<u64> = addrs.into_iter().collect();
-        stats.frames += addrs.len();
-        let results = if dso == KERNEL_DSO {
-            if load_kernel_symbols(&mut symbolizer, cache.as_ref()) {
-                stats.cached += addrs.len();
+
+    /// Forget what was read of the file at `path`: no process maps it now.
+    pub fn evict(&mut self, path: &str) {
+        self.symbolizer.evict(Path::new(path));
+    }
+
+    /// Files whose symbol tables are held.
+    pub fn files_held(&self) -> usize {
+        self.symbolizer.files_held()
+    }
+
+    /// Symbols of `frames`, into the converter's trace.
+    pub fn symbolize_frames<W: Write>(
+        &mut self,
+        d: &mut Converter<W>,
+        frames: &[Frame],
+    ) -> std::io::Result<SymbolStats> {
+        let mut by_dso: BTreeMap<u32, BTreeSet<u64>> = BTreeMap::new();
+        for f in frames {
+            if f.dso != UNKNOWN_DSO {
+                by_dso.entry(f.dso).or_default().insert(f.addr);
             }
-            symbolizer
-                .symbolize_kernel(&addrs)
-                .into_iter()
-                .map(to_sym_frames)
-                .collect()
-        } else if let Some(pid) = d.jit.pid_of(dso) {
-            let found = d.jit.maps.symbolize(pid, &addrs);
-            found.into_iter().map(to_sym_frames).collect()
-        } else if d.python.pid_of(dso).is_some() {
-            d.python.symbols(&addrs)
-        } else {
-            let Some((path, build_id)) = dsos.get(&dso) else {
-                continue;
-            };
-            let key = build_id
-                .as_deref()
-                .and_then(|b| cache_key(Path::new(path), b, symbolizer.debug_files()));
-            let mut failure = None;
-            let found = cached_symbols(cache.as_ref(), key.as_deref(), &addrs, &mut stats, |a| {
-                match symbolizer.symbolize_file(Path::new(path), build_id.as_deref(), a) {
-                    Ok(r) => Some(with_go_names(
-                        Path::new(path),
-                        a,
-                        r.into_iter().map(to_sym_frames).collect(),
-                    )),
-                    Err(e) => {
-                        failure = Some(why(&e));
-                        None
+        }
+        let mut stats = SymbolStats::default();
+        // HotSpot writes its map as it exits: read them all once more.
+        d.jit.maps.finish();
+        let symbolizer = &mut self.symbolizer;
+        let cache = &self.cache;
+        let dsos: BTreeMap<u32, (String, Option<Vec<u8>>)> = d
+            .dsos
+            .iter()
+            .map(|(id, p, b)| (*id, (p.clone(), b.clone())))
+            .collect();
+        for (dso, addrs) in by_dso {
+            let addrs: Vec<u64> = addrs.into_iter().collect();
+            stats.frames += addrs.len();
+            let results = if dso == KERNEL_DSO {
+                if !self.kernel_loaded && load_kernel_symbols(symbolizer, cache.as_ref()) {
+                    stats.cached += addrs.len();
+                }
+                self.kernel_loaded = true;
+                symbolizer
+                    .symbolize_kernel(&addrs)
+                    .into_iter()
+                    .map(to_sym_frames)
+                    .collect()
+            } else if let Some(pid) = d.jit.pid_of(dso) {
+                let found = d.jit.maps.symbolize(pid, &addrs);
+                found.into_iter().map(to_sym_frames).collect()
+            } else if d.python.pid_of(dso).is_some() {
+                d.python.symbols(&addrs)
+            } else {
+                let Some((path, build_id)) = dsos.get(&dso) else {
+                    continue;
+                };
+                let key = build_id
+                    .as_deref()
+                    .and_then(|b| cache_key(Path::new(path), b, symbolizer.debug_files()));
+                let mut failure = None;
+                let found =
+                    cached_symbols(cache.as_ref(), key.as_deref(), &addrs, &mut stats, |a| {
+                        match symbolizer.symbolize_file(Path::new(path), build_id.as_deref(), a) {
+                            Ok(r) => Some(with_go_names(
+                                Path::new(path),
+                                a,
+                                r.into_iter().map(to_sym_frames).collect(),
+                            )),
+                            Err(e) => {
+                                failure = Some(why(&e));
+                                None
+                            }
+                        }
+                    });
+                match found {
+                    Some(r) => r,
+                    None => {
+                        // Reports fall back to file+offset for these frames.
+                        let why = failure.unwrap_or_else(|| "unreadable".into());
+                        stats.failed_files.push((path.clone(), why));
+                        continue;
                     }
                 }
-            });
-            match found {
-                Some(r) => r,
-                None => {
-                    // Reports fall back to file+offset for these frames.
-                    let why = failure.unwrap_or_else(|| "unreadable".into());
-                    stats.failed_files.push((path.clone(), why));
+            };
+            for (addr, frames) in addrs.into_iter().zip(results) {
+                if frames.is_empty() {
                     continue;
                 }
+                stats.symbolized += 1;
+                d.writer.write(&Record::Symbol(Symbol {
+                    frame: Frame { dso, addr },
+                    frames,
+                }))?;
             }
-        };
-        for (addr, frames) in addrs.into_iter().zip(results) {
-            if frames.is_empty() {
-                continue;
-            }
-            stats.symbolized += 1;
-            d.writer.write(&Record::Symbol(Symbol {
-                frame: Frame { dso, addr },
-                frames,
-            }))?;
         }
+        stats.jit = d.jit.maps.stats;
+        stats.notes = d.jit.maps.notes();
+        stats.notes.extend(d.python.notes());
+        stats.notes.extend(d.goroutines.notes());
+        stats.notes.extend(symbolizer.debug_files().problems());
+        for note in &stats.notes {
+            d.writer.write(&Record::Note(note.clone()))?;
+        }
+        Ok(stats)
     }
-    stats.jit = d.jit.maps.stats;
-    stats.notes = d.jit.maps.notes();
-    stats.notes.extend(d.python.notes());
-    stats.notes.extend(d.goroutines.notes());
-    stats.notes.extend(symbolizer.debug_files().problems());
-    for note in &stats.notes {
-        d.writer.write(&Record::Note(note.clone()))?;
-    }
-    Ok(stats)
 }
 
 /// `irq number → name` from /proc/interrupts (the last column: the

@@ -1,7 +1,11 @@
 //! `record --flight N`: the trace is kept in memory, its events only for
 //! the last N seconds, and written when something asks for it: SIGUSR1, a
-//! system call slower than `--trigger-latency`, or the end of the recording.
+//! system call or a user function slower than `--trigger-latency`, or the
+//! end of the recording. A function is timed by `holdup latency`'s probes
+//! (uprobe and uretprobe), which note its first call over the threshold.
 
+use holdup_bpf::latency::{LatencyOptions, LatencyProbe, UserFunc};
+use holdup_bpf::Target;
 use holdup_trace::flight::{FlightBuffer, SyscallTrigger};
 use holdup_trace::Header;
 use std::fs::File;
@@ -18,6 +22,78 @@ pub struct FlightConfig {
     pub max_bytes: usize,
     /// A system call that, this slow, ends the flight.
     pub trigger: Option<SyscallTrigger>,
+    /// A user function that, this slow, ends the flight.
+    pub func_trigger: Option<FuncTrigger>,
+}
+
+/// `--trigger-latency FUNCTION:MS`: the functions a spec named (several
+/// for the overloads of a C++ name), each timed.
+#[derive(Clone, Debug)]
+pub struct FuncTrigger {
+    pub spec: String,
+    pub funcs: Vec<UserFunc>,
+    pub min_ns: u64,
+}
+
+/// The probes that time a [`FuncTrigger`]'s functions in the recorded
+/// processes.
+pub struct FuncWatch {
+    probe: LatencyProbe,
+    trigger: FuncTrigger,
+}
+
+impl FuncWatch {
+    pub fn start(
+        trigger: &FuncTrigger,
+        target: &Target,
+        follow_children: bool,
+    ) -> anyhow::Result<Self> {
+        let probe = LatencyProbe::start(&LatencyOptions {
+            target: target.clone(),
+            follow_children,
+            start_ns: 0,
+            // One histogram per process: nothing reads them.
+            interval_ns: u64::MAX,
+            syscalls: false,
+            block: false,
+            lock: false,
+            kfuncs: Vec::new(),
+            ufuncs: trigger.funcs.clone(),
+            ftree: Vec::new(),
+            slow_ns: trigger.min_ns,
+        })?;
+        if let Target::Pids(pids) = target {
+            for &pid in pids {
+                probe.track(pid)?;
+            }
+        }
+        Ok(Self {
+            probe,
+            trigger: trigger.clone(),
+        })
+    }
+
+    /// Time the launched command (and its children) too.
+    pub fn track(&self, pid: u32) -> anyhow::Result<()> {
+        Ok(self.probe.track(pid)?)
+    }
+
+    /// What to say once a call was slow enough, if one was.
+    pub fn triggered(&self) -> Option<String> {
+        let call = self.probe.slow_call()?;
+        let name = self
+            .trigger
+            .funcs
+            .get(call.op as usize)
+            .map_or(self.trigger.spec.as_str(), |f| f.symbol.as_str());
+        Some(format!(
+            "{} took {:.1} ms in process {} thread {}",
+            holdup_coz::names::readable(name),
+            call.ns as f64 / 1e6,
+            call.tgid,
+            call.tid
+        ))
+    }
 }
 
 static DUMP_ASKED: AtomicBool = AtomicBool::new(false);

@@ -416,6 +416,17 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     if let Some(pid) = recording.pid() {
         rec.track(pid)?;
     }
+    let func_watch = match cfg.flight.as_ref().and_then(|f| f.func_trigger.as_ref()) {
+        Some(t) => {
+            let w = crate::flight::FuncWatch::start(t, &cfg.target, cfg.options.follow_children)
+                .context("timing the --trigger-latency function")?;
+            if let Some(pid) = recording.pid() {
+                w.track(pid)?;
+            }
+            Some(w)
+        }
+        None => None,
+    };
     let start_ns = holdup_bpf::monotonic_ns();
     rec.set_start(start_ns);
     let mut d = open_trace(cfg, start_ns)?;
@@ -456,7 +467,13 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         } else {
             collect(&mut rec, &mut d)?;
         }
-        if let Some(why) = d.writer.get_ref().flight().and_then(flight_trigger) {
+        let why = d
+            .writer
+            .get_ref()
+            .flight()
+            .and_then(flight_trigger)
+            .or_else(|| func_watch.as_ref().and_then(|w| w.triggered()));
+        if let Some(why) = why {
             let keep = cfg.flight.as_ref().map_or(0.0, |f| f.keep.as_secs_f64());
             eprintln!("holdup: {why}: writing the last {keep} s");
             return Ok(Flow::Done);
@@ -489,6 +506,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     }
     let lost_mmaps = rec.lost_mmaps();
     drop(rec);
+    drop(func_watch);
 
     let recorded_for = ended - began;
     let sym_began = Instant::now();
@@ -536,6 +554,20 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     })
 }
 
+/// How the note of [`stack_budget_note`] begins, up to the ratio.
+const STACK_BUDGET_NOTE: &str = "blocked-sample stacks were sampled (stack budget): 1 in ";
+
+/// The ratio a trace's stack-budget note states, if it has one.
+pub fn stack_budget_ratio(notes: &[String]) -> Option<f64> {
+    notes.iter().find_map(|n| {
+        n.strip_prefix(STACK_BUDGET_NOTE)?
+            .split(' ')
+            .next()?
+            .parse()
+            .ok()
+    })
+}
+
 /// What every reader of a trace recorded with a stack budget is told: the
 /// ratio, and the exact blocked time by subclass the weighted samples
 /// estimate.
@@ -555,7 +587,7 @@ pub fn stack_budget_note(b: &holdup_bpf::StackBudgetCounts, period_ns: u64) -> S
         })
         .collect();
     format!(
-        "blocked-sample stacks were sampled (stack budget): 1 in {:.2} blocked intervals had its stacks taken ({} of {}), its weight scaled by that ratio; exact blocked time {}",
+        "{STACK_BUDGET_NOTE}{:.2} blocked intervals had its stacks taken ({} of {}), its weight scaled by that ratio; exact blocked time {}",
         b.ratio(),
         b.stacks,
         b.intervals,
@@ -565,7 +597,19 @@ pub fn stack_budget_note(b: &holdup_bpf::StackBudgetCounts, period_ns: u64) -> S
 
 #[cfg(test)]
 mod tests {
-    use super::DrainPolicy;
+    use super::{stack_budget_note, stack_budget_ratio, DrainPolicy};
+
+    #[test]
+    fn the_stack_budget_notes_ratio_reads_back() {
+        let b = holdup_bpf::StackBudgetCounts {
+            intervals: 10,
+            stacks: 4,
+            ..Default::default()
+        };
+        let notes = ["other".to_string(), stack_budget_note(&b, 1_000_000)];
+        assert_eq!(stack_budget_ratio(&notes), Some(2.5));
+        assert_eq!(stack_budget_ratio(&notes[..1]), None);
+    }
     use std::time::{Duration, Instant};
 
     const MB: u64 = 1 << 20;

@@ -1,22 +1,32 @@
 //! A recording that never ends in a file: the session's recorder and
 //! converter, their trace kept in memory and handed over one window of
 //! time after another (`holdup agent`). Each window is symbolized when it
-//! closes, while its processes' files are at hand; what the trace needs
-//! across windows (stacks, files, mappings, thread names, symbols) stays,
-//! the samples of a window go once it was handed over, and so do the
-//! threads and mappings of processes that exited.
+//! closes, while its processes' files are at hand, by a symbolizer kept
+//! from window to window (a file's symbol tables are read once while its
+//! processes live); what the trace needs across windows (stacks, files,
+//! mappings, thread names, symbols) stays, the samples of a window go once
+//! it was handed over, and so do the threads and mappings of processes
+//! that exited.
+//!
+//! An agent stays on, so nothing may grow with time alone: a stack no
+//! window's events used for [`STACK_KEPT_WINDOWS`] windows is forgotten
+//! (the converter gives it a new id if it comes back), and with it the
+//! symbols of frames no stack kept holds; a process that exited is
+//! forgotten by the converter a window later (its address space, its
+//! threads' names and stacks), and the symbolizer forgets the files no
+//! live process maps.
 //!
 //! A blocked sample is written when its wait ends, so it belongs to the
 //! window in which the thread ran again.
 
 use crate::convert::Converter;
-use crate::embed_symbols;
+use crate::embed_symbols::Symbols;
 use crate::recording::{Flow, Recording, Stop, Until};
 use crate::session::{self, Config, DrainPolicy, Losses};
 use anyhow::Context;
-use holdup_bpf::Recorder;
-use holdup_trace::fxhash::FxHashSet;
-use holdup_trace::{Frame, Reader, Trace};
+use holdup_bpf::{Recorder, StackBudgetCounts};
+use holdup_trace::fxhash::{FxHashMap, FxHashSet};
+use holdup_trace::{DsoId, Frame, Reader, StackId, Trace};
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::io::{Read, Write};
@@ -33,9 +43,34 @@ pub struct Window<'a> {
     pub duration_ns: u64,
     /// Events the recorder lost in this window (its ring was full).
     pub lost_events: u64,
+    /// Blocked intervals per blocked-sample stack taken in this window (1:
+    /// every one had its stacks; R: the stack budget took 1 in R and scaled
+    /// their weights by it).
+    pub stack_sampling_ratio: f64,
+    /// What the recording holds at the end of this window (before it
+    /// forgets what the next ones do not need).
+    pub held: Held,
     /// The recording ends with this window.
     pub last: bool,
 }
+
+/// Counts of what a long recording keeps across windows: bounded by what
+/// the live processes and the last windows used, not by time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Held {
+    /// Interned stacks, and those made since the start.
+    pub stacks: usize,
+    pub stacks_made: u64,
+    /// Frames with symbols.
+    pub symbols: usize,
+    /// Files whose symbol tables the symbolizer holds.
+    pub files: usize,
+    /// Processes whose address space the converter holds.
+    pub processes: usize,
+}
+
+/// Windows a stack is kept after the last one whose events used it.
+pub const STACK_KEPT_WINDOWS: u64 = 6;
 
 /// The bytes the trace writer writes and the trace reader reads: chunks go
 /// in whole, and are read back when a window closes.
@@ -61,10 +96,22 @@ impl Read for Pipe {
 struct Windows {
     reader: Reader<Pipe>,
     trace: Trace,
+    symbols: Symbols,
     symbolized: FxHashSet<Frame>,
+    /// Files given to the symbolizer, by dso.
+    read_files: FxHashSet<DsoId>,
+    /// Per stack, the last window whose events used it.
+    stack_used: FxHashMap<StackId, u64>,
+    /// Processes and threads that exited in the last window: the converter
+    /// forgets them at the end of the next one, when no record of theirs
+    /// can still be in the ring.
+    exited: Exited,
+    /// Windows closed so far.
+    number: u64,
     start_ns: u64,
     start_unix_ns: u64,
     lost_before: u64,
+    budget_before: StackBudgetCounts,
 }
 
 fn wall_ns() -> u64 {
@@ -82,7 +129,10 @@ impl Windows {
             .filter(|f| !self.symbolized.contains(f))
             .copied()
             .collect();
-        embed_symbols::symbolize_frames(d, &fresh).context("symbolizing")?;
+        self.symbols
+            .symbolize_frames(d, &fresh)
+            .context("symbolizing")?;
+        self.read_files.extend(fresh.iter().map(|f| f.dso));
         self.symbolized.extend(fresh);
         d.writer.flush_chunk().context("writing the trace")?;
         let trace = &mut self.trace;
@@ -96,14 +146,18 @@ impl Windows {
     }
 
     /// Hand the window over, then forget its samples and what exited.
+    /// `budget` is what the stack budget counted up to the window's last
+    /// drain.
     fn close(
         &mut self,
         d: &mut Converter<Pipe>,
         last: bool,
+        budget: StackBudgetCounts,
         on_window: &mut impl FnMut(Window) -> anyhow::Result<()>,
     ) -> anyhow::Result<()> {
         self.read_window(d)?;
         let end_ns = holdup_bpf::monotonic_ns();
+        let held = self.held(d);
         let t = &mut self.trace;
         t.header.start_ns = self.start_ns;
         t.header.start_unix_ns = self.start_unix_ns;
@@ -117,27 +171,138 @@ impl Windows {
             start_unix_ns: self.start_unix_ns,
             duration_ns: end_ns.saturating_sub(self.start_ns),
             lost_events: lost.saturating_sub(self.lost_before),
+            stack_sampling_ratio: window_ratio(&self.budget_before, &budget),
+            held,
             last,
         })?;
         self.lost_before = lost;
+        self.budget_before = budget;
         self.start_ns = end_ns;
         self.start_unix_ns = wall_ns();
-        forget_window(t);
+        self.number += 1;
+        self.mark_used();
+        let mut exited = forget_window(&mut self.trace);
+        let live: FxHashSet<u32> = self.trace.threads.values().map(|th| th.pid).collect();
+        exited.pids.extend(d.processes_gone(&live));
+        let before = std::mem::replace(&mut self.exited, exited);
+        d.forget_exited(&before.pids, &before.tids);
+        self.forget_stacks(d);
+        self.forget_files(d);
         Ok(())
     }
+
+    /// What is held now.
+    fn held(&self, d: &Converter<Pipe>) -> Held {
+        Held {
+            stacks: d.stacks_held(),
+            stacks_made: d.stacks_made(),
+            symbols: self.trace.symbols.len(),
+            files: self.symbols.files_held(),
+            processes: d.processes_held(),
+        }
+    }
+
+    /// Note the stacks this window's events used.
+    fn mark_used(&mut self) {
+        let t = &self.trace;
+        let n = self.number;
+        let used = t
+            .samples
+            .iter()
+            .flat_map(|s| [s.stack, s.waker_stack])
+            .chain(t.syscalls.iter().map(|s| s.stack))
+            .chain(t.go_waits.iter().map(|g| g.stack));
+        for id in used {
+            self.stack_used.insert(id, n);
+        }
+    }
+
+    /// Forget the stacks no event used for [`STACK_KEPT_WINDOWS`] windows,
+    /// here and in the converter, and the symbols of frames no kept stack
+    /// holds.
+    fn forget_stacks(&mut self, d: &mut Converter<Pipe>) {
+        let n = self.number;
+        // A stack made but not used yet (a system call's, waiting for its
+        // record) counts from now.
+        for &id in self.trace.stacks.keys() {
+            self.stack_used.entry(id).or_insert(n);
+        }
+        let gone: FxHashSet<StackId> = self
+            .stack_used
+            .iter()
+            .filter(|&(_, &last)| last + STACK_KEPT_WINDOWS < n)
+            .map(|(&id, _)| id)
+            .collect();
+        if gone.is_empty() {
+            return;
+        }
+        self.stack_used.retain(|id, _| !gone.contains(id));
+        self.trace.stacks.retain(|id, _| !gone.contains(id));
+        d.forget_stacks(&gone);
+        let kept: FxHashSet<Frame> = self.trace.stacks.values().flatten().copied().collect();
+        self.trace.symbols.retain(|f, _| kept.contains(f));
+        self.symbolized.retain(|f| kept.contains(f));
+    }
+
+    /// The symbolizer forgets the files no live process maps.
+    fn forget_files(&mut self, d: &Converter<Pipe>) {
+        let mapped = d.mapped_files();
+        let paths: FxHashMap<DsoId, &str> =
+            d.dsos.iter().map(|(id, p, _)| (*id, p.as_str())).collect();
+        let symbols = &mut self.symbols;
+        self.read_files.retain(|dso| match paths.get(dso) {
+            Some(path) if !mapped.contains(path) => {
+                symbols.evict(path);
+                false
+            }
+            Some(_) => true,
+            // The kernel, generated code, interpreters: no file to forget.
+            None => false,
+        });
+    }
+}
+
+/// Blocked intervals per stack taken between two readings of the stack
+/// budget's counts; 1 when no interval passed a sampling point.
+fn window_ratio(before: &StackBudgetCounts, now: &StackBudgetCounts) -> f64 {
+    let intervals = now.intervals.saturating_sub(before.intervals);
+    let stacks = now.stacks.saturating_sub(before.stacks);
+    if intervals == 0 || stacks == 0 {
+        return 1.0;
+    }
+    intervals as f64 / stacks as f64
+}
+
+/// Threads that exited, and the processes with no thread left.
+#[derive(Default)]
+struct Exited {
+    pids: Vec<u32>,
+    tids: Vec<u32>,
 }
 
 /// What a window held that the next one does not need: its events, the
 /// threads that exited, the mappings of processes with no thread left.
-fn forget_window(t: &mut Trace) {
+/// Returns what exited.
+fn forget_window(t: &mut Trace) -> Exited {
     t.samples.clear();
     t.segments.clear();
     t.bio_issues.clear();
     t.bio_done.clear();
     t.syscalls.clear();
-    t.threads.retain(|_, th| !th.exited);
+    t.go_waits.clear();
+    let mut exited = Exited::default();
+    let mut pids = FxHashSet::default();
+    t.threads.retain(|&tid, th| {
+        if th.exited {
+            exited.tids.push(tid);
+            pids.insert(th.pid);
+        }
+        !th.exited
+    });
     let live: FxHashSet<u32> = t.threads.values().map(|th| th.pid).collect();
     t.mmaps.retain(|m| live.contains(&m.pid));
+    exited.pids = pids.into_iter().filter(|p| !live.contains(p)).collect();
+    exited
 }
 
 /// Record as `cfg` says (its output is not used) until the duration is
@@ -170,10 +335,16 @@ pub fn record_windows(
             ..Default::default()
         },
         reader,
+        symbols: Symbols::new(),
         symbolized: FxHashSet::default(),
+        read_files: FxHashSet::default(),
+        stack_used: FxHashMap::default(),
+        exited: Exited::default(),
+        number: 0,
         start_ns,
         start_unix_ns: wall_ns(),
         lost_before: 0,
+        budget_before: StackBudgetCounts::default(),
     };
     session::drain_ahead_of_the_target();
     recording.start()?;
@@ -185,13 +356,15 @@ pub fn record_windows(
     let mut next_window = Instant::now() + interval;
     let stop = recording.run(Duration::from_millis(50), &[], || {
         let closing = Instant::now() >= next_window;
+        // Read before the drain: every sample it counted is in the ring.
+        let budget = closing.then(|| rec.stack_budget_counts());
         if closing || policy.due(rec.ring_pending()) {
             session::drain(&mut rec, &mut d, &mut losses)?;
             policy.drained(rec.ring_pending());
             d.jit.refresh();
         }
-        if closing {
-            windows.close(&mut d, false, &mut on_window)?;
+        if let Some(budget) = budget {
+            windows.close(&mut d, false, budget, &mut on_window)?;
             // A window that took long to close does not make the next ones
             // short.
             next_window = (next_window + interval).max(Instant::now() + interval / 2);
@@ -200,7 +373,8 @@ pub fn record_windows(
     })?;
     // Threads still off-CPU end the last window.
     rec.flush_open()?;
+    let budget = rec.stack_budget_counts();
     session::drain(&mut rec, &mut d, &mut losses)?;
-    windows.close(&mut d, true, &mut on_window)?;
+    windows.close(&mut d, true, budget, &mut on_window)?;
     Ok(stop)
 }

@@ -27,6 +27,15 @@ fn small() -> Trace {
 }
 
 fn encode(trace: &Trace, samples: &[StackSample], common: &[(String, Value)]) -> Vec<u8> {
+    encode_sampled(trace, samples, common, 1.0)
+}
+
+fn encode_sampled(
+    trace: &Trace,
+    samples: &[StackSample],
+    common: &[(String, Value)],
+    stack_sampling_ratio: f64,
+) -> Vec<u8> {
     let mut processes = HashMap::new();
     processes.insert(
         1,
@@ -45,6 +54,7 @@ fn encode(trace: &Trace, samples: &[StackSample], common: &[(String, Value)]) ->
         duration_ns: trace.duration_ns(),
         processes: &processes,
         common,
+        stack_sampling_ratio,
     })
 }
 
@@ -182,6 +192,7 @@ fn a_request_too_large_is_split_by_process_and_capped_with_the_loss_counted() {
         duration_ns: 1,
         processes: &HashMap::new(),
         common: &[],
+        stack_sampling_ratio: 1.0,
     };
     let whole = otlp::encode(&req).len();
     let fits = otlp::encode_capped(&req, whole);
@@ -230,4 +241,21 @@ fn a_request_too_large_is_split_by_process_and_capped_with_the_loss_counted() {
     for r in &capped.requests {
         assert!(r.len() <= one * 2 / 3);
     }
+}
+
+#[test]
+fn a_blocked_profile_says_its_stack_sampling_ratio() {
+    let trace = small();
+    let samples = export::stack_samples(&trace, &Filter::default());
+    let ratio = |r: f64| {
+        let req = decode_request(&encode_sampled(&trace, &samples, &[], r));
+        let res = &req.resources[0];
+        assert!(
+            res.profile("samples").unwrap().attrs.is_empty(),
+            "on-CPU stacks are not sampled: no ratio"
+        );
+        res.profile("off_cpu").unwrap().attrs[otlp::STACK_SAMPLING_RATIO].clone()
+    };
+    assert_eq!(ratio(1.0), "1", "every stack taken");
+    assert_eq!(ratio(2.5), "2.5");
 }

@@ -236,6 +236,36 @@ impl Symbolizer {
             .get_or_insert_with(|| KernelSymbols::load().unwrap_or_default())
     }
 
+    /// Forget what was read of the file at `path` (and of its separate
+    /// debug file): a long-lived symbolizer whose processes come and go
+    /// would otherwise hold every file it ever read. Read again if asked.
+    pub fn evict(&mut self, path: &Path) {
+        let Some(known) = self.files.remove(path) else {
+            return;
+        };
+        let elf = blazesym::symbolize::evict::Elf::new(&known.source);
+        let _ = self.inner.evict(&elf.into());
+        // Only a file without DWARF was looked up in a debug file (found
+        // then, and remembered: no new search here).
+        let debug = (!known.facts.has_dwarf)
+            .then(|| {
+                known
+                    .facts
+                    .build_id
+                    .as_deref()
+                    .and_then(|id| self.debug.find(id))
+            })
+            .flatten();
+        if let Some(debug) = debug.filter(|d| d != path) {
+            self.evict(&debug);
+        }
+    }
+
+    /// Files whose symbols are held (read and not evicted).
+    pub fn files_held(&self) -> usize {
+        self.files.len()
+    }
+
     /// The file's build-id and where blazesym is to read it, found again
     /// only when the file changed.
     fn know(&mut self, path: &Path) -> Result<&Known, Error> {

@@ -93,6 +93,17 @@ struct lat_hist {
 	struct lat_slot slots[LAT_SLOTS];
 };
 
+/* The first user-function call at least slow_ns long (a flight recorder's
+ * trigger); ns is written last, and stays 0 until there is one. */
+struct lat_slow {
+	u32 tgid;
+	u32 tid;
+	u32 id;			/* the operation */
+	u32 pad;
+	u64 end;		/* CLOCK_MONOTONIC at its return */
+	u64 ns;
+};
+
 /* A call path below a root is a node of DARC's ftree: the child of
  * node `parent` that calls user function `func` (roots are nodes without
  * a parent, set by the loader per root). */

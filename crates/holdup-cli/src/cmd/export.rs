@@ -4,6 +4,7 @@
 use super::input::load_trace;
 use super::script::StackArgs;
 use holdup_analysis::folded;
+use holdup_record::session;
 use holdup_render::export::{self, firefox, otlp, perfetto, pprof, speedscope};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -96,6 +97,8 @@ fn render(a: Args) -> anyhow::Result<Vec<u8>> {
                         duration_ns: trace.duration_ns(),
                         processes: &super::agent::processes_of_trace(&trace),
                         common: &common,
+                        stack_sampling_ratio: session::stack_budget_ratio(&trace.notes)
+                            .unwrap_or(1.0),
                     });
                 }
                 Format::Speedscope | Format::Folded => {

@@ -2,7 +2,8 @@
 
 use anyhow::bail;
 use holdup_bpf::{RecorderOptions, SyscallOptions};
-use holdup_record::flight::FlightConfig;
+use holdup_record::flight::{FlightConfig, FuncTrigger};
+use holdup_record::latency::spec;
 use holdup_record::launch::{self, ExitStatus};
 use holdup_record::session::{self, Config, Summary};
 use holdup_record::{cgroup, recording};
@@ -45,10 +46,17 @@ pub struct Args {
     /// first, counted).
     #[arg(long, default_value_t = 256, requires = "flight", value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub flight_mb: u32,
-    /// With --flight: write the trace once a system call takes at least MS
-    /// milliseconds (SYSCALL:MS, e.g. read:40; any:MS for every call).
-    /// Turns on --syscalls.
-    #[arg(long, value_name = "SYSCALL:MS", requires = "flight")]
+    /// With --flight: write the trace once a system call or a function
+    /// takes at least MS milliseconds. SYSCALL:MS (e.g. read:40; any:MS for
+    /// every call) turns on --syscalls; BINARY:FUNCTION:MS (e.g.
+    /// ./server:handle_request:40), or func:FUNCTION:MS for a function of
+    /// the command, times the function as `latency --func` does (a uprobe
+    /// and a uretprobe).
+    #[arg(
+        long,
+        value_name = "SYSCALL:MS|BINARY:FUNCTION:MS",
+        requires = "flight"
+    )]
     pub trigger_latency: Option<String>,
     /// Do not follow processes forked by the target.
     #[arg(long)]
@@ -124,6 +132,16 @@ impl TryFrom<Args> for Config {
             bail!("--ring-mb must be a power of two");
         }
         let period_ns = 1_000_000_000 / a.freq;
+        let trigger = a
+            .trigger_latency
+            .as_deref()
+            .map(|spec| latency_trigger(spec, &a.command, &a.target.pid))
+            .transpose()?;
+        let (trigger, func_trigger) = match trigger {
+            Some(Trigger::Syscall(t)) => (Some(t), None),
+            Some(Trigger::Func(t)) => (None, Some(t)),
+            None => (None, None),
+        };
         let flight = match a.flight {
             Some(s) if !(s > 0.0 && s.is_finite()) => {
                 bail!("--flight must be a positive number of seconds")
@@ -131,11 +149,8 @@ impl TryFrom<Args> for Config {
             Some(s) => Some(FlightConfig {
                 keep: std::time::Duration::from_secs_f64(s),
                 max_bytes: (a.flight_mb as usize) << 20,
-                trigger: a
-                    .trigger_latency
-                    .as_deref()
-                    .map(syscall_trigger)
-                    .transpose()?,
+                trigger,
+                func_trigger,
             }),
             None => None,
         };
@@ -177,25 +192,52 @@ impl TryFrom<Args> for Config {
     }
 }
 
-/// `--trigger-latency SYSCALL:MS`.
-fn syscall_trigger(spec: &str) -> anyhow::Result<SyscallTrigger> {
-    let bad = || anyhow::anyhow!("--trigger-latency wants SYSCALL:MS (e.g. read:40), not '{spec}'");
+/// What `--trigger-latency` watches.
+enum Trigger {
+    Syscall(SyscallTrigger),
+    Func(FuncTrigger),
+}
+
+/// `--trigger-latency SYSCALL:MS`, `BINARY:FUNCTION:MS` or
+/// `func:FUNCTION:MS`: a name with a colon in it is a function, as
+/// `latency --func` names them (the binary is the command's or the `-p`
+/// process's by default); one without is a system call.
+fn latency_trigger(spec: &str, command: &[String], pids: &[u32]) -> anyhow::Result<Trigger> {
+    let bad = || {
+        anyhow::anyhow!(
+            "--trigger-latency wants SYSCALL:MS (e.g. read:40) or BINARY:FUNCTION:MS (e.g. ./server:handle_request:40), not '{spec}'"
+        )
+    };
     let (name, ms) = spec.rsplit_once(':').ok_or_else(bad)?;
     let ms: f64 = ms.parse().map_err(|_| bad())?;
-    if !(ms > 0.0 && ms.is_finite()) {
+    if !(ms > 0.0 && ms.is_finite()) || name.is_empty() {
         return Err(bad());
     }
+    let min_ns = (ms * 1e6) as u64;
+    let func = name
+        .strip_prefix("func:")
+        .or(name.contains(':').then_some(name));
+    if let Some(func) = func {
+        let funcs = spec::operation_funcs(func, command, pids, "--trigger-latency")?;
+        return Ok(Trigger::Func(FuncTrigger {
+            spec: func.to_string(),
+            funcs,
+            min_ns,
+        }));
+    }
+    syscall_trigger(name, min_ns).map(Trigger::Syscall)
+}
+
+/// A system call's trigger: `name` is its name or `any`.
+fn syscall_trigger(name: &str, min_ns: u64) -> anyhow::Result<SyscallTrigger> {
     let nr =
         match name {
             "any" => None,
             _ => Some(holdup_analysis::syscalls::number(name).ok_or_else(|| {
-                anyhow::anyhow!("--trigger-latency: no system call named '{name}'")
+                anyhow::anyhow!("--trigger-latency: no system call named '{name}' (a function is BINARY:FUNCTION or func:FUNCTION)")
             })?),
         };
-    Ok(SyscallTrigger {
-        nr,
-        min_ns: (ms * 1e6) as u64,
-    })
+    Ok(SyscallTrigger { nr, min_ns })
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {

@@ -2,10 +2,11 @@
 Collector: it decodes each request with the official protos
 (opentelemetry-proto), resolves the string references the Collector
 makes of resource attributes, and appends one JSON line per request to a
-file. Listens on 127.0.0.1:PORT. Usage: sink.py PORT FILE"""
+file, with when it arrived. Listens on 127.0.0.1:PORT. Usage: sink.py PORT FILE"""
 import gzip
 import json
 import sys
+import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 from opentelemetry.proto.collector.profiles.v1development import profiles_service_pb2 as svc
@@ -19,6 +20,8 @@ def value(v, strings):
         return v.int_value
     if kind == "string_value":
         return v.string_value
+    if kind == "double_value":
+        return v.double_value
     raise ValueError(f"unexpected attribute value {kind}")
 
 
@@ -31,6 +34,14 @@ def summary(req):
     for table in (d.mapping_table, d.location_table, d.function_table,
                   d.attribute_table, d.stack_table, d.link_table):
         assert len(table) >= 1, "tables begin with their empty element"
+
+    def attrs_of(indices):
+        out = {}
+        for i in indices:
+            a = d.attribute_table[i]
+            out[strings[a.key_strindex]] = value(a.value, strings)
+        return out
+
     out = []
     for rp in req.resource_profiles:
         attrs = {}
@@ -42,10 +53,7 @@ def summary(req):
             for p in sp.profiles:
                 samples = []
                 for s in p.samples:
-                    sa = {}
-                    for i in s.attribute_indices:
-                        a = d.attribute_table[i]
-                        sa[strings[a.key_strindex]] = value(a.value, strings)
+                    sa = attrs_of(s.attribute_indices)
                     stack = d.stack_table[s.stack_index]
                     funcs = []
                     for li in stack.location_indices:
@@ -62,6 +70,7 @@ def summary(req):
                     "time_unix_nano": p.time_unix_nano,
                     "duration_nano": p.duration_nano,
                     "samples": samples,
+                    "attrs": attrs_of(p.attribute_indices),
                 })
         out.append({"attrs": attrs, "profiles": profiles})
     return out
@@ -74,7 +83,8 @@ class Handler(BaseHTTPRequestHandler):
             body = gzip.decompress(body)
         req = svc.ExportProfilesServiceRequest.FromString(body)
         with open(sys.argv[2], "a") as f:
-            f.write(json.dumps({"path": self.path, "resources": summary(req)}) + "\n")
+            f.write(json.dumps({"path": self.path, "received_unix_ns": time.time_ns(),
+                                "resources": summary(req)}) + "\n")
         out = svc.ExportProfilesServiceResponse().SerializeToString()
         self.send_response(200)
         self.send_header("Content-Type", "application/x-protobuf")

@@ -116,6 +116,7 @@ fn options(cfg: &Config) -> anyhow::Result<(LatencyOptions, Vec<holdup_trace::la
         kfuncs: cfg.kfuncs.clone(),
         ufuncs,
         ftree,
+        slow_ns: 0,
     };
     Ok((opts, fnodes))
 }

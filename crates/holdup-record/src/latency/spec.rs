@@ -17,17 +17,7 @@ pub fn user_funcs(
     pids: &[u32],
     callees: usize,
 ) -> anyhow::Result<(Vec<UserFunc>, Vec<Vec<String>>)> {
-    let default_binary = || -> anyhow::Result<PathBuf> {
-        if let Some(argv0) = command.first() {
-            return crate::launch::resolve_program(argv0)
-                .with_context(|| format!("cannot find program '{argv0}'"));
-        }
-        if let Some(pid) = pids.first() {
-            return std::fs::read_link(format!("/proc/{pid}/exe"))
-                .with_context(|| format!("cannot read the executable of pid {pid}"));
-        }
-        bail!("--func SYMBOL needs a command or -p PID to find it in; with -a give BINARY:SYMBOL")
-    };
+    let default_binary = || default_binary(command, pids, "--func");
     let role = if callees > 0 {
         UfuncRole::Root
     } else {
@@ -35,7 +25,7 @@ pub fn user_funcs(
     };
     let (mut out, mut overloads) = (Vec::new(), Vec::new());
     for f in funcs {
-        let (binary, symbols) = func_spec(f, &default_binary)?;
+        let (binary, symbols) = func_spec(f, &default_binary, "--func")?;
         if symbols.len() > 1 {
             let readable: Vec<String> = symbols
                 .iter()
@@ -58,12 +48,50 @@ pub fn user_funcs(
     Ok((out, overloads))
 }
 
-/// One `--func`: `[BINARY:]FUNCTION`, or `[BINARY:]FILE:LINE` for the
-/// function whose code holds that line; as (binary, symbols): a C++ or
-/// Rust name without parameters may answer for several functions.
+/// The executable of the command, or of the first `-p` process: where a
+/// function named without its binary is looked up.
+fn default_binary(command: &[String], pids: &[u32], option: &str) -> anyhow::Result<PathBuf> {
+    if let Some(argv0) = command.first() {
+        return crate::launch::resolve_program(argv0)
+            .with_context(|| format!("cannot find program '{argv0}'"));
+    }
+    if let Some(pid) = pids.first() {
+        return std::fs::read_link(format!("/proc/{pid}/exe"))
+            .with_context(|| format!("cannot read the executable of pid {pid}"));
+    }
+    bail!("{option} SYMBOL needs a command or -p PID to find it in; with -a give BINARY:SYMBOL")
+}
+
+/// The functions one spec of `option` (another command's, as `record
+/// --trigger-latency`) names, each an operation of its own, placed in
+/// their files.
+pub fn operation_funcs(
+    spec: &str,
+    command: &[String],
+    pids: &[u32],
+    option: &str,
+) -> anyhow::Result<Vec<UserFunc>> {
+    let (binary, symbols) = func_spec(spec, &|| default_binary(command, pids, option), option)?;
+    let mut funcs: Vec<UserFunc> = symbols
+        .into_iter()
+        .map(|symbol| UserFunc {
+            binary: binary.clone(),
+            symbol,
+            role: UfuncRole::Operation,
+            offset: None,
+        })
+        .collect();
+    place(&mut funcs)?;
+    Ok(funcs)
+}
+
+/// One `--func` (or `option`): `[BINARY:]FUNCTION`, or `[BINARY:]FILE:LINE`
+/// for the function whose code holds that line; as (binary, symbols): a
+/// C++ or Rust name without parameters may answer for several functions.
 fn func_spec(
     f: &str,
     default_binary: &dyn Fn() -> anyhow::Result<PathBuf>,
+    option: &str,
 ) -> anyhow::Result<(PathBuf, Vec<String>)> {
     use holdup_coz::names::{is_file_line, split_binary};
     // BINARY:FILE:LINE, BINARY:FUNCTION; a FILE:LINE alone has one colon,
@@ -75,17 +103,17 @@ fn func_spec(
         None => (default_binary()?, f),
     };
     if what.is_empty() {
-        bail!("--func '{f}': no symbol given");
+        bail!("{option} '{f}': no symbol given");
     }
     if !binary.is_file() {
-        bail!("--func '{f}': no such file {}", binary.display());
+        bail!("{option} '{f}': no such file {}", binary.display());
     }
     let symbols = if is_file_line(what) {
         vec![holdup_coz::probe::function_at(&binary, what)
-            .map_err(|e| anyhow::anyhow!("--func {e}"))?]
+            .map_err(|e| anyhow::anyhow!("{option} {e}"))?]
     } else {
         holdup_coz::probe::functions_named(&binary, what)
-            .map_err(|e| anyhow::anyhow!("--func {e}"))?
+            .map_err(|e| anyhow::anyhow!("{option} {e}"))?
     };
     Ok((binary, symbols))
 }

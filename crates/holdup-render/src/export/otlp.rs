@@ -20,7 +20,11 @@
 //! `lock`, `sched` for runqueue time, `other`), `holdup.wait.reason` (the
 //! first kernel function below the scheduler), `holdup.waker` (`comm:tid`,
 //! `irq:<name>`, `softirq:<name>`) and `holdup.waker.thread.id` when a
-//! thread woke it. Locations carry `profile.frame.type` (`kernel` or
+//! thread woke it. A blocked profile says how its stacks were sampled in
+//! `holdup.blocked.stack_sampling_ratio` (a double: 1 when every blocked
+//! interval had its stacks taken, R when a stack budget took 1 in R and
+//! scaled the weights by it, so that its values still estimate the whole
+//! blocked time). Locations carry `profile.frame.type` (`kernel` or
 //! `native`), mappings `process.executable.build_id.gnu` when the trace
 //! has the build id. Mappings and addresses are pprof's (see
 //! [`super::pprof`]). Equal samples (stack and attributes) are merged into
@@ -40,11 +44,42 @@ use std::rc::Rc;
 pub const PATH: &str = "/v1development/profiles";
 
 /// An attribute's value.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug)]
 pub enum Value {
     Str(String),
     Int(i64),
+    Double(f64),
 }
+
+/// Values are equal when they encode the same: doubles by their bits.
+impl PartialEq for Value {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Value::Str(a), Value::Str(b)) => a == b,
+            (Value::Int(a), Value::Int(b)) => a == b,
+            (Value::Double(a), Value::Double(b)) => a.to_bits() == b.to_bits(),
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Value {}
+
+impl std::hash::Hash for Value {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        std::mem::discriminant(self).hash(h);
+        match self {
+            Value::Str(s) => s.hash(h),
+            Value::Int(i) => i.hash(h),
+            Value::Double(d) => d.to_bits().hash(h),
+        }
+    }
+}
+
+/// The attribute of a blocked profile that says how its stacks were
+/// sampled: blocked intervals per stack taken in the profile's time (1:
+/// every one), the factor its sample values were scaled by on average.
+pub const STACK_SAMPLING_RATIO: &str = "holdup.blocked.stack_sampling_ratio";
 
 /// Attributes in the order they are written.
 pub type Attributes = Vec<(String, Value)>;
@@ -61,6 +96,10 @@ pub struct Request<'a> {
     pub processes: &'a HashMap<u32, Attributes>,
     /// Of every resource, after the process's own.
     pub common: &'a [(String, Value)],
+    /// Blocked intervals per blocked-sample stack taken over the profiled
+    /// time: 1 when every one had its stacks, R when a stack budget took
+    /// 1 in R and scaled their weights by it.
+    pub stack_sampling_ratio: f64,
 }
 
 /// Field numbers of the messages written here.
@@ -82,6 +121,7 @@ mod field {
     pub const DURATION_NANO: u32 = 4;
     pub const PERIOD_TYPE: u32 = 5;
     pub const PERIOD: u32 = 6;
+    pub const ATTRIBUTE_INDICES: u32 = 11;
 }
 
 /// `AnyValue`: a oneof, so a zero or an empty string is written too.
@@ -93,6 +133,7 @@ fn any_value(v: &Value) -> Msg {
             m.key(3, 0);
             m.varint(*i as u64);
         }
+        Value::Double(d) => m.fixed64(4, d.to_bits()),
     }
     m
 }
@@ -334,6 +375,13 @@ fn profile(req: &Request, d: &mut Dictionary, kind: &str, unit: &str, merged: Me
         value_type(&mut d.strings, period_kind, "nanoseconds"),
     );
     p.int(field::PERIOD, req.trace.header.period_ns);
+    if kind == "off_cpu" {
+        let ratio = d.attribute(
+            STACK_SAMPLING_RATIO,
+            Value::Double(req.stack_sampling_ratio),
+        );
+        p.packed(field::ATTRIBUTE_INDICES, [ratio]);
+    }
     p
 }
 
@@ -440,6 +488,7 @@ fn with_samples<'a>(req: &Request<'a>, samples: &'a [StackSample]) -> Request<'a
         duration_ns: req.duration_ns,
         processes: req.processes,
         common: req.common,
+        stack_sampling_ratio: req.stack_sampling_ratio,
     }
 }
 

@@ -27,6 +27,7 @@ pub struct OtlpProfile {
     pub time_unix_nano: u64,
     pub duration_nano: u64,
     pub samples: Vec<OtlpSample>,
+    pub attrs: Attrs,
 }
 
 impl OtlpProfile {
@@ -104,12 +105,14 @@ fn one_string(fs: &[(u32, Val)], field: u32) -> String {
         .map_or_else(String::new, |(_, v)| string(v))
 }
 
-/// An AnyValue: string (1) or int (3), as text; anything else is a failure.
+/// An AnyValue: string (1), int (3) or double (4), as text; anything else
+/// is a failure.
 fn any_value(fs: &[(u32, Val)]) -> String {
     assert_eq!(fs.len(), 1, "AnyValue is a oneof: one field set");
     match &fs[0] {
         (1, v) => string(v),
         (3, Val::Int(i)) => (*i as i64).to_string(),
+        (4, Val::Int(bits)) => f64::from_bits(*bits).to_string(),
         (f, _) => panic!("AnyValue field {f} not expected"),
     }
 }
@@ -266,6 +269,7 @@ pub fn decode_request(bytes: &[u8]) -> OtlpRequest {
                         time_unix_nano: int(p, 3),
                         duration_nano: int(p, 4),
                         samples,
+                        attrs: attrs_of(ints(p, 11)),
                     }
                 })
                 .collect();

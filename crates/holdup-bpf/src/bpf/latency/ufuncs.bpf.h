@@ -73,6 +73,25 @@ struct {
 	__type(value, struct ufunc_start);
 } ufunc_starts SEC(".maps");
 
+/* Calls this long or longer are said in slow_call (0: none is watched). */
+const volatile u64 slow_ns = 0;
+struct lat_slow slow_call = {};
+
+/* The first call at least slow_ns long, for a trigger to find. */
+static __always_inline void note_slow(u64 id, u32 op, u64 now, u64 delta)
+{
+	if (!slow_ns || delta < slow_ns || slow_call.ns)
+		return;
+	slow_call.tgid = id >> 32;
+	slow_call.tid = (u32)id;
+	slow_call.id = op;
+	slow_call.end = now;
+	/* ns last: a reader that sees it sees the rest (stores stay in
+	 * order on x86; this keeps the compiler from moving them). */
+	asm volatile("" ::: "memory");
+	slow_call.ns = delta;
+}
+
 /* Open user-function calls; a recursive call only counts its depth, so
  * the outermost call keeps its start. */
 SEC("uprobe")
@@ -287,6 +306,7 @@ int lat_ufunc_exit(struct pt_regs *ctx)
 		}
 	} else {
 		add(tgid, LAT_UFUNC, op, now, delta, s ? &s->off : NULL, &t0->snap);
+		note_slow(id, op, now, delta);
 		if (acc && acc->open && acc->root == op)
 			flush_callees(acc, tgid, log2_slot(delta, LAT_SLOTS), delta);
 	}

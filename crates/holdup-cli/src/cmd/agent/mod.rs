@@ -146,6 +146,7 @@ impl Agent {
             duration_ns: w.duration_ns,
             processes: &attrs,
             common: &self.common,
+            stack_sampling_ratio: w.stack_sampling_ratio,
         };
         let capped = otlp::encode_capped(&req, self.max_request_bytes);
         out.capped_samples = capped.dropped_samples;
@@ -163,6 +164,12 @@ impl Agent {
         if w.lost_events > 0 {
             extra += &format!(", {} events lost by the recorder", w.lost_events);
         }
+        if w.stack_sampling_ratio > 1.0 {
+            extra += &format!(
+                ", blocked-sample stacks taken for 1 in {:.2} intervals (weights scaled)",
+                w.stack_sampling_ratio
+            );
+        }
         if sent.capped_samples > 0 {
             extra += &format!(
                 ", {} samples left out of requests too large",
@@ -170,7 +177,7 @@ impl Agent {
             );
         }
         eprintln!(
-            "holdup agent: window {}: {} on-CPU and {} blocked samples of {} processes in {} request{} ({:.1} kB); sent {}, retried {}, dropped {}, refused {}, pending {}{extra}",
+            "holdup agent: window {}: {} on-CPU and {} blocked samples of {} processes in {} request{} ({:.1} kB); sent {}, retried {}, dropped {}, refused {}, pending {}; holding {} stacks ({} made), {} symbols, {} files' symbol tables, {} address spaces{extra}",
             self.windows,
             sent.cpu_points,
             sent.blocked_points,
@@ -182,7 +189,12 @@ impl Agent {
             st.retried,
             st.dropped,
             st.refused,
-            st.pending
+            st.pending,
+            w.held.stacks,
+            w.held.stacks_made,
+            w.held.symbols,
+            w.held.files,
+            w.held.processes
         );
     }
 }

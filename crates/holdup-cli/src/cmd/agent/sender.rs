@@ -4,8 +4,9 @@
 //! failures and the statuses OTLP calls transient (429, 502, 503, 504) are
 //! retried with exponential backoff, or after the server's Retry-After;
 //! any other refusal is final (sending it again would be refused again)
-//! and counted. At the end, what is pending gets until a deadline, and
-//! what is left then is counted as dropped.
+//! and counted. At the end, what is pending gets until a deadline (tried
+//! again at once, whatever the backoff), and what is left then is counted
+//! as dropped.
 
 use crate::upload::{self, Endpoint, Request};
 use std::collections::VecDeque;
@@ -240,11 +241,14 @@ fn run(shared: &Shared, to: &Endpoint, opts: &Options) {
                 let wait = after.unwrap_or(pause);
                 pause = (pause * 2).min(Duration::from_secs(30));
                 let until = Instant::now() + wait;
-                // Sleep, but not past the end's deadline.
+                // Sleep, but not past the end's deadline; the end itself
+                // cuts a long backoff short: what is pending gets another
+                // attempt at once.
+                let flushing = st.deadline.is_some();
                 loop {
                     let now = Instant::now();
                     let limit = st.deadline.map_or(until, |d| d.min(until));
-                    if now >= limit {
+                    if now >= limit || (!flushing && st.deadline.is_some()) {
                         break;
                     }
                     st = cv.wait_timeout(st, limit - now).unwrap().0;
@@ -279,6 +283,72 @@ fn request(to: &Endpoint, opts: &Options, body: Vec<u8>) -> Request {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+
+    /// Answer one HTTP request with 200 and an empty body.
+    fn answer_once(listener: TcpListener) {
+        let (mut conn, _) = listener.accept().unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        // The headers, then as many bytes as Content-Length says.
+        loop {
+            let n = conn.read(&mut buf).unwrap();
+            got.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&got).to_lowercase();
+            if let Some(end) = text.find("\r\n\r\n") {
+                let len: usize = text
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .map_or(0, |v| v.trim().parse().unwrap());
+                if got.len() >= end + 4 + len {
+                    break;
+                }
+            }
+            assert!(n > 0, "the request ended early");
+        }
+        conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+            .unwrap();
+    }
+
+    #[test]
+    fn the_end_tries_what_is_pending_at_once_whatever_the_backoff() {
+        // Nothing listens there at first: the attempts fail, the backoff
+        // grows (tries at 0, 0.5, 1.5 and 3.5 s; the next at 7.5 s).
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let connect = upload::ConnectArgs {
+            ca_cert: None,
+            basic_auth: None,
+            basic_auth_file: None,
+            bearer_token: None,
+            bearer_token_file: None,
+            tenant: None,
+            headers: Vec::new(),
+        };
+        let to = Endpoint::new(&format!("http://127.0.0.1:{port}/p"), &connect).unwrap();
+        let sender = Sender::start(
+            Arc::new(to),
+            Options {
+                gzip: false,
+                buffer: 2,
+                timeout: Duration::from_secs(2),
+            },
+        );
+        assert!(sender.push(b"profile".to_vec()));
+        std::thread::sleep(Duration::from_millis(3800));
+        assert!(sender.stats().retried >= 4, "{:?}", sender.stats());
+        // The receiver is back; the end allows 2 s, less than the backoff
+        // left: what is pending goes now, not dropped at the deadline.
+        let receiver = TcpListener::bind(("127.0.0.1", port)).unwrap();
+        let server = std::thread::spawn(move || answer_once(receiver));
+        let st = sender.finish(Duration::from_secs(2));
+        assert_eq!((st.sent, st.dropped), (1, 0), "{st:?}");
+        server.join().unwrap();
+    }
 
     #[test]
     fn a_partial_success_says_how_many_profiles_were_rejected() {

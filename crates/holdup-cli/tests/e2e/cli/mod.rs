@@ -7,6 +7,7 @@ mod causal;
 mod cgroup;
 mod debuginfo;
 mod export;
+mod flight;
 mod holder;
 mod html_critical;
 mod latency;
