@@ -4,7 +4,7 @@
 # run time over the on-CPU samples the recording made (its runs in other
 # tasks taken out), on
 #   - a C loop (workloads/spin_work.c, frame pointers),
-#   - a Python loop DEPTH calls deep on a CPython whose frames are walked
+#   - a Python loop DEPTH calls deep (workloads/runtimes/py_deep.py) on a CPython whose frames are walked
 #     (pyenv's 3.12 by default): a recursion (one code object at every
 #     level), and a chain of DEPTH distinct functions (a code object each),
 #     and
@@ -23,19 +23,11 @@ py_native=${PY_NATIVE:-$HOME/.pyenv/versions/3.9.18/bin/python}
 bench_setup holdup-cli
 command -v bpftool >/dev/null || { echo "bpftool missing (apt install bpftool)"; exit 1; }
 cc -O1 -g -fno-omit-frame-pointer -o "$work/spin_work" workloads/spin_work.c
-cat >"$work/deep.py" <<'PY'
-import sys, time
-def spin(end):
-    x = 0
-    while time.monotonic() < end:
-        for i in range(1000):
-            x += i * i
-def down(n, end):
-    return spin(end) if n == 0 else down(n - 1, end)
-down(int(sys.argv[1]), time.monotonic() + 2.0)
-PY
+deep=$(pwd)/workloads/runtimes/py_deep.py
 {
-	sed -n '1,6p' "$work/deep.py"
+	echo "import sys, time"
+	echo "sys.path.insert(0, '$(dirname "$deep")')"
+	echo "from py_deep import spin"
 	echo "f0 = spin"
 	for ((i = 1; i <= depth + 1; i++)); do echo "def f$i(end): return f$((i - 1))(end)"; done
 	echo "f$((depth + 1))(time.monotonic() + 2.0)"
@@ -78,9 +70,9 @@ for ((r = 0; r < rounds; r++)); do
 	other=$((ns / runs))
 	cost[other]+="$other "
 	cost[c]+="$(per_sample "$work/spin_work" 2000000000) "
-	cost[py]+="$(per_sample "$py" "$work/deep.py" "$depth") "
+	cost[py]+="$(per_sample "$py" "$deep" "$depth") "
 	cost[chain]+="$(per_sample "$py" "$work/chain.py") "
-	[ -x "$py_native" ] && cost[pynative]+="$(per_sample "$py_native" "$work/deep.py" "$depth") "
+	[ -x "$py_native" ] && cost[pynative]+="$(per_sample "$py_native" "$deep" "$depth") "
 done
 m() { tr ' ' '\n' <<<"${cost[$1]}" | grep . | median; }
 c=$(m c)

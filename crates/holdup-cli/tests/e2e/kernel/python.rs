@@ -233,17 +233,6 @@ fn python_frames_are_on_system_call_stacks() {
 /// A recursion 50 levels deep spinning at the bottom: its frames take more
 /// of the interpreter's data stack than the recorder reads at once (3.11+),
 /// so the rest are read one by one; every level is on the spinning stacks.
-const DEEP: &str = "import time
-def spin(end):
-    x = 0
-    while time.monotonic() < end:
-        for i in range(1000):
-            x += i * i
-def down(n, end):
-    return spin(end) if n == 0 else down(n - 1, end)
-down(50, time.monotonic() + 1.0)
-";
-
 #[test]
 #[ignore = "needs root and BPF"]
 fn a_deep_recursion_is_walked_to_its_first_frame() {
@@ -252,23 +241,25 @@ fn a_deep_recursion_is_walked_to_its_first_frame() {
     };
     let _serial = serial();
     let dir = scratch("python_deep");
-    let script = dir.join("deep.py");
-    std::fs::write(&script, DEEP).unwrap();
-    let (data, _) =
-        record_with_output(&dir, &[], &[py.to_str().unwrap(), script.to_str().unwrap()]);
+    let script = repo_root().join("workloads/runtimes/py_deep.py");
+    let (data, _) = record_with_output(
+        &dir,
+        &[],
+        &[py.to_str().unwrap(), script.to_str().unwrap(), "50", "1"],
+    );
     let out = run_ok(&["script", "-i", data.to_str().unwrap()]);
     let folded = String::from_utf8_lossy(&out.stdout);
     // down(50) to down(0), under the module's frame; each line is a
     // stack and its weight.
     let spinning: Vec<(usize, f64, bool)> = folded
         .lines()
-        .filter(|l| l.contains(";spin (deep.py:"))
+        .filter(|l| l.contains(";spin (py_deep.py:"))
         .map(|l| {
             let (stack, weight) = l.rsplit_once(' ').unwrap();
             (
-                stack.matches(";down (deep.py:").count(),
+                stack.matches(";down (py_deep.py:").count(),
                 weight.parse::<f64>().unwrap(),
-                stack.contains(";<module> (deep.py:"),
+                stack.contains(";<module> (py_deep.py:"),
             )
         })
         .collect();
