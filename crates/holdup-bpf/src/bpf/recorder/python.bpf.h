@@ -10,9 +10,11 @@
  * while a thread waits, which is when blocked samples are taken. The match is
  * kept per thread and checked with the read that fetches the frame pointer.
  *
- * The frame chain is then walked, one read per frame, recording (code object,
- * instruction, whether the frame ends one evaluator call), and one read of
- * the code object's identifying fields. Names and line tables are copied
+ * The frame chain is then walked, recording (code object, instruction,
+ * whether the frame ends one evaluator call): from 3.11 most frames come
+ * from one read of the interpreter's data stack (see py_window), the others
+ * from one read each; each code object of the walk has one read of its
+ * identifying fields (see py_code). Names and line tables are copied
  * once per code object and process, the first time a sample has it (an LRU
  * map remembers which were sent, and their check): at conversion time the
  * process may be gone. User space decodes lines and splices the frames
@@ -312,6 +314,103 @@ struct py_walk {
 	u32 end;		/* enum py_walk_end */
 };
 
+/*
+ * From 3.11 a thread's frames lie one after the other in the interpreter's
+ * data stack, the caller's below the callee's: one read of the stack below
+ * the innermost frame `f` brings most of the chain, where a read per frame
+ * cost about as much as the rest of the sample (a user read's cost is
+ * mostly fixed). Frames elsewhere (a generator's, the shim a C call pushes
+ * on the C stack, a new chunk of the data stack) are read one by one.
+ *
+ * The window starts at the lowest frame the thread's last walk found
+ * (`low`, its outermost in the data stack, mostly), so that it is no longer
+ * than the chain and never reaches below the data stack, whose first page
+ * may have nothing mapped below it: a read that faults costs more than the
+ * walk. Without one, or when that read fails, it starts PY_STACK_MAX below,
+ * then at f's page.
+ */
+static __always_inline void py_window(struct scratch *s, struct py_config *c,
+				      struct thread_state *st, u64 f)
+{
+	u64 top = f + c->frame_read, low = st->py_low;
+	u32 len = PY_STACK_MAX;
+
+	s->py_len = 0;
+	s->py_top = top;
+	s->py_low = 0;
+	if (c->layout == PY_FRAME_OBJECT || !py_pointer_ok(f) || top < len)
+		return;
+	if (low && low <= f && top - low < len)
+		len = top - low;
+	if (bpf_probe_read_user(s->py_stack, len, (void *)(top - len))) {
+		len = PY_STACK_MAX;
+		if (top - (f & ~4095ULL) < len)
+			len = top - (f & ~4095ULL);
+		if (bpf_probe_read_user(s->py_stack, len, (void *)(top - len)))
+			return;
+	}
+	s->py_lo = top - len;
+	s->py_len = len;
+}
+
+/* The frame at `f`: from the window when it lies in it, else read into
+ * s->py_buf; NULL when it cannot be read. */
+static __always_inline u8 *py_frame_at(struct scratch *s, struct py_config *c, u64 f)
+{
+	u64 off = f - s->py_lo, top = s->py_top;
+	u8 *buf;
+
+	if (f >= s->py_lo && off + c->frame_read <= s->py_len)
+		buf = s->py_stack + (off & (PY_STACK_MAX - 1));
+	else if (py_read(s->py_buf, c->frame_read, f))
+		return NULL;
+	else
+		buf = s->py_buf;
+	if (f <= top - c->frame_read && top - f <= PY_STACK_MAX && (!s->py_low || f < s->py_low))
+		s->py_low = f;
+	return buf;
+}
+
+/* The check of code object `code` of process `pid`, read from it, and the
+ * object sent to user space unless it was before; -1 when it is no code
+ * object. A global function, verified once: inlined in the walk's step, it
+ * was verified once for every way the step reaches it. */
+__noinline int py_code_read(struct scratch *s, struct py_config *c, u32 pid, u64 code)
+{
+	int check;
+
+	if (!s || !c)
+		return -1;
+	check = py_check_of(s, c, code);
+	if (check < 0 || !py_send_code(s, c, pid, code, check))
+		return -1;
+	return check;
+}
+
+/* The check of code object `code` (see py_code_read). A code object met
+ * earlier in the same walk is the same object: the thread's frames hold
+ * references to it, and the thread does not run meanwhile. So the memo,
+ * emptied at every walk, spares the reads of a recursion's code (never
+ * trusted across samples: a code object freed between two could have its
+ * memory taken by another). */
+static __always_inline int py_code(struct py_walk *w, u64 code)
+{
+	struct scratch *s = w->s;
+	struct py_memo *m = &s->py_memo[(code >> 4) & (PY_MEMO - 1)];
+	int check;
+
+	if (!py_pointer_ok(code))
+		return -1;
+	if (m->code == code)
+		return m->check;
+	check = py_code_read(s, w->cfg, w->pid, code);
+	if (check >= 0) {
+		m->code = code;
+		m->check = check;
+	}
+	return check;
+}
+
 static long py_frame_step(u64 i, struct py_walk *w)
 {
 	struct py_config *c = w->cfg;
@@ -319,7 +418,7 @@ static long py_frame_step(u64 i, struct py_walk *w)
 	u64 f = w->frame, code, back, instr;
 	u32 n = w->n, flags = 0, idx;
 	int check;
-	u8 mark;
+	u8 mark, *buf;
 
 	if (!f)
 		return 1;
@@ -327,12 +426,13 @@ static long py_frame_step(u64 i, struct py_walk *w)
 		w->end = PY_END_TRUNCATED;
 		return 1;
 	}
-	if (!py_pointer_ok(f) || py_read(s->py_buf, c->frame_read, f)) {
+	buf = py_pointer_ok(f) ? py_frame_at(s, c, f) : NULL;
+	if (!buf) {
 		w->end = PY_END_BAD_POINTER;
 		return 1;
 	}
-	code = py_u64(s->py_buf, c->f_code);
-	back = py_u64(s->py_buf, c->f_back);
+	code = py_u64(buf, c->f_code);
+	back = py_u64(buf, c->f_back);
 	if (back == f || (back && back == w->last)) {
 		w->end = PY_END_LOOP;
 		back = 0;
@@ -341,9 +441,9 @@ static long py_frame_step(u64 i, struct py_walk *w)
 	w->frame = back;
 	if (c->layout == PY_FRAME_OBJECT) {
 		flags = PYF_GROUP_END;
-		idx = py_u32(s->py_buf, c->f_instr);
+		idx = py_u32(buf, c->f_instr);
 	} else {
-		mark = py_u8(s->py_buf, c->f_entry);
+		mark = py_u8(buf, c->f_entry);
 		if (c->layout == PY_SHIM_OWNER && mark == PY_OWNED_BY_CSTACK) {
 			/* The frame a C call pushes: it ends the group of the
 			 * frames inside it, and is none of the program's. */
@@ -353,11 +453,11 @@ static long py_frame_step(u64 i, struct py_walk *w)
 		}
 		if (c->layout == PY_ENTRY_FLAG && mark)
 			flags = PYF_GROUP_END;
-		instr = py_u64(s->py_buf, c->f_instr);
+		instr = py_u64(buf, c->f_instr);
 		idx = instr >= code + c->co_adaptive ? (instr - code - c->co_adaptive) / 2 : ~0U;
 	}
-	check = py_pointer_ok(code) ? py_check_of(s, c, code) : -1;
-	if (check < 0 || !py_send_code(s, c, w->pid, code, check)) {
+	check = py_code(w, code);
+	if (check < 0) {
 		w->end = PY_END_NOT_CODE;
 		return 1;
 	}
@@ -396,6 +496,7 @@ __noinline int py_capture(struct scratch *s, struct thread_state *st, u64 task_a
 			n->stale_tstate++;
 		ts = 0;
 		st->py_tstate = 0;
+		st->py_low = 0;
 	}
 	if (!ts) {
 		struct py_search q = { .cfg = c, .want = want };
@@ -420,7 +521,10 @@ __noinline int py_capture(struct scratch *s, struct thread_state *st, u64 task_a
 	w.cfg = c;
 	w.frame = frame;
 	w.pid = pid;
+	py_window(s, c, st, frame);
+	__builtin_memset(s->py_memo, 0, sizeof(s->py_memo));
 	bpf_loop(MAX_PY_FRAMES + 1, py_frame_step, &w, 0);
+	st->py_low = s->py_low;
 	s->rec.py_len = w.n;
 	if (n) {
 		n->frames += w.n;

@@ -120,12 +120,24 @@ struct thread_state {
 	 * when none was found, not looked for again before py_retry. */
 	u64 py_tstate;
 	u64 py_retry;
+	/* The lowest frame its last walk found near the innermost, where the
+	 * next window of its frames starts (0: none known). */
+	u64 py_low;
 };
 
 /* Reads of interpreter structures land here: fields are taken at offsets
  * masked with PY_FIELD_MASK, so the buffer holds a u64 at the largest. */
 #define PY_FIELD_MASK 0xff
 #define PY_BUF (PY_FIELD_MASK + 1 + 8)
+/* A window of a thread's interpreter frames read at once (3.11+), and the
+ * code objects one walk has met, by their address (python.bpf.h). */
+#define PY_STACK_MAX 4096
+#define PY_MEMO 8
+
+struct py_memo {
+	u64 code;
+	u16 check;
+};
 
 struct scratch {
 	struct sample_rec rec;
@@ -138,6 +150,18 @@ struct scratch {
 	struct py_frame py[MAX_PY_FRAMES];
 	u8 py_buf[PY_BUF];
 	u8 py_code_buf[PY_BUF];
+	/* A frame anywhere in the window is read with the largest field
+	 * offset past it. */
+	u8 py_stack[PY_STACK_MAX + PY_BUF];
+	struct py_memo py_memo[PY_MEMO];
+	/* py_stack holds [py_lo, py_lo + py_len) of the thread; py_top is the
+	 * end of its innermost frame, py_low the lowest frame found within
+	 * PY_STACK_MAX below it. Here rather than in the walk's state on the
+	 * stack, which the verifier follows from step to step. */
+	u64 py_lo;
+	u64 py_top;
+	u64 py_low;
+	u32 py_len;
 	/* Twice the largest copy: its length is bounded with a mask, which
 	 * the verifier follows without a branch (see submit_sample). */
 	u8 copy[STACK_COPY_MAX * 2];

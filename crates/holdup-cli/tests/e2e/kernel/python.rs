@@ -229,3 +229,47 @@ fn python_frames_are_on_system_call_stacks() {
         sleeps.len()
     );
 }
+
+/// A recursion 50 levels deep spinning at the bottom: its frames take more
+/// of the interpreter's data stack than the recorder reads at once (3.11+),
+/// so the rest are read one by one; every level is on the spinning stacks.
+#[test]
+#[ignore = "needs root and BPF"]
+fn a_deep_recursion_is_walked_to_its_first_frame() {
+    let Some(py) = python("3.12.1") else {
+        return;
+    };
+    let _serial = serial();
+    let dir = scratch("python_deep");
+    let script = repo_root().join("workloads/runtimes/py_deep.py");
+    let (data, _) = record_with_output(
+        &dir,
+        &[],
+        &[py.to_str().unwrap(), script.to_str().unwrap(), "50", "1"],
+    );
+    let out = run_ok(&["script", "-i", data.to_str().unwrap()]);
+    let folded = String::from_utf8_lossy(&out.stdout);
+    // down(50) to down(0), under the module's frame; each line is a
+    // stack and its weight.
+    let spinning: Vec<(usize, f64, bool)> = folded
+        .lines()
+        .filter(|l| l.contains(";spin (py_deep.py:"))
+        .map(|l| {
+            let (stack, weight) = l.rsplit_once(' ').unwrap();
+            (
+                stack.matches(";down (py_deep.py:").count(),
+                weight.parse::<f64>().unwrap(),
+                stack.contains(";<module> (py_deep.py:"),
+            )
+        })
+        .collect();
+    let all: f64 = spinning.iter().map(|s| s.1).sum();
+    let whole: f64 = spinning
+        .iter()
+        .filter(|s| s.0 == 51 && s.2)
+        .map(|s| s.1)
+        .sum();
+    eprintln!("{whole} of {all} spinning samples have the 51 levels under the module");
+    assert!(all >= 20.0, "{folded}");
+    assert!(whole >= 0.9 * all, "{spinning:?}");
+}
