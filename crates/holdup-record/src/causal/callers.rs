@@ -159,10 +159,14 @@ fn choose(
     })
 }
 
+/// A binary's functions, and the segments that turn its file offsets into
+/// their addresses.
+type Binary = (Vec<Function>, Vec<Segment>);
+
 /// The functions of the binaries the stacks pass through, read once each.
 #[derive(Default)]
 struct Symbols {
-    binaries: HashMap<String, Option<(Vec<Function>, Vec<Segment>)>>,
+    binaries: HashMap<String, Option<Binary>>,
 }
 
 impl Symbols {
@@ -188,7 +192,7 @@ impl Symbols {
 }
 
 /// The functions and segments of the first readable of `candidates`.
-fn read_functions(candidates: &[PathBuf]) -> Option<(Vec<Function>, Vec<Segment>)> {
+fn read_functions(candidates: &[PathBuf]) -> Option<Binary> {
     candidates.iter().find_map(|path: &PathBuf| {
         with_elf(Path::new(path), |file, data| {
             Ok((of_file(file)?, segments(data)?))
