@@ -12,8 +12,9 @@ bench_setup() {
 	trap 'rm -rf "$work"' EXIT
 }
 
-# The median of the numbers on stdin.
-median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+# The median of the numbers on stdin, in fixed point: awk's default (%.6g) writes the
+# mean of an even count of large numbers as 5.52972e+07, which bc cannot read.
+median() { sort -n | awk '{a[NR]=$1} END {printf "%.6f\n", (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 
 # "median [q1..q3]" of the numbers on stdin (quartiles by nearest rank).
 quartiles() {

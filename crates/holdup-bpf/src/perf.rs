@@ -1,7 +1,9 @@
 //! The perf events the recorder needs besides BPF: the cpu-clock timer per CPU
 //! that drives on-CPU sampling, and a dummy event per CPU that reports every
 //! executable mmap (with its build-id), so that stacks of short-lived
-//! processes can still be unwound and symbolized.
+//! processes can still be unwound and symbolized; and uprobes, counting
+//! (progress points) or taking the stacks of some of their visits (who
+//! calls a costly progress point).
 
 use perf_event_open_sys as sys;
 use std::io;
@@ -51,26 +53,14 @@ pub fn uprobe_counters_raising(
     offset: u64,
     semaphore: u64,
 ) -> io::Result<Vec<OwnedFd>> {
-    use std::os::unix::ffi::OsStrExt;
-    let pmu = std::fs::read_to_string("/sys/bus/event_source/devices/uprobe/type")?;
-    let pmu: u32 = pmu
-        .trim()
-        .parse()
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad uprobe PMU type"))?;
-    let path = std::ffi::CString::new(binary.as_os_str().as_bytes())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path with a NUL byte"))?;
+    let probe = UprobeAttr::new(binary, offset)?;
     let mut fds = Vec::new();
     for cpu in online_cpus()? {
-        let mut attr = sys::bindings::perf_event_attr {
-            type_: pmu,
-            size: std::mem::size_of::<sys::bindings::perf_event_attr>() as u32,
-            ..Default::default()
-        };
-        attr.__bindgen_anon_3.uprobe_path = path.as_ptr() as u64;
-        attr.__bindgen_anon_4.probe_offset = offset;
+        let mut attr = probe.attr();
         // The uprobe PMU's format: ref_ctr_offset is config:32-63.
         attr.config = semaphore << 32;
-        // SAFETY: attr is initialised and `path` outlives the call.
+        // Not close-on-exec: see uprobe_counters.
+        // SAFETY: attr is initialised and the path outlives the call.
         let fd = unsafe { sys::perf_event_open(&mut attr, -1, cpu, -1, 0) };
         if fd < 0 {
             return Err(io::Error::last_os_error());
@@ -78,6 +68,142 @@ pub fn uprobe_counters_raising(
         fds.push(unsafe { OwnedFd::from_raw_fd(fd) });
     }
     Ok(fds)
+}
+
+/// A uprobe at `offset` of a binary, as perf_event_open takes it.
+struct UprobeAttr {
+    pmu: u32,
+    path: std::ffi::CString,
+    offset: u64,
+}
+
+impl UprobeAttr {
+    fn new(binary: &std::path::Path, offset: u64) -> io::Result<UprobeAttr> {
+        use std::os::unix::ffi::OsStrExt;
+        let pmu = std::fs::read_to_string("/sys/bus/event_source/devices/uprobe/type")?;
+        let pmu: u32 = pmu
+            .trim()
+            .parse()
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad uprobe PMU type"))?;
+        let path = std::ffi::CString::new(binary.as_os_str().as_bytes())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path with a NUL byte"))?;
+        Ok(UprobeAttr { pmu, path, offset })
+    }
+
+    /// The attributes; they point into `self`, which must outlive their use.
+    fn attr(&self) -> sys::bindings::perf_event_attr {
+        let mut attr = sys::bindings::perf_event_attr {
+            type_: self.pmu,
+            size: std::mem::size_of::<sys::bindings::perf_event_attr>() as u32,
+            ..Default::default()
+        };
+        attr.__bindgen_anon_3.uprobe_path = self.path.as_ptr() as u64;
+        attr.__bindgen_anon_4.probe_offset = self.offset;
+        attr
+    }
+}
+
+/// One visit of a sampled uprobe: the thread, and its user registers and
+/// stack at the probed instruction.
+pub struct UprobeVisit<'a> {
+    pub pid: u32,
+    pub tid: u32,
+    pub ip: u64,
+    pub sp: u64,
+    pub bp: u64,
+    /// User stack memory from `sp` up.
+    pub stack: &'a [u8],
+}
+
+/// perf's register numbers on x86-64 (`enum perf_event_x86_regs`).
+const PERF_REG_X86_BP: u64 = 6;
+const PERF_REG_X86_SP: u64 = 7;
+const PERF_REG_X86_IP: u64 = 8;
+/// Stack copied per sampled visit: enough for a few frames of callers.
+const SAMPLED_STACK_BYTES: u32 = 16 << 10;
+const SAMPLE_PAGES: usize = 64;
+
+/// A uprobe that takes the user stack of one visit in `every`, one ring per
+/// CPU. Samples of every process that runs the code.
+pub struct UprobeStacks {
+    rings: Vec<(OwnedFd, *mut u8)>,
+    page: usize,
+}
+
+// SAFETY: the mapped rings are only accessed through &mut self.
+unsafe impl Send for UprobeStacks {}
+
+impl UprobeStacks {
+    pub fn open(binary: &std::path::Path, offset: u64, every: u64) -> io::Result<UprobeStacks> {
+        let probe = UprobeAttr::new(binary, offset)?;
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+        let mut rings = Vec::new();
+        for cpu in online_cpus()? {
+            let mut attr = probe.attr();
+            attr.__bindgen_anon_1.sample_period = every.max(1);
+            attr.sample_type = (sys::bindings::PERF_SAMPLE_TID
+                | sys::bindings::PERF_SAMPLE_REGS_USER
+                | sys::bindings::PERF_SAMPLE_STACK_USER) as u64;
+            attr.sample_regs_user =
+                (1 << PERF_REG_X86_BP) | (1 << PERF_REG_X86_SP) | (1 << PERF_REG_X86_IP);
+            attr.sample_stack_user = SAMPLED_STACK_BYTES;
+            let fd = open(&mut attr, cpu)?;
+            let len = page * (1 + SAMPLE_PAGES);
+            let base =
+                crate::ringbuf::map_shared(fd.as_fd(), 0, len, libc::PROT_READ | libc::PROT_WRITE)?;
+            rings.push((fd, base));
+        }
+        Ok(UprobeStacks { rings, page })
+    }
+
+    /// Hand every sampled visit so far to `f`.
+    pub fn drain(&mut self, mut f: impl FnMut(&UprobeVisit<'_>)) {
+        for &(_, base) in &self.rings {
+            drain_ring(base, self.page, SAMPLE_PAGES, |kind, _, buf| {
+                if kind == sys::bindings::PERF_RECORD_SAMPLE {
+                    if let Some(v) = parse_uprobe_sample(&buf[8..]) {
+                        f(&v);
+                    }
+                }
+            });
+        }
+    }
+}
+
+impl Drop for UprobeStacks {
+    fn drop(&mut self) {
+        for &(_, base) in &self.rings {
+            unsafe { libc::munmap(base as *mut libc::c_void, self.page * (1 + SAMPLE_PAGES)) };
+        }
+    }
+}
+
+/// The body of a sample with TID, REGS_USER (bp, sp, ip) and STACK_USER.
+fn parse_uprobe_sample(b: &[u8]) -> Option<UprobeVisit<'_>> {
+    let u32_at = |o: usize| Some(u32::from_ne_bytes(b.get(o..o + 4)?.try_into().ok()?));
+    let u64_at = |o: usize| Some(u64::from_ne_bytes(b.get(o..o + 8)?.try_into().ok()?));
+    let (pid, tid) = (u32_at(0)?, u32_at(4)?);
+    // abi 0: no user registers (a kernel thread).
+    if u64_at(8)? == 0 {
+        return None;
+    }
+    let (bp, sp, ip) = (u64_at(16)?, u64_at(24)?, u64_at(32)?);
+    let size = usize::try_from(u64_at(40)?).ok()?;
+    let stack = b.get(48..48usize.checked_add(size)?)?;
+    // The bytes the kernel could copy, after the stack.
+    let copied = if size == 0 {
+        0
+    } else {
+        usize::try_from(u64_at(48 + size)?).ok()?.min(size)
+    };
+    Some(UprobeVisit {
+        pid,
+        tid,
+        ip,
+        sp,
+        bp,
+        stack: &stack[..copied],
+    })
 }
 
 /// CPUs that are online, from sysfs ("0-1,4").
@@ -184,55 +310,60 @@ impl MmapEvents {
     /// Hand every pending event to `f`, per CPU in order (callers that
     /// need one order across CPUs sort by time).
     pub fn drain(&mut self, mut f: impl FnMut(AddressEvent)) {
-        let data_size = (self.page * DATA_PAGES) as u64;
         for &(_, base) in &self.rings {
-            // struct perf_event_mmap_page: data_head at 1024, data_tail at 1032.
-            let head_pos = unsafe { &*(base.add(1024) as *const AtomicU64) };
-            let tail_pos = unsafe { &*(base.add(1032) as *const AtomicU64) };
-            let head = head_pos.load(Ordering::Acquire);
-            let mut tail = tail_pos.load(Ordering::Relaxed);
-            let data = unsafe { base.add(self.page) };
-            let mut buf = Vec::new();
-            while tail < head {
-                let read = |off: u64, out: &mut Vec<u8>, n: usize| {
-                    out.clear();
-                    for i in 0..n as u64 {
-                        out.push(unsafe { *data.add(((off + i) % data_size) as usize) });
+            let lost = &mut self.lost;
+            drain_ring(base, self.page, DATA_PAGES, |kind, misc, buf| match kind {
+                PERF_RECORD_MMAP2 => {
+                    if let Some(ev) = parse_mmap2(&buf[8..], misc) {
+                        f(AddressEvent::Mmap(ev));
                     }
-                };
-                let mut hdr = Vec::new();
-                read(tail, &mut hdr, 8);
-                let kind = u32::from_ne_bytes(hdr[0..4].try_into().unwrap());
-                let misc = u16::from_ne_bytes(hdr[4..6].try_into().unwrap());
-                let size = u16::from_ne_bytes(hdr[6..8].try_into().unwrap()) as usize;
-                if size < 8 {
-                    break;
                 }
-                read(tail, &mut buf, size);
-                match kind {
-                    PERF_RECORD_MMAP2 => {
-                        if let Some(ev) = parse_mmap2(&buf[8..], misc) {
-                            f(AddressEvent::Mmap(ev));
-                        }
-                    }
-                    PERF_RECORD_COMM
-                        if misc & PERF_RECORD_MISC_COMM_EXEC != 0 && buf.len() >= 24 =>
-                    {
-                        let pid = u32::from_ne_bytes(buf[8..12].try_into().unwrap());
-                        // sample_id_all puts {pid, tid, time} last.
-                        let time = u64::from_ne_bytes(buf[size - 8..size].try_into().unwrap());
-                        f(AddressEvent::Exec { time, pid });
-                    }
-                    PERF_RECORD_LOST if buf.len() >= 24 => {
-                        self.lost += u64::from_ne_bytes(buf[16..24].try_into().unwrap());
-                    }
-                    _ => {}
+                PERF_RECORD_COMM if misc & PERF_RECORD_MISC_COMM_EXEC != 0 && buf.len() >= 24 => {
+                    let pid = u32::from_ne_bytes(buf[8..12].try_into().unwrap());
+                    // sample_id_all puts {pid, tid, time} last.
+                    let time = u64::from_ne_bytes(buf[buf.len() - 8..].try_into().unwrap());
+                    f(AddressEvent::Exec { time, pid });
                 }
-                tail += size as u64;
-            }
-            tail_pos.store(tail, Ordering::Release);
+                PERF_RECORD_LOST if buf.len() >= 24 => {
+                    *lost += u64::from_ne_bytes(buf[16..24].try_into().unwrap());
+                }
+                _ => {}
+            });
         }
     }
+}
+
+/// Hand every record of the perf ring mapped at `base` (a header page and
+/// `pages` data pages) to `f` as (type, misc, the whole record), and free
+/// their room.
+fn drain_ring(base: *mut u8, page: usize, pages: usize, mut f: impl FnMut(u32, u16, &[u8])) {
+    let data_size = (page * pages) as u64;
+    // struct perf_event_mmap_page: data_head at 1024, data_tail at 1032.
+    let head_pos = unsafe { &*(base.add(1024) as *const AtomicU64) };
+    let tail_pos = unsafe { &*(base.add(1032) as *const AtomicU64) };
+    let head = head_pos.load(Ordering::Acquire);
+    let mut tail = tail_pos.load(Ordering::Relaxed);
+    let data = unsafe { base.add(page) };
+    let mut buf = Vec::new();
+    let read = |off: u64, out: &mut Vec<u8>, n: usize| {
+        out.clear();
+        for i in 0..n as u64 {
+            out.push(unsafe { *data.add(((off + i) % data_size) as usize) });
+        }
+    };
+    while tail < head {
+        read(tail, &mut buf, 8);
+        let kind = u32::from_ne_bytes(buf[0..4].try_into().unwrap());
+        let misc = u16::from_ne_bytes(buf[4..6].try_into().unwrap());
+        let size = u16::from_ne_bytes(buf[6..8].try_into().unwrap()) as usize;
+        if size < 8 {
+            break;
+        }
+        read(tail, &mut buf, size);
+        f(kind, misc, &buf);
+        tail += size as u64;
+    }
+    tail_pos.store(tail, Ordering::Release);
 }
 
 impl Drop for MmapEvents {
@@ -308,6 +439,32 @@ mod tests {
         assert_eq!(ev.build_id.as_deref(), Some(&[0xab, 0xcd, 0xef][..]));
         assert_eq!(ev.path, "/usr/bin/x");
         assert_eq!(ev.time, 777);
+    }
+
+    #[test]
+    fn a_sampled_uprobe_visit_reads_back() {
+        let mut b = Vec::new();
+        b.extend(42u32.to_ne_bytes());
+        b.extend(43u32.to_ne_bytes());
+        b.extend(2u64.to_ne_bytes()); // abi 64
+        b.extend(0x7ff0u64.to_ne_bytes()); // bp
+        b.extend(0x7f00u64.to_ne_bytes()); // sp
+        b.extend(0x401000u64.to_ne_bytes()); // ip
+        b.extend(16u64.to_ne_bytes());
+        b.extend(0x401234u64.to_ne_bytes());
+        b.extend(0xdeadu64.to_ne_bytes());
+        b.extend(8u64.to_ne_bytes()); // only 8 bytes could be copied
+        let v = parse_uprobe_sample(&b).unwrap();
+        assert_eq!(
+            (v.pid, v.tid, v.bp, v.sp, v.ip),
+            (42, 43, 0x7ff0, 0x7f00, 0x401000)
+        );
+        assert_eq!(v.stack, &0x401234u64.to_ne_bytes()[..]);
+        // A kernel thread's sample has no user registers.
+        let mut k = b[..8].to_vec();
+        k.extend(0u64.to_ne_bytes());
+        assert!(parse_uprobe_sample(&k).is_none());
+        assert!(parse_uprobe_sample(&b[..30]).is_none());
     }
 
     #[test]

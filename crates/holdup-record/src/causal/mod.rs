@@ -21,6 +21,7 @@
 //! is the caller's.
 
 mod attach;
+mod callers;
 mod handlers;
 mod peers;
 pub mod preload;

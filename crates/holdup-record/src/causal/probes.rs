@@ -13,7 +13,7 @@ use holdup_bpf::progress::{Counted, PointCounter, Source};
 use holdup_coz::names;
 use holdup_coz::probe_list::{self, Count, ProbePoint};
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// What a visit of a uprobe costs the program: a trap, and what the
 /// kernel does with the probed instruction.
@@ -29,8 +29,12 @@ pub enum Trap {
 
 /// One place's counter.
 pub enum Counter {
-    /// Per-CPU counting uprobes.
-    Uprobe { fds: Vec<OwnedFd>, trap: Trap },
+    /// Per-CPU counting uprobes at `sites` (binary, file offset).
+    Uprobe {
+        fds: Vec<OwnedFd>,
+        trap: Trap,
+        sites: Vec<(PathBuf, u64)>,
+    },
     /// Counted in BPF; `handed` is the copy of its map's fd that the
     /// program inherits.
     Kernel {
@@ -63,6 +67,14 @@ impl Counter {
         match self {
             Counter::Uprobe { trap, .. } => Some(*trap),
             Counter::Kernel { .. } => None,
+        }
+    }
+
+    /// Where its uprobes are (none for a point counted in BPF).
+    pub fn sites(&self) -> &[(PathBuf, u64)] {
+        match self {
+            Counter::Uprobe { sites, .. } => sites,
+            Counter::Kernel { .. } => &[],
         }
     }
 }
@@ -296,13 +308,14 @@ fn open_counter(
         Trap::Emulated
     };
     let mut fds = Vec::new();
-    for site in sites {
+    for site in &sites {
         fds.extend(
             holdup_bpf::perf::uprobe_counters(&site.binary, site.offset)
                 .with_context(|| format!("{option} {spec}: cannot attach a uprobe"))?,
         );
     }
-    Ok(Counter::Uprobe { fds, trap })
+    let sites = sites.into_iter().map(|s| (s.binary, s.offset)).collect();
+    Ok(Counter::Uprobe { fds, trap, sites })
 }
 
 /// A USDT probe's counter: a uprobe at each of its sites (a probe in
@@ -312,6 +325,10 @@ fn usdt_counter(probe: &str, spec: &str, option: &str) -> anyhow::Result<Counter
         holdup_coz::usdt::resolve(probe).map_err(|e| anyhow::anyhow!("{option} {spec}: {e}"))?;
     let mut fds = Vec::new();
     let mut trap = Trap::Nop;
+    let places = sites
+        .iter()
+        .map(|s| (s.site.binary.clone(), s.site.offset))
+        .collect();
     for s in &sites {
         if s.site.single_stepped {
             // Not the nop that <sys/sdt.h> puts there.
@@ -326,7 +343,11 @@ fn usdt_counter(probe: &str, spec: &str, option: &str) -> anyhow::Result<Counter
             .with_context(|| format!("{option} {spec}: cannot attach a uprobe"))?,
         );
     }
-    Ok(Counter::Uprobe { fds, trap })
+    Ok(Counter::Uprobe {
+        fds,
+        trap,
+        sites: places,
+    })
 }
 
 #[cfg(test)]

@@ -7,10 +7,12 @@
 //! program. So the cost of a visit is measured when the run starts, on a
 //! probe of the same kind in this process, and said; two seconds in, a
 //! point whose visits cost more than 5% of the program's CPU time is
-//! warned about, and one without any visit ends the run: a misspelt or
-//! never-called place would otherwise give an empty profile after the
-//! whole run.
+//! warned about, naming a caller visited less often that could count
+//! progress instead (`callers`), and one without any visit ends the run:
+//! a misspelt or never-called place would otherwise give an empty profile
+//! after the whole run.
 
+use super::callers;
 use super::probes::{closest_list, near_names, Probe, Trap};
 use anyhow::bail;
 use holdup_bpf::progress::{Counted, PointCounter, Source};
@@ -226,10 +228,23 @@ impl Watch {
                 };
                 let share = visits as f64 * cost / cpu.max(1.0);
                 if share > OVERHEAD_WARNING {
+                    let per_s = visits as f64 * 1e9 / elapsed_ns;
+                    let instead = match callers::rarer_caller(
+                        c.sites(),
+                        per_s,
+                        share,
+                        OVERHEAD_WARNING,
+                        || c.count(),
+                    ) {
+                        Some(caller) => format!(
+                            "its caller {} ({:.0} visits a second): --progress {}",
+                            caller.name, caller.visits_per_s, caller.name
+                        ),
+                        None => "a place visited less often".to_string(),
+                    };
                     eprintln!(
-                        "holdup causal: warning: progress point {}: {:.0} visits a second at ~{} each take ~{:.0}% of the program's CPU time, and the predictions are of that slower program: a place visited less often, or a syscall: or tracepoint: point (no trap), perturbs it less",
+                        "holdup causal: warning: progress point {}: {per_s:.0} visits a second at ~{} each take ~{:.0}% of the program's CPU time, and the predictions are of that slower program: {instead}, or a syscall: or tracepoint: point (no trap), perturbs it less",
                         p.name(),
-                        visits as f64 * 1e9 / elapsed_ns,
                         show_ns(*cost),
                         share * 100.0
                     );

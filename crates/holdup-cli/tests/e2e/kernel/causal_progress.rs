@@ -1,7 +1,8 @@
 //! Progress points of `holdup causal run` counted outside the program: a
 //! system call counted in BPF (no trap) counts exactly the program's calls;
 //! a point nobody visits ends the run in two seconds with the closest
-//! names; a uprobe point whose traps cost the program much is warned about.
+//! names; a uprobe point whose traps cost the program much is warned about,
+//! with a caller visited less often to count instead.
 
 use crate::support::*;
 use std::collections::HashMap;
@@ -117,5 +118,33 @@ fn a_uprobe_point_that_costs_the_program_much_is_warned_about() {
         err.contains("warning: progress point round_start:")
             && err.contains("of the program's CPU time"),
         "{err}"
+    );
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn a_costly_point_is_warned_about_with_a_rarer_caller() {
+    let _serial = serial();
+    let dir = scratch("causal_rarer_caller");
+    let bin = workload("causal_callers");
+    // visit() is called once per 10 µs of work, from inner(), which
+    // outer() calls a thousand times: a trap per visit costs the program
+    // several percent, a trap per visit of outer() next to nothing.
+    let out = holdup()
+        .args(["causal", "run", "-o"])
+        .arg(dir.join("profile.coz"))
+        .args(["--progress", "visit", "--"])
+        .arg(&bin)
+        .args(["5", "10"])
+        .bounded_output();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let warning = err
+        .lines()
+        .find(|l| l.contains("warning: progress point visit:"))
+        .unwrap_or_else(|| panic!("no warning: {err}"));
+    assert!(
+        warning.contains("its caller outer (") && warning.contains("--progress outer,"),
+        "{warning}"
     );
 }
