@@ -371,6 +371,14 @@ impl Recorder {
         track(&self.skel, pid)
     }
 
+    /// Whether process `pid` is recorded: every process with
+    /// [`Target::All`], else those tracked and their children as they
+    /// were started (with `follow_children`).
+    pub fn tracks(&self, pid: u32) -> bool {
+        self.options.target == Target::All
+            || crate::tracked::is_tracked(&self.skel.maps.tracked_tgids, pid)
+    }
+
     /// Intervals that began before `ns` (CLOCK_MONOTONIC) are cut there.
     pub fn set_start(&mut self, ns: u64) {
         if let Some(bss) = self.skel.maps.bss_data.as_deref_mut() {

@@ -5,6 +5,7 @@ use crate::clock::{now_ns, seeded_rng, Rng};
 use crate::lines::{self, LineTable, Locations, Place};
 use crate::modules::{Modules, Role};
 use crate::points::points_of;
+use crate::python::PythonLocs;
 use crate::source::Source;
 use crate::state::State;
 use crate::threads::{ThreadState, ThreadTable};
@@ -43,6 +44,8 @@ pub struct Processor {
     pub(crate) unwinder: Unwinder,
     pub(crate) frames: Vec<u64>,
     pub(crate) slot_of: HashMap<i32, usize>,
+    /// This process's Python frames, when the recorder walks them.
+    pub(crate) python: PythonLocs,
     pub(crate) ready: bool,
     /// A library was unloaded before the profiler's first list was in:
     /// that list is made again when it is.
@@ -78,6 +81,7 @@ impl Processor {
             unwinder: Unwinder::default(),
             frames: Vec::with_capacity(128),
             slot_of: HashMap::new(),
+            python: PythonLocs::default(),
             ready: false,
             modules_stale: false,
             last_refresh_ns: 0,
@@ -102,6 +106,10 @@ impl Processor {
             SpeedupTarget::Subclass(sc) => Target::Subclass(sc),
             SpeedupTarget::Process => Target::Process(process_name()),
             SpeedupTarget::Code(l) => match self.locs.place(l) {
+                // One Python file run by several processes is one target.
+                Place::Line { file, line } if self.python.is_line(l) => {
+                    Target::line(None, file, line)
+                }
                 Place::Line { file, line } => Target::line(self.binary.as_deref(), file, line),
                 Place::Function { binary, symbol } => Target::Function {
                     binary: binary.to_string(),
@@ -166,8 +174,10 @@ impl Processor {
     }
 
     pub fn process(&mut self, rt: &'static State, bytes: &[u8]) {
-        let Ok(RawRecord::Sample(s)) = records::parse(bytes) else {
-            return;
+        let s = match records::parse(bytes) {
+            Ok(RawRecord::Sample(s)) => s,
+            Ok(RawRecord::PyCode(c)) if c.pid == rt.pid => return self.python.code(c),
+            _ => return,
         };
         let r = s.rec;
         if r.pid != rt.pid || r.tid as i32 == rt.profiler_tid.load(Ordering::Relaxed) {
@@ -194,6 +204,11 @@ impl Processor {
         let mut saw_main = false;
         let mut own = false;
         let mut unknown = false;
+        // A sample with interpreter frames: they stand in place of the
+        // interpreter's own machine code, at its first frame (or after the
+        // native frames, where those end before it).
+        let mut python = r.py_len > 0;
+        self.python.seen |= python;
         for (i, &f) in frames.iter().enumerate() {
             let addr = if i == 0 { f } else { f.wrapping_sub(1) };
             let Some(mi) = self.modules.find(addr) else {
@@ -216,6 +231,14 @@ impl Processor {
                 Role::Main => saw_main = true,
                 _ => {}
             }
+            if m.interpreter && self.python.seen {
+                if std::mem::take(&mut python)
+                    && self.python_frames(&s, target_line, &mut first, &mut hit)
+                {
+                    break;
+                }
+                continue;
+            }
             if let Some(t) = m.lines {
                 if let Some(loc) = self.tables[t].lookup(addr - m.bias) {
                     first.get_or_insert(loc);
@@ -231,6 +254,9 @@ impl Processor {
         self.frames = frames;
         if own {
             return;
+        }
+        if python && (first.is_none() || (target_line.is_some() && !hit)) {
+            self.python_frames(&s, target_line, &mut first, &mut hit);
         }
         if unknown {
             self.maybe_refresh_modules();
@@ -279,6 +305,30 @@ impl Processor {
             self.offer(SpeedupTarget::Subclass(Subclass::Io), all.io);
             self.offer(SpeedupTarget::Subclass(Subclass::Sched), all.sched);
         }
+    }
+
+    /// The sample's Python frames in scope, innermost first, as for the
+    /// native frames: the first is the sample's location, and a hit when
+    /// one is the experiment's. True when the walk is done (the location is
+    /// found and no target is looked for, or the target is found).
+    fn python_frames(
+        &mut self,
+        s: &records::RawSample<'_>,
+        target_line: Option<u32>,
+        first: &mut Option<u32>,
+        hit: &mut bool,
+    ) -> bool {
+        for f in s.python() {
+            let Some(loc) = self.python.loc(&mut self.locs, s.rec.pid, &f) else {
+                continue;
+            };
+            first.get_or_insert(loc);
+            *hit |= Some(loc) == target_line;
+            if target_line.is_none() || *hit {
+                return true;
+            }
+        }
+        false
     }
 
     /// A library loaded by dlopen shows up as unknown addresses.

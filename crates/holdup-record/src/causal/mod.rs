@@ -22,6 +22,7 @@
 
 mod attach;
 mod handlers;
+mod interpreters;
 mod peers;
 pub mod preload;
 mod preloaded;
