@@ -5,7 +5,9 @@ progress point (`--progress syscall:getppid`). HOT_SCALE 0.5 halves hot's
 work: the measured effect of making it twice as fast.
 
 usage: py_hot_cold.py ROUNDS [HOT=30000] [COLD=20000] [HOT_SCALE=1]
-ROUNDS 0: rounds until killed. Prints round_ns N, the mean time of a round.
+ROUNDS 0: rounds until killed. Prints round_ns N and round_cpu_ns N, the
+mean wall and CPU time of a round (the CPU time is the work's alone when
+other programs share the cores).
 """
 import os
 import sys
@@ -33,13 +35,14 @@ def main():
     hot_n = int(hot_n * (float(sys.argv[4]) if len(sys.argv) > 4 else 1.0))
     print(f"pid {os.getpid()}", flush=True)
     done = 0
-    t0 = time.monotonic_ns()
+    t0, c0 = time.monotonic_ns(), time.process_time_ns()
     while rounds == 0 or done < rounds:
         hot(hot_n)
         cold(cold_n)
         os.getppid()
         done += 1
     print(f"round_ns {(time.monotonic_ns() - t0) // done}", flush=True)
+    print(f"round_cpu_ns {(time.process_time_ns() - c0) // done}", flush=True)
 
 
 main()

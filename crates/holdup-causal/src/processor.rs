@@ -66,6 +66,8 @@ pub struct Processor {
     /// with it (`server:/src/server.c:42`), so that targets of several
     /// processes are told apart.
     pub(crate) binary: Option<String>,
+    /// Where a record is copied to be read in place (see [`aligned`]).
+    aligned: Vec<u64>,
     /// Records drained and time spent on them, for --verbose.
     pub(crate) records: u64,
     pub(crate) busy_ns: u64,
@@ -95,6 +97,7 @@ impl Processor {
             allow_subclasses: true,
             samples_seen: 0,
             binary: None,
+            aligned: Vec::new(),
             records: 0,
             busy_ns: 0,
         }
@@ -174,6 +177,12 @@ impl Processor {
     }
 
     pub fn process(&mut self, rt: &'static State, bytes: &[u8]) {
+        let mut buf = std::mem::take(&mut self.aligned);
+        self.process_record(rt, aligned(bytes, &mut buf));
+        self.aligned = buf;
+    }
+
+    fn process_record(&mut self, rt: &'static State, bytes: &[u8]) {
         let s = match records::parse(bytes) {
             Ok(RawRecord::Sample(s)) => s,
             Ok(RawRecord::PyCode(c)) if c.pid == rt.pid => return self.python.code(c),
@@ -434,6 +443,22 @@ fn follow_experiment(st: &State, p: &mut Processor) {
     });
     p.pick = None;
     p.pick_total = 0;
+}
+
+/// `bytes` where a record can be read in place (a Python code record is,
+/// and needs the 8-byte alignment the ring keeps): a record that came
+/// through a `--system` socket, 4-byte aligned after its frame's length,
+/// is copied into `buf`.
+fn aligned<'a>(bytes: &'a [u8], buf: &'a mut Vec<u64>) -> &'a [u8] {
+    if bytes.as_ptr().align_offset(8) == 0 {
+        return bytes;
+    }
+    buf.clear();
+    buf.resize(bytes.len().div_ceil(8), 0);
+    // SAFETY: the words hold at least bytes.len() bytes, any bytes are u64s.
+    let copy = unsafe { std::slice::from_raw_parts_mut(buf.as_mut_ptr().cast::<u8>(), bytes.len()) };
+    copy.copy_from_slice(bytes);
+    copy
 }
 
 /// This process's name (its comm, which a forked child may have changed).

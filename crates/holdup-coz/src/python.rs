@@ -97,10 +97,13 @@ impl Codes {
     /// scope or has not come.
     pub fn place(&self, pid: u32, f: &PyFrame) -> Option<Place<'_>> {
         let c = self.codes.get(&(pid, f.code, f.check))?.as_ref()?;
+        // Line 0: the set-up a code object runs before its first line
+        // (3.12's RESUME of a module), which is its function's.
         let line = match self.granularity {
             Granularity::Line => line_at(&c.table, c.first_line, c.units, c.v310, f.instr),
             Granularity::Function => None,
-        };
+        }
+        .filter(|&l| l > 0);
         Some(match line {
             Some(line) => Place::Line {
                 file: &c.file,

@@ -48,7 +48,7 @@ impl Interpreters {
         self.frames.hand_over(rec);
         for (path, why) in self.frames.refusals() {
             if self.said.insert(path.to_string()) {
-                eprintln!("holdup causal: python: {path}: {why}; its Python frames are no targets (its processes' native code is)");
+                eprintln!("holdup causal: python: {path}: {why}; its Python frames are not targets, its native code is");
             }
         }
     }
