@@ -456,7 +456,8 @@ fn aligned<'a>(bytes: &'a [u8], buf: &'a mut Vec<u64>) -> &'a [u8] {
     buf.clear();
     buf.resize(bytes.len().div_ceil(8), 0);
     // SAFETY: the words hold at least bytes.len() bytes, any bytes are u64s.
-    let copy = unsafe { std::slice::from_raw_parts_mut(buf.as_mut_ptr().cast::<u8>(), bytes.len()) };
+    let copy =
+        unsafe { std::slice::from_raw_parts_mut(buf.as_mut_ptr().cast::<u8>(), bytes.len()) };
     copy.copy_from_slice(bytes);
     copy
 }

@@ -27,9 +27,15 @@ struct Code {
 /// What a frame is as a target.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Place<'a> {
-    Line { file: &'a str, line: u32 },
+    Line {
+        file: &'a str,
+        line: u32,
+    },
     /// A whole function: its file's name and its qualified name.
-    Function { file: &'a str, name: &'a str },
+    Function {
+        file: &'a str,
+        name: &'a str,
+    },
 }
 
 impl Place<'_> {
@@ -155,18 +161,48 @@ mod tests {
     fn a_frame_is_its_line_or_its_function_and_the_stdlib_is_no_target() {
         let mut codes = Codes::new(None, Granularity::Line);
         codes.add(&code_rec(7, 0x1000, "Worker.run", "/srv/app/worker.py"));
-        codes.add(&code_rec(7, 0x2000, "JSONDecoder.decode", "/usr/lib/python3.11/json/decoder.py"));
-        let at = |codes: &Codes, code, instr| codes.place(7, &frame(code, instr)).map(|p| p.target().to_string());
-        assert_eq!(at(&codes, 0x1000, 3).as_deref(), Some("/srv/app/worker.py:42"));
-        assert_eq!(at(&codes, 0x1000, 1).as_deref(), Some("/srv/app/worker.py:40"));
+        codes.add(&code_rec(
+            7,
+            0x2000,
+            "JSONDecoder.decode",
+            "/usr/lib/python3.11/json/decoder.py",
+        ));
+        let at = |codes: &Codes, code, instr| {
+            codes
+                .place(7, &frame(code, instr))
+                .map(|p| p.target().to_string())
+        };
+        assert_eq!(
+            at(&codes, 0x1000, 3).as_deref(),
+            Some("/srv/app/worker.py:42")
+        );
+        assert_eq!(
+            at(&codes, 0x1000, 1).as_deref(),
+            Some("/srv/app/worker.py:40")
+        );
         // No line (outside the code, or not known): the function.
-        assert_eq!(at(&codes, 0x1000, 9).as_deref(), Some("worker.py:Worker.run"));
-        assert_eq!(at(&codes, 0x1000, u32::MAX).as_deref(), Some("worker.py:Worker.run"));
+        assert_eq!(
+            at(&codes, 0x1000, 9).as_deref(),
+            Some("worker.py:Worker.run")
+        );
+        assert_eq!(
+            at(&codes, 0x1000, u32::MAX).as_deref(),
+            Some("worker.py:Worker.run")
+        );
         // Out of scope, not come, another check, another process.
         assert!(codes.known(7, &frame(0x2000, 1)));
         assert_eq!(at(&codes, 0x2000, 1), None);
         assert!(!codes.known(7, &frame(0x3000, 1)));
-        assert_eq!(codes.place(7, &PyFrame { check: 4, ..frame(0x1000, 1) }), None);
+        assert_eq!(
+            codes.place(
+                7,
+                &PyFrame {
+                    check: 4,
+                    ..frame(0x1000, 1)
+                }
+            ),
+            None
+        );
         assert_eq!(codes.place(8, &frame(0x1000, 1)), None);
         // Names go through the target parser and back.
         for name in ["/srv/app/worker.py:42", "worker.py:Worker.run"] {
@@ -177,8 +213,16 @@ mod tests {
 
         let mut functions = Codes::new(Some("**/json/*.py".into()), Granularity::Function);
         functions.add(&code_rec(7, 0x1000, "Worker.run", "/srv/app/worker.py"));
-        functions.add(&code_rec(7, 0x2000, "JSONDecoder.decode", "/usr/lib/python3.11/json/decoder.py"));
+        functions.add(&code_rec(
+            7,
+            0x2000,
+            "JSONDecoder.decode",
+            "/usr/lib/python3.11/json/decoder.py",
+        ));
         assert_eq!(at(&functions, 0x1000, 3), None);
-        assert_eq!(at(&functions, 0x2000, 3).as_deref(), Some("decoder.py:JSONDecoder.decode"));
+        assert_eq!(
+            at(&functions, 0x2000, 3).as_deref(),
+            Some("decoder.py:JSONDecoder.decode")
+        );
     }
 }

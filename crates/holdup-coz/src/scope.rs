@@ -170,7 +170,10 @@ mod tests {
         // Code without a file; a scope names the files instead.
         assert!(!python_file_in_scope(None, "<frozen importlib._bootstrap>"));
         assert!(!python_file_in_scope(None, "<string>"));
-        assert!(python_file_in_scope(Some("**/json/*.py"), "/usr/lib/python3.11/json/decoder.py"));
+        assert!(python_file_in_scope(
+            Some("**/json/*.py"),
+            "/usr/lib/python3.11/json/decoder.py"
+        ));
         assert!(!python_file_in_scope(Some("app/*.py"), "/srv/other.py"));
     }
 

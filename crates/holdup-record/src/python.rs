@@ -275,7 +275,9 @@ impl PythonFrames {
     pub fn notes(&self) -> Vec<String> {
         let mut notes: Vec<String> = self
             .refusals()
-            .map(|(path, why)| format!("python: {path}: {why}; its processes show native frames only"))
+            .map(|(path, why)| {
+                format!("python: {path}: {why}; its processes show native frames only")
+            })
             .collect();
         if self.not_handed_over > 0 {
             notes.push(format!(

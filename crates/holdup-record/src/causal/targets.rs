@@ -11,13 +11,13 @@
 
 use holdup_bpf::records::{PyCodeRec, RawSample, SF_KSTACK_LEAF_IS_IP, SF_USER_REGS};
 use holdup_coz::names;
-use holdup_coz::python::Codes;
 use holdup_coz::probe::Segment;
+use holdup_coz::python::Codes;
 use holdup_coz::scope::{object_in_scope, scope_match};
 use holdup_coz::target::Target;
 use holdup_symbolize::lines::{self, Granularity, LineTable, Locations, Place};
-use holdup_symbolize::{AddressSpaces, KernelSymbols, Unwinder};
 use holdup_symbolize::python::layout::may_be_python;
+use holdup_symbolize::{AddressSpaces, KernelSymbols, Unwinder};
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 

@@ -24,7 +24,11 @@ fn round_cpu_ns(py: &Path, hot_scale: &str) -> f64 {
         .arg(workload())
         .args(["150", "30000", "20000", hot_scale])
         .bounded_output();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     printed_value(&String::from_utf8_lossy(&out.stdout), "round_cpu_ns")
 }
 
@@ -85,56 +89,61 @@ fn names(report: &Value) -> Vec<String> {
         .collect()
 }
 
+/// How far holdup's prediction for `hot` made 50% faster may be from the
+/// measured speedup of halving its work: four runs on a loaded two-core
+/// machine (load 13) predicted +23%, +34%, +34% and +43% for a measured
+/// +30%; one run in about four is then off by more, and a second run is
+/// taken.
+const TOLERANCE: f64 = 0.12;
+
 #[test]
 #[ignore = "needs root and BPF"]
 fn a_python_function_is_the_target_and_predicts_halving_it() {
     let _serial = serial();
     let Some(py) = python("3.12.1") else { return };
     let dir = scratch("causal_python");
-    let (notes, coz) = causal(&py, &dir, &["--granularity", "function"], "2500");
-    let report = report(&coz);
-    let all = names(&report);
+    let measured = measured_speedup(&py);
     let (hot, cold) = ("py_hot_cold.py:hot", "py_hot_cold.py:cold");
-    let rank = |name: &str| {
-        all.iter()
-            .position(|n| n == name)
-            .unwrap_or_else(|| panic!("no {name} in {all:?}\n{notes}"))
-    };
-    assert!(rank(hot) < rank(cold), "{all:?}");
-    assert_eq!(target(&report, hot)["kind"], "function");
-    // The interpreter's own code stands for the Python frames: no target
-    // of it has more than the few samples taken before they were walked.
-    for t in report["targets"].as_array().unwrap() {
-        let name = t["target"].as_str().unwrap();
-        if name.starts_with("libpython") {
-            assert!(t["samples"].as_f64().unwrap() < 50.0, "{t}");
-        }
-    }
-    let (hot_at_half, cold_at_half) = (
-        predict(target(&report, hot), 0.5),
-        predict(target(&report, cold), 0.5),
-    );
-    assert!(hot_at_half > cold_at_half, "hot {hot_at_half}, cold {cold_at_half}");
     let mut tries = Vec::new();
     for _ in 0..2 {
-        let measured = measured_speedup(&py);
-        eprintln!(
-            "hot() halved: predicted {:.1}%, measured {:.1}%; cold() halved: predicted {:.1}%",
-            hot_at_half * 100.0,
-            measured * 100.0,
-            cold_at_half * 100.0
+        let (notes, coz) = causal(&py, &dir, &["--granularity", "function"], "2500");
+        let report = report(&coz);
+        let all = names(&report);
+        let rank = |name: &str| {
+            all.iter()
+                .position(|n| n == name)
+                .unwrap_or_else(|| panic!("no {name} in {all:?}\n{notes}"))
+        };
+        assert_eq!(target(&report, hot)["kind"], "function");
+        // The interpreter's own code stands for the Python frames: no
+        // target of it has more than the few samples taken before they
+        // were walked.
+        for t in report["targets"].as_array().unwrap() {
+            if t["target"].as_str().unwrap().starts_with("libpython") {
+                assert!(t["samples"].as_f64().unwrap() < 50.0, "{t}");
+            }
+        }
+        let (at_half, cold_at_half) = (
+            predict(target(&report, hot), 0.5),
+            predict(target(&report, cold), 0.5),
         );
-        tries.push(measured);
-        if (hot_at_half - measured).abs() <= 0.10 {
+        eprintln!(
+            "hot() halved: predicted {:.1}%, measured {:.1}%; cold() halved: predicted {:.1}%; ranks {} and {}",
+            at_half * 100.0,
+            measured * 100.0,
+            cold_at_half * 100.0,
+            rank(hot),
+            rank(cold)
+        );
+        tries.push((at_half, cold_at_half, rank(hot), rank(cold)));
+        if rank(hot) < rank(cold)
+            && cold_at_half < at_half
+            && (at_half - measured).abs() <= TOLERANCE
+        {
             return;
         }
     }
-    assert_near(
-        &format!("hot() halved, predicted vs measured (tries {tries:?})"),
-        hot_at_half,
-        tries[1],
-        0.10,
-    );
+    panic!("measured {measured:.3}; (hot, cold) predicted and ranked: {tries:?}");
 }
 
 #[test]
@@ -162,9 +171,17 @@ fn a_running_python_program_has_its_lines_as_targets() {
     let notes = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{notes}");
     let report = json(&["causal", "report", "--json", "-i", coz]);
-    // Lines of the script, by its path: hot's loop (lines 17, 18) has
-    // three samples for cold's (24, 25) two.
+    // Lines of the script, by its path: hot's loop (its two lines after
+    // `x = 0`) has three samples for cold's two.
     let file = workload().display().to_string();
+    let source = std::fs::read_to_string(&file).unwrap();
+    let def = |f: &str| {
+        let at = source
+            .lines()
+            .position(|l| l == format!("def {f}(n):"))
+            .unwrap();
+        at as u32 + 1
+    };
     let samples = |line: u32| {
         report["targets"]
             .as_array()
@@ -173,7 +190,11 @@ fn a_running_python_program_has_its_lines_as_targets() {
             .find(|t| t["location"] == format!("{file}:{line}").as_str())
             .map_or(0.0, |t| t["samples"].as_f64().unwrap())
     };
-    let (hot, cold) = (samples(17) + samples(18), samples(24) + samples(25));
+    let (h, c) = (def("hot"), def("cold"));
+    let (hot, cold) = (
+        samples(h + 2) + samples(h + 3),
+        samples(c + 2) + samples(c + 3),
+    );
     eprintln!("-p: hot's lines {hot} samples, cold's {cold}");
     assert!(cold > 100.0, "{:?}", names(&report));
     assert_near("hot's share of hot and cold", hot / (hot + cold), 0.6, 0.1);
@@ -186,11 +207,20 @@ fn a_python_whose_frames_are_not_walked_keeps_native_targets_and_says_so() {
     let Some(py) = python("3.9.18") else { return };
     let dir = scratch("causal_python_39");
     let (notes, coz) = causal(&py, &dir, &[], "100");
-    let said: Vec<&str> = notes.lines().filter(|l| l.contains("CPython 3.9")).collect();
+    let said: Vec<&str> = notes
+        .lines()
+        .filter(|l| l.contains("CPython 3.9"))
+        .collect();
     assert_eq!(said.len(), 1, "{notes}");
     assert!(said[0].contains("Python frames are not targets"), "{notes}");
     // The interpreter's C source lines (pyenv builds it with -g).
     let all = sampled(&coz);
     assert!(!all.iter().any(|n| n.contains(".py")), "{all:?}");
-    assert!(all.iter().filter(|n| n.ends_with(".c") || n.contains(".c:")).count() > 3, "{all:?}");
+    assert!(
+        all.iter()
+            .filter(|n| n.ends_with(".c") || n.contains(".c:"))
+            .count()
+            > 3,
+        "{all:?}"
+    );
 }
