@@ -473,3 +473,39 @@ fn process_name() -> String {
 pub fn runtime_address() -> u64 {
     runtime_address as *const () as usize as u64
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A code record forwarded over a `--system` socket sits 4 bytes into
+    /// its frame: read in place it is refused, copied it is read.
+    #[test]
+    fn a_code_record_off_its_alignment_is_read_from_a_copy() {
+        let mut r = records::PyCodeRec::named(7, 0x1000, "hot", "/srv/app.py", &[]);
+        r.hdr.kind = records::REC_PY_CODE;
+        r.hdr.size = std::mem::size_of::<records::PyCodeRec>() as u32;
+        // SAFETY: a plain record, viewed as its bytes.
+        let rec = unsafe {
+            std::slice::from_raw_parts(
+                (&*r as *const records::PyCodeRec).cast::<u8>(),
+                std::mem::size_of::<records::PyCodeRec>(),
+            )
+        };
+        let mut frame = vec![0u64; rec.len().div_ceil(8) + 1];
+        // SAFETY: the words hold the record's bytes and 8 more.
+        let bytes = unsafe {
+            std::slice::from_raw_parts_mut(frame.as_mut_ptr().cast::<u8>(), rec.len() + 8)
+        };
+        bytes[4..4 + rec.len()].copy_from_slice(rec);
+        let off = &bytes[4..4 + rec.len()];
+        assert!(records::parse(off).is_err());
+        let mut buf = Vec::new();
+        match records::parse(aligned(off, &mut buf)) {
+            Ok(RawRecord::PyCode(c)) => assert_eq!((c.pid, c.name()), (7, "hot".to_string())),
+            other => panic!("{other:?}"),
+        }
+        // In place when it can be.
+        assert_eq!(aligned(rec, &mut buf).as_ptr(), rec.as_ptr());
+    }
+}

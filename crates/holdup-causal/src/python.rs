@@ -69,22 +69,11 @@ mod tests {
 
     #[test]
     fn frames_become_locations_once_named_like_every_python_target() {
-        let mut r: Box<PyCodeRec> = Box::default();
-        r.pid = 7;
-        r.code = 0x1000;
+        // Code units [0, 4) on line 10.
+        let mut r = PyCodeRec::named(7, 0x1000, "hot", "/srv/app.py", &[0x80 | (13 << 3) | 3, 0]);
         r.check = 1;
         r.version = 0x030d;
         r.firstlineno = 10;
-        let (name, file) = ("hot", "/srv/app.py");
-        r.name[..name.len()].copy_from_slice(name.as_bytes());
-        r.name_len = name.len() as u16;
-        r.name_kind = 1;
-        r.file[..file.len()].copy_from_slice(file.as_bytes());
-        r.file_len = file.len() as u16;
-        r.file_kind = 1;
-        // Code units [0, 4) on line 10.
-        r.table[0] = 0x80 | (13 << 3) | 3;
-        r.table_len = 2;
         let f = |instr| PyFrame {
             code: 0x1000,
             instr,

@@ -128,23 +128,13 @@ mod tests {
     use super::*;
 
     fn code_rec(pid: u32, code: u64, name: &str, file: &str) -> Box<PyCodeRec> {
-        let mut r: Box<PyCodeRec> = Box::default();
-        r.pid = pid;
-        r.code = code;
+        // Code units [0, 2) on line 40, [2, 4) on line 42.
+        let table = [0x81, 0, 0x80 | (12 << 3) | 1, 0, 0];
+        let mut r = PyCodeRec::named(pid, code, name, file, &table);
         r.check = 3;
         r.version = 0x030c;
         r.firstlineno = 40;
         r.units = 8;
-        r.name[..name.len()].copy_from_slice(name.as_bytes());
-        r.name_len = name.len() as u16;
-        r.name_kind = 1;
-        r.file[..file.len()].copy_from_slice(file.as_bytes());
-        r.file_len = file.len() as u16;
-        r.file_kind = 1;
-        // Code units [0, 2) on line 40, [2, 4) on line 42.
-        let table = [0x81, 0, 0x80 | (12 << 3) | 1, 0, 0];
-        r.table[..table.len()].copy_from_slice(&table);
-        r.table_len = table.len() as u16;
         r
     }
 

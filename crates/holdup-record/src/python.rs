@@ -340,22 +340,11 @@ mod tests {
     use super::*;
 
     fn code_rec(pid: u32, code: u64, name: &str, table: &[u8]) -> Box<PyCodeRec> {
-        let mut r: Box<PyCodeRec> = Box::default();
-        r.pid = pid;
-        r.code = code;
+        let mut r = PyCodeRec::named(pid, code, name, "/srv/app/worker.py", table);
         r.check = 3;
         r.version = 0x030c;
         r.firstlineno = 40;
         r.units = 8;
-        r.name[..name.len()].copy_from_slice(name.as_bytes());
-        r.name_len = name.len() as u16;
-        r.name_kind = 1;
-        let file = "/srv/app/worker.py";
-        r.file[..file.len()].copy_from_slice(file.as_bytes());
-        r.file_len = file.len() as u16;
-        r.file_kind = 1;
-        r.table[..table.len()].copy_from_slice(table);
-        r.table_len = table.len() as u16;
         r
     }
 

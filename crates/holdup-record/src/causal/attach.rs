@@ -333,6 +333,9 @@ pub fn run(cfg: &Config, pids: &[u32], duration: Option<Duration>) -> anyhow::Re
     let handlers = Handlers::start(delays.cores, &cpus)?;
 
     let mut run = Run::new(cfg, delays.cores, cpus, out);
+    if pids.is_empty() {
+        run.python.every_existing();
+    }
     for &pid in pids {
         run.python.existing(pid);
     }

@@ -29,6 +29,18 @@ impl Interpreters {
         }
     }
 
+    /// `-a`: every process that runs already.
+    pub fn every_existing(&mut self) {
+        let Ok(dir) = std::fs::read_dir("/proc") else {
+            return;
+        };
+        for entry in dir.flatten() {
+            if let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() {
+                self.existing(pid);
+            }
+        }
+    }
+
     /// A forked child runs its parent's interpreter.
     pub fn fork(&mut self, parent: u32, child: u32) {
         self.frames.fork(parent, child);
