@@ -371,18 +371,16 @@ impl Recorder {
         track(&self.skel, pid)
     }
 
-    /// Whether process `pid` is recorded (as the programs decide it, but
-    /// for `--cgroup`, which the caller tests): every process with `-a`,
-    /// else the tracked ones, the target's children among them once
-    /// forked. A process gone is not.
-    pub fn records_process(&self, pid: u32) -> bool {
+    /// Whether process `pid` is recorded: every process but this one with
+    /// [`Target::All`], else those tracked and their children as they were
+    /// started (with `follow_children`). A process gone is not. `--cgroup`
+    /// is the caller's to test.
+    pub fn tracks(&self, pid: u32) -> bool {
         if pid == 0 || pid == std::process::id() {
             return false;
         }
-        if self.options.target == Target::All {
-            return true;
-        }
-        crate::tracked::is_tracked(&self.skel.maps.tracked_tgids, pid).unwrap_or(false)
+        self.options.target == Target::All
+            || crate::tracked::is_tracked(&self.skel.maps.tracked_tgids, pid)
     }
 
     /// Intervals that began before `ns` (CLOCK_MONOTONIC) are cut there.

@@ -192,6 +192,27 @@ pub struct PyFrame {
 
 /// The strings of a code record, decoded.
 impl PyCodeRec {
+    /// A record of code object `code` of process `pid` as the recorder
+    /// writes one: its qualified name, file (Latin-1, cut to fit) and line
+    /// table; the other fields zero, for the caller to set (tests of the
+    /// readers of records).
+    pub fn named(pid: u32, code: u64, name: &str, file: &str, table: &[u8]) -> Box<PyCodeRec> {
+        let mut r: Box<PyCodeRec> = Box::default();
+        r.pid = pid;
+        r.code = code;
+        let fill = |dst: &mut [u8], src: &[u8]| {
+            let n = src.len().min(dst.len());
+            dst[..n].copy_from_slice(&src[..n]);
+            n as u16
+        };
+        r.name_len = fill(&mut r.name, name.as_bytes());
+        r.file_len = fill(&mut r.file, file.as_bytes());
+        r.table_len = fill(&mut r.table, table);
+        r.name_kind = 1;
+        r.file_kind = 1;
+        r
+    }
+
     /// The qualified name (the name on 3.10).
     pub fn name(&self) -> String {
         py_string(&self.name, self.name_len, self.name_kind)

@@ -8,6 +8,17 @@ use libbpf_rs::MapCore;
 
 use crate::ringbuf::map_shared;
 
+/// Whether the bit of process `pid` is set in the `tracked_tgids` map `map`.
+pub(crate) fn is_tracked(map: &impl MapCore, pid: u32) -> bool {
+    let word = pid / 64;
+    match map.lookup(&word.to_ne_bytes(), libbpf_rs::MapFlags::ANY) {
+        Ok(Some(v)) if v.len() >= 8 => {
+            u64::from_ne_bytes(v[..8].try_into().unwrap()) & (1 << (pid % 64)) != 0
+        }
+        _ => false,
+    }
+}
+
 /// Set the bit of process `pid` in the `tracked_tgids` map `map`. The
 /// kernel side sets and clears bits of other processes in the same word
 /// at any time, hence an atomic OR through a mapping of the map.
@@ -26,18 +37,4 @@ pub(crate) fn track(map: &impl MapCore, pid: u32) -> io::Result<()> {
     unsafe { (*words.add((pid / 64) as usize)).fetch_or(1 << (pid % 64), Ordering::SeqCst) };
     unsafe { libc::munmap(base.cast(), len) };
     Ok(())
-}
-
-/// Whether the bit of process `pid` is set in the `tracked_tgids` map `map`.
-pub(crate) fn is_tracked(map: &impl MapCore, pid: u32) -> io::Result<bool> {
-    let word = (pid / 64).to_ne_bytes();
-    let value = map
-        .lookup(&word, libbpf_rs::MapFlags::ANY)
-        .map_err(|e| io::Error::other(e.to_string()))?;
-    Ok(value
-        .and_then(|v| {
-            v.get(..8)
-                .map(|b| u64::from_ne_bytes(b.try_into().unwrap()))
-        })
-        .is_some_and(|w| (w >> (pid % 64)) & 1 == 1))
 }

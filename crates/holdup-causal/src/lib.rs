@@ -24,6 +24,7 @@ pub use holdup_coz::points;
 pub mod processor;
 pub mod profiler;
 pub mod progress;
+pub mod python;
 pub mod real;
 pub mod runtime;
 pub mod sink;

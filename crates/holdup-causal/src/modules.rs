@@ -35,6 +35,9 @@ pub struct Module {
     pub text: Vec<(u64, u64)>,
     pub eh: Option<EhTables>,
     pub role: Role,
+    /// A CPython interpreter (its executable or libpython), by name: where
+    /// the recorder walks its Python frames, they stand for its code.
+    pub interpreter: bool,
     /// Index into the profiler's line tables, when in scope.
     pub lines: Option<usize>,
 }
@@ -68,6 +71,7 @@ impl Modules {
                 m.role = Role::Main;
             }
             first = false;
+            m.interpreter = holdup_symbolize::python::layout::may_be_python(&m.path);
             if m.text
                 .iter()
                 .any(|&(s, e)| runtime_addr >= s && runtime_addr < e)
@@ -150,6 +154,7 @@ unsafe extern "C" fn collect(
             text,
             eh,
             role: Role::Other,
+            interpreter: false,
             lines: None,
         });
     }

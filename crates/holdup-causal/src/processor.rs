@@ -5,6 +5,7 @@ use crate::clock::{now_ns, seeded_rng, Rng};
 use crate::lines::{self, LineTable, Locations, Place};
 use crate::modules::{Modules, Role};
 use crate::points::points_of;
+use crate::python::PythonLocs;
 use crate::source::Source;
 use crate::state::State;
 use crate::threads::{ThreadState, ThreadTable};
@@ -43,6 +44,8 @@ pub struct Processor {
     pub(crate) unwinder: Unwinder,
     pub(crate) frames: Vec<u64>,
     pub(crate) slot_of: HashMap<i32, usize>,
+    /// This process's Python frames, when the recorder walks them.
+    pub(crate) python: PythonLocs,
     pub(crate) ready: bool,
     /// A library was unloaded before the profiler's first list was in:
     /// that list is made again when it is.
@@ -63,6 +66,8 @@ pub struct Processor {
     /// with it (`server:/src/server.c:42`), so that targets of several
     /// processes are told apart.
     pub(crate) binary: Option<String>,
+    /// Where a record is copied to be read in place (see [`aligned`]).
+    aligned: Vec<u64>,
     /// Records drained and time spent on them, for --verbose.
     pub(crate) records: u64,
     pub(crate) busy_ns: u64,
@@ -78,6 +83,7 @@ impl Processor {
             unwinder: Unwinder::default(),
             frames: Vec::with_capacity(128),
             slot_of: HashMap::new(),
+            python: PythonLocs::default(),
             ready: false,
             modules_stale: false,
             last_refresh_ns: 0,
@@ -91,6 +97,7 @@ impl Processor {
             allow_subclasses: true,
             samples_seen: 0,
             binary: None,
+            aligned: Vec::new(),
             records: 0,
             busy_ns: 0,
         }
@@ -102,6 +109,10 @@ impl Processor {
             SpeedupTarget::Subclass(sc) => Target::Subclass(sc),
             SpeedupTarget::Process => Target::Process(process_name()),
             SpeedupTarget::Code(l) => match self.locs.place(l) {
+                // One Python file run by several processes is one target.
+                Place::Line { file, line } if self.python.is_line(l) => {
+                    Target::line(None, file, line)
+                }
                 Place::Line { file, line } => Target::line(self.binary.as_deref(), file, line),
                 Place::Function { binary, symbol } => Target::Function {
                     binary: binary.to_string(),
@@ -166,8 +177,16 @@ impl Processor {
     }
 
     pub fn process(&mut self, rt: &'static State, bytes: &[u8]) {
-        let Ok(RawRecord::Sample(s)) = records::parse(bytes) else {
-            return;
+        let mut buf = std::mem::take(&mut self.aligned);
+        self.process_record(rt, aligned(bytes, &mut buf));
+        self.aligned = buf;
+    }
+
+    fn process_record(&mut self, rt: &'static State, bytes: &[u8]) {
+        let s = match records::parse(bytes) {
+            Ok(RawRecord::Sample(s)) => s,
+            Ok(RawRecord::PyCode(c)) if c.pid == rt.pid => return self.python.code(c),
+            _ => return,
         };
         let r = s.rec;
         if r.pid != rt.pid || r.tid as i32 == rt.profiler_tid.load(Ordering::Relaxed) {
@@ -194,6 +213,11 @@ impl Processor {
         let mut saw_main = false;
         let mut own = false;
         let mut unknown = false;
+        // A sample with interpreter frames: they stand in place of the
+        // interpreter's own machine code, at its first frame (or after the
+        // native frames, where those end before it).
+        let mut python = r.py_len > 0;
+        self.python.seen |= python;
         for (i, &f) in frames.iter().enumerate() {
             let addr = if i == 0 { f } else { f.wrapping_sub(1) };
             let Some(mi) = self.modules.find(addr) else {
@@ -216,6 +240,14 @@ impl Processor {
                 Role::Main => saw_main = true,
                 _ => {}
             }
+            if m.interpreter && self.python.seen {
+                if std::mem::take(&mut python)
+                    && self.python_frames(&s, target_line, &mut first, &mut hit)
+                {
+                    break;
+                }
+                continue;
+            }
             if let Some(t) = m.lines {
                 if let Some(loc) = self.tables[t].lookup(addr - m.bias) {
                     first.get_or_insert(loc);
@@ -231,6 +263,9 @@ impl Processor {
         self.frames = frames;
         if own {
             return;
+        }
+        if python && (first.is_none() || (target_line.is_some() && !hit)) {
+            self.python_frames(&s, target_line, &mut first, &mut hit);
         }
         if unknown {
             self.maybe_refresh_modules();
@@ -279,6 +314,30 @@ impl Processor {
             self.offer(SpeedupTarget::Subclass(Subclass::Io), all.io);
             self.offer(SpeedupTarget::Subclass(Subclass::Sched), all.sched);
         }
+    }
+
+    /// The sample's Python frames in scope, innermost first, as for the
+    /// native frames: the first is the sample's location, and a hit when
+    /// one is the experiment's. True when the walk is done (the location is
+    /// found and no target is looked for, or the target is found).
+    fn python_frames(
+        &mut self,
+        s: &records::RawSample<'_>,
+        target_line: Option<u32>,
+        first: &mut Option<u32>,
+        hit: &mut bool,
+    ) -> bool {
+        for f in s.python() {
+            let Some(loc) = self.python.loc(&mut self.locs, s.rec.pid, &f) else {
+                continue;
+            };
+            first.get_or_insert(loc);
+            *hit |= Some(loc) == target_line;
+            if target_line.is_none() || *hit {
+                return true;
+            }
+        }
+        false
     }
 
     /// A library loaded by dlopen shows up as unknown addresses.
@@ -386,6 +445,23 @@ fn follow_experiment(st: &State, p: &mut Processor) {
     p.pick_total = 0;
 }
 
+/// `bytes` where a record can be read in place (a Python code record is,
+/// and needs the 8-byte alignment the ring keeps): a record that came
+/// through a `--system` socket, 4-byte aligned after its frame's length,
+/// is copied into `buf`.
+fn aligned<'a>(bytes: &'a [u8], buf: &'a mut Vec<u64>) -> &'a [u8] {
+    if bytes.as_ptr().align_offset(8) == 0 {
+        return bytes;
+    }
+    buf.clear();
+    buf.resize(bytes.len().div_ceil(8), 0);
+    // SAFETY: the words hold at least bytes.len() bytes, any bytes are u64s.
+    let copy =
+        unsafe { std::slice::from_raw_parts_mut(buf.as_mut_ptr().cast::<u8>(), bytes.len()) };
+    copy.copy_from_slice(bytes);
+    copy
+}
+
 /// This process's name (its comm, which a forked child may have changed).
 fn process_name() -> String {
     std::fs::read_to_string("/proc/self/comm")
@@ -396,4 +472,40 @@ fn process_name() -> String {
 /// An address inside this library.
 pub fn runtime_address() -> u64 {
     runtime_address as *const () as usize as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A code record forwarded over a `--system` socket sits 4 bytes into
+    /// its frame: read in place it is refused, copied it is read.
+    #[test]
+    fn a_code_record_off_its_alignment_is_read_from_a_copy() {
+        let mut r = records::PyCodeRec::named(7, 0x1000, "hot", "/srv/app.py", &[]);
+        r.hdr.kind = records::REC_PY_CODE;
+        r.hdr.size = std::mem::size_of::<records::PyCodeRec>() as u32;
+        // SAFETY: a plain record, viewed as its bytes.
+        let rec = unsafe {
+            std::slice::from_raw_parts(
+                (&*r as *const records::PyCodeRec).cast::<u8>(),
+                std::mem::size_of::<records::PyCodeRec>(),
+            )
+        };
+        let mut frame = vec![0u64; rec.len().div_ceil(8) + 1];
+        // SAFETY: the words hold the record's bytes and 8 more.
+        let bytes = unsafe {
+            std::slice::from_raw_parts_mut(frame.as_mut_ptr().cast::<u8>(), rec.len() + 8)
+        };
+        bytes[4..4 + rec.len()].copy_from_slice(rec);
+        let off = &bytes[4..4 + rec.len()];
+        assert!(records::parse(off).is_err());
+        let mut buf = Vec::new();
+        match records::parse(aligned(off, &mut buf)) {
+            Ok(RawRecord::PyCode(c)) => assert_eq!((c.pid, c.name()), (7, "hot".to_string())),
+            other => panic!("{other:?}"),
+        }
+        // In place when it can be.
+        assert_eq!(aligned(rec, &mut buf).as_ptr(), rec.as_ptr());
+    }
 }

@@ -6,6 +6,7 @@ use crate::lines::{self, Locations};
 use crate::modules::{Modules, Role};
 use crate::processor::{runtime_address, Experiment, Samples, SpeedupTarget};
 use crate::progress::{self, Point, Snapshot};
+use crate::python::PythonLocs;
 use crate::sink::Sink;
 use crate::state::State as Shared;
 use holdup_coz::experiment::{self, Window, COOL_OFF_NS};
@@ -27,6 +28,10 @@ pub struct Profiler {
     length_ns: u64,
     experiments: u64,
     fixed_line: Option<u32>,
+    /// `--line` names no location yet, in an interpreter whose Python
+    /// frames become locations as samples bring them: looked up again at
+    /// this time.
+    fixed_retry_ns: Option<u64>,
     log_countdown: u64,
     log_interval: u64,
 }
@@ -69,6 +74,7 @@ impl Profiler {
             length_ns: rt.cfg.experiment_ns,
             experiments: 0,
             fixed_line: None,
+            fixed_retry_ns: None,
             log_countdown: 16,
             log_interval: 16,
         }
@@ -151,6 +157,9 @@ impl Profiler {
         self.samples.process_pending(rt);
         if let Some(s) = saved.take() {
             self.end_experiment(s);
+        }
+        if let (Some(spec), None, Some(_)) = (&rt.cfg.line, self.fixed_line, self.fixed_retry_ns) {
+            eprintln!("holdup causal: {spec} is in no sample of the program's lines, functions or Python frames; no experiments ran");
         }
         self.log_samples();
         if let Ok(p) = self.samples.processor.lock() {
@@ -237,15 +246,15 @@ impl Profiler {
                 .and_then(|m| m.path.rsplit('/').next())
                 .map(str::to_string);
         }
+        let interpreter = modules.list.iter().any(|m| m.interpreter);
         p.modules = modules;
         p.tables = tables;
         p.locs = locs;
+        p.python = PythonLocs::new(rt.cfg.scope.clone(), rt.cfg.granularity);
         if let Some(spec) = &rt.cfg.line {
-            self.fixed_line = match p.resolve(spec) {
-                Some(SpeedupTarget::Code(l)) => Some(l),
-                _ => None,
-            };
-            if self.fixed_line.is_none() {
+            self.fixed_line = fixed_location(&p, spec);
+            self.fixed_retry_ns = (self.fixed_line.is_none() && interpreter).then_some(0);
+            if self.fixed_line.is_none() && !interpreter {
                 eprintln!("holdup causal: {spec} is not in the program's line or function tables; no experiments will run");
             }
         }
@@ -271,7 +280,14 @@ impl Profiler {
             };
             return Some((None, target));
         }
-        let target = if rt.cfg.line.is_some() {
+        let target = if let Some(spec) = &rt.cfg.line {
+            match self.fixed_retry_ns {
+                Some(at) if self.fixed_line.is_none() && now_ns() >= at => {
+                    self.fixed_retry_ns = Some(now_ns() + FIXED_RETRY_NS);
+                    self.fixed_line = fixed_location(&*self.samples.processor.lock().ok()?, spec);
+                }
+                _ => {}
+            }
             self.fixed_line.map(SpeedupTarget::Code)
         } else if let Some(s) = rt.cfg.subclass {
             Some(SpeedupTarget::Subclass(s))
@@ -435,6 +451,17 @@ impl Profiler {
             }
         }
         self.write(&text);
+    }
+}
+
+/// How often `--line`'s location is looked up again in a Python program.
+const FIXED_RETRY_NS: u64 = 100_000_000;
+
+/// The location of `--line`'s `spec`, if there is one (yet).
+fn fixed_location(p: &crate::processor::Processor, spec: &str) -> Option<u32> {
+    match p.resolve(spec) {
+        Some(SpeedupTarget::Code(l)) => Some(l),
+        _ => None,
     }
 }
 

@@ -14,6 +14,8 @@ pub mod points;
 pub mod probe;
 pub mod probe_list;
 pub mod profile;
+#[cfg(feature = "samples")]
+pub mod python;
 pub mod scope;
 pub mod target;
 pub mod usdt;

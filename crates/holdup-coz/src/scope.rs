@@ -1,6 +1,7 @@
 //! Which source files and objects may hold targets: `--scope GLOB`, or by
 //! default the program's executable and the libraries it loaded that are
-//! not the system's runtime.
+//! not the system's runtime; of a Python program, its own source files
+//! and the packages it installed, not the standard library.
 
 /// File names (up to their version) of the libraries every program loads
 /// from the system: the C and C++ runtimes, the loader, the math and thread
@@ -45,13 +46,51 @@ pub fn is_system_runtime(path: &str) -> bool {
 
 /// Whether an object's code may hold targets: the main executable always;
 /// with a `--scope`, the objects it matches; without one, every object that
-/// is not the system's runtime.
+/// is not the system's runtime nor part of Python's standard library (its
+/// extension modules, `lib/python3.12/lib-dynload/_json.cpython-312….so`).
 pub fn object_in_scope(scope: Option<&str>, path: &str, is_main: bool) -> bool {
     is_main
         || match scope {
             Some(g) => scope_match(g, path),
-            None => !is_system_runtime(path),
+            None => !is_system_runtime(path) && !is_python_stdlib(path),
         }
+}
+
+/// Whether a file is part of a Python installation's standard library:
+/// under a `lib/pythonX.Y/` directory but not in its `site-packages` (or
+/// Debian's `dist-packages`), where the packages a program installed go.
+pub fn is_python_stdlib(path: &str) -> bool {
+    let parts: Vec<&str> = path.split('/').collect();
+    let Some(at) = parts
+        .windows(2)
+        .position(|w| w[0] == "lib" && is_python_dir(w[1]))
+    else {
+        return false;
+    };
+    !parts[at + 2..]
+        .iter()
+        .any(|&p| p == "site-packages" || p == "dist-packages")
+}
+
+/// `python3.12`: a versioned library directory of CPython.
+fn is_python_dir(dir: &str) -> bool {
+    dir.strip_prefix("python")
+        .and_then(|v| v.split_once('.'))
+        .is_some_and(|(major, minor)| {
+            let digits = |s: &str| !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit());
+            digits(major) && digits(minor)
+        })
+}
+
+/// Whether the Python source file `file` (a code object's file name) may
+/// hold targets: with a `--scope`, the files it matches; without one, the
+/// program's own files and installed packages, not the standard library
+/// nor code without a file (`<frozen importlib._bootstrap>`, `<string>`).
+pub fn python_file_in_scope(scope: Option<&str>, file: &str) -> bool {
+    match scope {
+        Some(g) => scope_match(g, file),
+        None => !file.starts_with('<') && !is_python_stdlib(file),
+    }
 }
 
 /// Shell-style glob: `*` (within a path component), `**` (across them), `?`.
@@ -103,6 +142,39 @@ mod tests {
         assert!(scope_match("src/*.c", "/home/me/app/src/main.c"));
         assert!(!scope_match("lib/*.c", "/home/me/app/src/main.c"));
         assert!(scope_match("*causal*", "/w/workloads/causal_lock.c"));
+    }
+
+    #[test]
+    fn pythons_standard_library_is_out_of_the_default_scope() {
+        for stdlib in [
+            "/usr/lib/python3.11/json/decoder.py",
+            "/opt/lib/tools/lib/python3.10/os.py",
+            "/root/.pyenv/versions/3.12.1/lib/python3.12/threading.py",
+            "/usr/local/lib/python3.13/lib-dynload/_json.cpython-313-x86_64-linux-gnu.so",
+        ] {
+            assert!(is_python_stdlib(stdlib), "{stdlib}");
+            assert!(!python_file_in_scope(None, stdlib), "{stdlib}");
+            assert!(!object_in_scope(None, stdlib, false), "{stdlib}");
+        }
+        for own in [
+            "/srv/app/app.py",
+            "app.py",
+            "/usr/lib/python3.11/site-packages/requests/api.py",
+            "/usr/lib/python3/dist-packages/yaml/loader.py",
+            "/home/me/lib/python/work.py",
+            "/home/me/venv/lib/python3.12/site-packages/numpy/core/_multiarray_umath.cpython-312-x86_64-linux-gnu.so",
+        ] {
+            assert!(!is_python_stdlib(own), "{own}");
+            assert!(python_file_in_scope(None, own), "{own}");
+        }
+        // Code without a file; a scope names the files instead.
+        assert!(!python_file_in_scope(None, "<frozen importlib._bootstrap>"));
+        assert!(!python_file_in_scope(None, "<string>"));
+        assert!(python_file_in_scope(
+            Some("**/json/*.py"),
+            "/usr/lib/python3.11/json/decoder.py"
+        ));
+        assert!(!python_file_in_scope(Some("app/*.py"), "/srv/other.py"));
     }
 
     #[test]

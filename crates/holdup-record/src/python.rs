@@ -9,7 +9,7 @@ use holdup_bpf::records::{self as raw, PyCodeRec, PyConfig, PyCounts, PyFrame};
 use holdup_symbolize::python::{self, lines, Interpreter};
 use holdup_trace::fxhash::FxHashMap;
 use holdup_trace::{DsoId, Frame, SymFrame};
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::Path;
 use std::rc::Rc;
@@ -54,7 +54,8 @@ pub struct PythonFrames {
     pids: FxHashMap<DsoId, u32>,
     /// Evaluator ranges by the path of the dso the converter gave them.
     evaluators: FxHashMap<String, Vec<Range<u64>>>,
-    refused: BTreeSet<String>,
+    /// Interpreters refused, by path, with why.
+    refused: BTreeMap<String, String>,
     pub spliced: python::splice::Spliced,
     /// Frames whose code object never came (its record was lost).
     pub unknown_code: u64,
@@ -132,9 +133,7 @@ impl PythonFrames {
             Ok(Some(i)) => i.clone(),
             Ok(None) => return,
             Err(why) => {
-                self.refused.insert(format!(
-                    "python: {path}: {why}; its processes show native frames only"
-                ));
+                self.refused.insert(path.to_string(), why.to_string());
                 return;
             }
         };
@@ -167,12 +166,29 @@ impl PythonFrames {
         }
     }
 
-    /// Configurations to hand to the recorder, and processes to forget.
-    pub fn take_changes(&mut self) -> (Vec<(u32, PyConfig)>, Vec<u32>) {
-        (
-            std::mem::take(&mut self.pending),
-            std::mem::take(&mut self.forgotten),
-        )
+    /// The interpreters recognised since the last call, to the recorder (it
+    /// walks their frames from now on), and those gone. A process the
+    /// recorder's table has no room for keeps its native frames only, and
+    /// is counted.
+    pub fn hand_over(&mut self, rec: &holdup_bpf::Recorder) {
+        for (pid, config) in std::mem::take(&mut self.pending) {
+            // The address events are the machine's: an interpreter outside
+            // the recording needs no place in the recorder's table.
+            if !rec.tracks(pid) {
+                continue;
+            }
+            if rec.set_python(pid, &config).is_err() {
+                self.not_handed_over += 1;
+            }
+        }
+        for pid in std::mem::take(&mut self.forgotten) {
+            rec.forget_python(pid);
+        }
+    }
+
+    /// The interpreter files whose frames cannot be walked, and why.
+    pub fn refusals(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.refused.iter().map(|(p, w)| (p.as_str(), w.as_str()))
     }
 
     /// A code record.
@@ -262,7 +278,12 @@ impl PythonFrames {
     /// What the user should know: interpreters refused, and frame walks
     /// that did not end where a thread's frames end.
     pub fn notes(&self) -> Vec<String> {
-        let mut notes: Vec<String> = self.refused.iter().cloned().collect();
+        let mut notes: Vec<String> = self
+            .refusals()
+            .map(|(path, why)| {
+                format!("python: {path}: {why}; its processes show native frames only")
+            })
+            .collect();
         if self.not_handed_over > 0 {
             notes.push(format!(
                 "python: {} processes show native frames only: the recorder's table of interpreters was full",
@@ -305,12 +326,7 @@ impl PythonFrames {
 impl Code {
     /// `qualname (file.py:LINE)`: the function and where in it.
     fn frame(&self, instr: u32) -> SymFrame {
-        let line = match instr {
-            u32::MAX => None,
-            i if self.v310 => lines::line_310(&self.table, self.first_line, i),
-            i if self.units != 0 && i >= self.units => None,
-            i => lines::line_311(&self.table, self.first_line, i),
-        };
+        let line = lines::line_at(&self.table, self.first_line, self.units, self.v310, instr);
         let base = self.file.rsplit('/').next().unwrap_or(&self.file);
         let function = match line {
             Some(l) => format!("{} ({base}:{l})", self.name),
@@ -329,22 +345,11 @@ mod tests {
     use super::*;
 
     fn code_rec(pid: u32, code: u64, name: &str, table: &[u8]) -> Box<PyCodeRec> {
-        let mut r: Box<PyCodeRec> = Box::default();
-        r.pid = pid;
-        r.code = code;
+        let mut r = PyCodeRec::named(pid, code, name, "/srv/app/worker.py", table);
         r.check = 3;
         r.version = 0x030c;
         r.firstlineno = 40;
         r.units = 8;
-        r.name[..name.len()].copy_from_slice(name.as_bytes());
-        r.name_len = name.len() as u16;
-        r.name_kind = 1;
-        let file = "/srv/app/worker.py";
-        r.file[..file.len()].copy_from_slice(file.as_bytes());
-        r.file_len = file.len() as u16;
-        r.file_kind = 1;
-        r.table[..table.len()].copy_from_slice(table);
-        r.table_len = table.len() as u16;
         r
     }
 

@@ -163,7 +163,7 @@ fn collect<W: Write>(rec: &mut Recorder, d: &mut Converter<W>) -> anyhow::Result
     rec.attach_fallbacks()?;
     rec.drain_address_events(|ev| d.queue_address_event(ev));
     d.sort_address_events();
-    hand_over_interpreters(rec, d);
+    d.python.hand_over(rec);
     hand_over_go_processes(rec, d);
     Ok(())
 }
@@ -172,7 +172,7 @@ fn collect<W: Write>(rec: &mut Recorder, d: &mut Converter<W>) -> anyhow::Result
 /// probes their scheduler from now on), and those gone. A process that
 /// cannot be probed is recorded as before, and said.
 fn hand_over_go_processes<W: Write>(rec: &mut Recorder, d: &mut Converter<W>) {
-    d.goroutines.recognise(|pid| rec.records_process(pid));
+    d.goroutines.recognise(|pid| rec.tracks(pid));
     let (set, gone) = d.goroutines.take_changes();
     for (pid, path, binary) in set {
         let probes = crate::goroutines::probes(&binary);
@@ -183,27 +183,6 @@ fn hand_over_go_processes<W: Write>(rec: &mut Recorder, d: &mut Converter<W>) {
     }
     for pid in gone {
         rec.forget_goroutines(pid);
-    }
-}
-
-/// The interpreters recognised since the last call, to the recorder (it
-/// walks their frames from now on), and those gone. A process the
-/// recorder's table has no room for is recorded with native frames, and
-/// counted.
-pub(crate) fn hand_over_interpreters<W: Write>(rec: &Recorder, d: &mut Converter<W>) {
-    let (set, gone) = d.python.take_changes();
-    for (pid, config) in set {
-        // The address events are the machine's: an interpreter outside
-        // the recording needs no place in the recorder's table.
-        if !rec.records_process(pid) {
-            continue;
-        }
-        if rec.set_python(pid, &config).is_err() {
-            d.python.not_handed_over += 1;
-        }
-    }
-    for pid in gone {
-        rec.forget_python(pid);
     }
 }
 
@@ -438,7 +417,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
             d.goroutines.launched(pid, command);
         }
     }
-    hand_over_interpreters(&rec, &mut d);
+    d.python.hand_over(&rec);
     hand_over_go_processes(&mut rec, &mut d);
     drain_ahead_of_the_target();
     if let Err(e) = recording.start() {

@@ -39,10 +39,11 @@
 //! ```
 
 //!
-//! Without the default feature `symbolize`, only [`lines`] and
-//! [`functions`] are built: the source lines and functions of machine code,
-//! which the causal runtime (inside every profiled program) needs without
-//! blazesym, framehop or an HTTP client.
+//! Without the default feature `symbolize`, only [`lines`], [`functions`]
+//! and [`python`] are built: the source lines and functions of machine
+//! code, and the lines of Python frames, which the causal runtime (inside
+//! every profiled program) needs without blazesym, framehop or an HTTP
+//! client.
 
 #[cfg(feature = "symbolize")]
 pub mod callgraph;
@@ -64,7 +65,6 @@ pub mod lines;
 mod maps;
 #[cfg(feature = "symbolize")]
 pub mod perfmap;
-#[cfg(feature = "symbolize")]
 pub mod python;
 #[cfg(feature = "symbolize")]
 mod symbolizer;

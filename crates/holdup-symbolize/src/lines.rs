@@ -95,6 +95,21 @@ impl Locations {
         id
     }
 
+    /// The location of line `line` of `file`, for code that has no table
+    /// here (an interpreter's): the same line of the same file is one
+    /// location.
+    pub fn line(&mut self, file: &str, line: u32) -> u32 {
+        let f = self.file_id(file);
+        self.intern(f, line)
+    }
+
+    /// A new location for function `symbol` of `binary` (a file name), for
+    /// code that has no table here; the caller keeps it and asks once.
+    pub fn function(&mut self, binary: &str, symbol: &str) -> u32 {
+        let b = self.file_id(binary);
+        self.intern_function(b, symbol)
+    }
+
     /// `path:line` of a line, the symbol of a function.
     pub fn name(&self, loc: u32) -> &str {
         &self.names[loc as usize]

@@ -69,7 +69,9 @@ pub struct RunArgs {
     /// Source files (or objects) whose lines or functions may be targets,
     /// as a glob (`*`, `**`, `?`) on their path or its last components.
     /// Default: the main executable and the libraries it loaded that are not
-    /// the system's runtime (libc, libstdc++, the loader, libm…).
+    /// the system's runtime (libc, libstdc++, the loader, libm…); of a
+    /// Python program (CPython 3.10 to 3.13), its own source files and
+    /// installed packages, not the standard library.
     #[arg(long, value_name = "GLOB")]
     pub scope: Option<String>,
     /// What a code target is: a source line (where a line table exists;

@@ -11,6 +11,7 @@
 //! with uprobes.
 
 use super::handlers::Handlers;
+use super::interpreters::Interpreters;
 use super::probes::{self, Probe};
 use super::tally::{self, Tally};
 use super::targets::{Hit, Resolver};
@@ -73,6 +74,7 @@ struct Run {
     experiments: u64,
     out: File,
     verbose: bool,
+    python: Interpreters,
 }
 
 impl Run {
@@ -97,6 +99,7 @@ impl Run {
             experiments: 0,
             out,
             verbose: cfg.verbose,
+            python: Interpreters::default(),
         }
     }
 
@@ -262,8 +265,11 @@ impl Run {
         rec.drain_records(|raw| match raw {
             RawRecord::Sample(s) => self.sample(s),
             RawRecord::Exec(e) => self.resolver.forget(e.pid),
+            RawRecord::PyCode(c) => self.resolver.code(c),
+            RawRecord::Fork(f) => self.python.fork(f.parent_pid, f.pid),
             _ => {}
         });
+        self.python.update(rec);
     }
 }
 
@@ -327,6 +333,13 @@ pub fn run(cfg: &Config, pids: &[u32], duration: Option<Duration>) -> anyhow::Re
     let handlers = Handlers::start(delays.cores, &cpus)?;
 
     let mut run = Run::new(cfg, delays.cores, cpus, out);
+    if pids.is_empty() {
+        run.python.every_existing();
+    }
+    for &pid in pids {
+        run.python.existing(pid);
+    }
+    run.python.update(&mut rec);
     if run
         .fixed
         .as_deref()
@@ -375,6 +388,7 @@ pub fn run(cfg: &Config, pids: &[u32], duration: Option<Duration>) -> anyhow::Re
     if run.verbose {
         say_delays(&run, spun);
     }
+    run.python.finish();
     say_without_lines(&run.resolver, program.as_deref());
     drop(rec);
     if let (Some(spec), None) = (&run.fixed, run.fixed_id) {

@@ -23,6 +23,7 @@
 mod attach;
 mod callers;
 mod handlers;
+mod interpreters;
 mod peers;
 pub mod preload;
 mod preloaded;

@@ -3,6 +3,7 @@
 //! the command) and `--system` (every process's runtime gets its samples
 //! from here and sends its profile records back).
 
+use super::interpreters::Interpreters;
 use super::probes::{self, Probe};
 use super::system::Forwarder;
 use super::visits::Watch;
@@ -91,6 +92,10 @@ fn settings(cfg: &Config, lib: &str) -> anyhow::Result<Handed> {
 /// How often a thread-level run looks at its progress points.
 const WATCH_TICK: std::time::Duration = std::time::Duration::from_millis(100);
 
+/// How often it looks for an interpreter the command mapped: its first
+/// Python frames are walked from then on.
+const MAPS_TICK: std::time::Duration = std::time::Duration::from_millis(10);
+
 /// Ctrl-C reaches the command (same process group); we wait for it. Set
 /// after the command is forked, which would inherit ignored signals.
 fn leave_signals_to_the_command() {
@@ -105,12 +110,12 @@ pub fn run(cfg: &Config) -> anyhow::Result<Outcome> {
     let mut handed = settings(cfg, &lib)?;
     let output = create_output(&cfg.output, cfg.append)?;
     let system = cfg.mode == Mode::System;
-    let rec = start_recorder(Traced::Pids(Vec::new()), cfg.period_ns, system, false)?;
+    let mut rec = start_recorder(Traced::Pids(Vec::new()), cfg.period_ns, system, false)?;
     for (k, v) in &handed.env {
         std::env::set_var(k, v);
     }
     if system {
-        return system_run(cfg, &rec, output, &mut handed);
+        return system_run(cfg, &mut rec, output, &mut handed);
     }
     // The runtime reads the ring and writes the profile from inside the
     // command: give it fds that survive exec (libbpf's and ours are
@@ -127,7 +132,7 @@ pub fn run(cfg: &Config) -> anyhow::Result<Outcome> {
         } => runs,
         _ => 1,
     };
-    let status = thread_runs(&rec, &cfg.command, runs, &mut handed)?;
+    let status = thread_runs(&mut rec, &cfg.command, runs, &mut handed)?;
     drop((ring, profile));
     drop(rec);
     Ok(Outcome {
@@ -139,12 +144,13 @@ pub fn run(cfg: &Config) -> anyhow::Result<Outcome> {
 /// The recording loop of thread-level runs: the command `runs` times,
 /// until one fails.
 fn thread_runs(
-    rec: &Recorder,
+    rec: &mut Recorder,
     command: &[String],
     runs: u32,
     handed: &mut Handed,
 ) -> anyhow::Result<ExitStatus> {
     let mut last = ExitStatus::Code(0);
+    let mut python = Interpreters::default();
     for _ in 0..runs {
         let mut child = launch::spawn_held(command)?;
         leave_signals_to_the_command();
@@ -153,10 +159,16 @@ fn thread_runs(
         probes::track(&handed.probes, pid)?;
         child.release()?;
         handed.watch.started(Some(pid), Some(pid));
+        let mut check_at = std::time::Instant::now() + WATCH_TICK;
         last = loop {
-            if let Some(status) = child.wait_for(WATCH_TICK) {
+            if let Some(status) = child.wait_for(MAPS_TICK) {
                 break status;
             }
+            python.update(rec);
+            if std::time::Instant::now() < check_at {
+                continue;
+            }
+            check_at += WATCH_TICK;
             if let Err(e) = handed.watch.check(&handed.probes) {
                 child.wait(true);
                 return Err(e);
@@ -166,6 +178,7 @@ fn thread_runs(
             break;
         }
     }
+    python.finish();
     Ok(last)
 }
 
@@ -174,7 +187,7 @@ fn thread_runs(
 /// behind are not waited for).
 fn system_run(
     cfg: &Config,
-    rec: &Recorder,
+    rec: &mut Recorder,
     output: File,
     points: &mut Handed,
 ) -> anyhow::Result<Outcome> {
@@ -213,7 +226,7 @@ fn system_run(
 /// The recording loop of `--system`: forward samples and records until
 /// the command ends (or a second Ctrl-C).
 fn system_loop(
-    rec: &Recorder,
+    rec: &mut Recorder,
     command: &[String],
     fwd: &mut Forwarder,
     handed: super::system::Handed,
@@ -233,12 +246,19 @@ fn system_loop(
         .channel()
         .try_clone_to_owned()
         .context("cannot wait on the channel")?;
+    let ring = rec
+        .ring_fd()
+        .try_clone_to_owned()
+        .context("cannot wait on the ring")?;
     let tick = std::time::Duration::from_millis(1);
-    let wake = [rec.ring_fd(), channel.as_fd()];
+    let wake = [ring.as_fd(), channel.as_fd()];
+    let mut python = Interpreters::default();
     let stop = recording.run(tick, &wake, || {
-        fwd.pump();
+        fwd.pump(&mut |parent, child| python.fork(parent, child));
+        python.update(rec);
         points.watch.check(&points.probes)?;
         Ok(Flow::Continue)
     })?;
+    python.finish();
     Ok(stop.status())
 }

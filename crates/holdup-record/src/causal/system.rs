@@ -85,21 +85,30 @@ impl Forwarder {
         self.channel.as_fd()
     }
 
-    /// Hand out the ring's records and take in the announcements.
-    pub fn pump(&mut self) {
+    /// Hand out the ring's records and take in the announcements; the
+    /// forks the ring tells of go to `on_fork` (parent, child).
+    pub fn pump(&mut self, on_fork: &mut dyn FnMut(u32, u32)) {
         self.accept();
         let peers = &mut self.peers;
         let (mut sent, mut lost) = (0, 0);
         self.ring.drain(|bytes| {
-            let Ok(RawRecord::Sample(s)) = records::parse(bytes) else {
-                return;
-            };
-            // Any time of a sample is after its process began.
-            let time = s.rec.start.max(s.rec.end);
-            if peers.route(s.rec.pid, time, bytes) {
-                sent += 1;
-            } else {
-                lost += 1;
+            match records::parse(bytes) {
+                Ok(RawRecord::Sample(s)) => {
+                    // Any time of a sample is after its process began.
+                    let time = s.rec.start.max(s.rec.end);
+                    if peers.route(s.rec.pid, time, bytes) {
+                        sent += 1;
+                    } else {
+                        lost += 1;
+                    }
+                }
+                // A Python code object, sent once, before the first sample
+                // that has it: its process names its frames with it.
+                Ok(RawRecord::PyCode(c)) => {
+                    peers.route(c.pid, holdup_bpf::monotonic_ns(), bytes);
+                }
+                Ok(RawRecord::Fork(f)) => on_fork(f.parent_pid, f.pid),
+                _ => {}
             }
         });
         self.forwarded += sent;
@@ -125,7 +134,7 @@ impl Forwarder {
     /// The command ended: take what every process sent so far, and give
     /// the output back. Processes still running reach nobody from now on.
     pub fn finish(mut self) -> (File, Summary) {
-        self.pump();
+        self.pump(&mut |_, _| {});
         self.peers.finish(&mut |frame| self.profile.append(frame));
         let summary = Summary {
             forwarded: self.forwarded,

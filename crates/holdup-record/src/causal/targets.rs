@@ -1,19 +1,24 @@
 //! What an on-CPU sample of `holdup causal run -a/-p` is in, by target
 //! name: the kernel function it hit (`kernel:FUNC`), the source lines of
 //! its user stack in scope (`BINARY:FILE:LINE`, or `BINARY:FUNCTION` where
-//! a binary has no line table), and its process (`process:COMM`). Names are interned: a sample's targets are small ids.
+//! a binary has no line table), its Python frames in scope (`FILE:LINE`,
+//! `FILE.py:FUNCTION`: see [`holdup_coz::python`]) in place of the
+//! interpreter's own code, and its process (`process:COMM`). Names are
+//! interned: a sample's targets are small ids.
 //!
 //! SCOZ §3.4: line tables are built on demand, once per binary, shared by
 //! every process that runs it; the kernel has one table (kallsyms here).
 
-use holdup_bpf::records::{RawSample, SF_KSTACK_LEAF_IS_IP, SF_USER_REGS};
+use holdup_bpf::records::{PyCodeRec, RawSample, SF_KSTACK_LEAF_IS_IP, SF_USER_REGS};
 use holdup_coz::names;
 use holdup_coz::probe::Segment;
+use holdup_coz::python::Codes;
 use holdup_coz::scope::{object_in_scope, scope_match};
 use holdup_coz::target::Target;
 use holdup_symbolize::lines::{self, Granularity, LineTable, Locations, Place};
+use holdup_symbolize::python::layout::may_be_python;
 use holdup_symbolize::{AddressSpaces, KernelSymbols, Unwinder};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
 /// A process's maps are read again for an unknown address at most this often.
@@ -157,6 +162,12 @@ pub struct Resolver {
     objects: HashMap<String, Option<Object>>,
     locs: Locations,
     frames: Vec<u64>,
+    /// Python code objects, the targets of frames seen before (by process,
+    /// code, check and instruction), and the processes whose samples had
+    /// Python frames: their interpreter's code is no target.
+    python: Codes,
+    python_ids: HashMap<(u32, u64, u16, u32), u32>,
+    python_procs: HashSet<u32>,
     /// Binaries in scope that have neither a line table nor a symbol
     /// table, to say so once.
     pub without_lines: Vec<String>,
@@ -165,6 +176,7 @@ pub struct Resolver {
 impl Resolver {
     /// `kernel`: whether kernel functions are targets (kallsyms readable).
     pub fn new(scope: Option<String>, granularity: Granularity, kernel: bool) -> Resolver {
+        let python_scope = scope.clone();
         let kernel = kernel
             .then(|| KernelSymbols::load().ok())
             .flatten()
@@ -181,6 +193,9 @@ impl Resolver {
             objects: HashMap::new(),
             locs: Locations::default(),
             frames: Vec::with_capacity(128),
+            python: Codes::new(python_scope, granularity),
+            python_ids: HashMap::new(),
+            python_procs: HashSet::new(),
             without_lines: Vec::new(),
         }
     }
@@ -193,6 +208,14 @@ impl Resolver {
     pub fn forget(&mut self, pid: u32) {
         self.procs.remove(&pid);
         self.spaces.exit(pid);
+        self.python.forget(pid);
+        self.python_ids.retain(|k, _| k.0 != pid);
+        self.python_procs.remove(&pid);
+    }
+
+    /// A Python code object, before the samples that have it.
+    pub fn code(&mut self, r: &PyCodeRec) {
+        self.python.add(r);
     }
 
     pub fn resolve(&mut self, s: &RawSample<'_>, now_ns: u64, hit: &mut Hit) {
@@ -226,9 +249,22 @@ impl Resolver {
         let mut frames = std::mem::take(&mut self.frames);
         self.unwinder
             .unwind_into(&self.spaces, r.pid, &stack, &mut frames);
+        // Python frames stand in place of the interpreter's code, at its
+        // first frame (or after the native frames, where those end first).
+        let mut python = r.py_len > 0;
+        if python {
+            self.python_procs.insert(r.pid);
+        }
+        let interpreted = self.python_procs.contains(&r.pid);
         for (i, &addr) in frames.iter().enumerate() {
             // A return address is the instruction after the call.
             let addr = if i == 0 { addr } else { addr.wrapping_sub(1) };
+            if interpreted && self.in_interpreter(r.pid, addr) {
+                if std::mem::take(&mut python) {
+                    self.python_lines(s, hit);
+                }
+                continue;
+            }
             if let Some(id) = self.line(r.pid, addr) {
                 if !hit.lines.contains(&id) {
                     hit.lines.push(id);
@@ -236,6 +272,38 @@ impl Resolver {
             }
         }
         self.frames = frames;
+        if python {
+            self.python_lines(s, hit);
+        }
+    }
+
+    /// Whether `addr` of `pid` is in a CPython interpreter's code.
+    fn in_interpreter(&self, pid: u32, addr: u64) -> bool {
+        self.spaces
+            .find(pid, addr)
+            .is_some_and(|m| may_be_python(&m.path))
+    }
+
+    /// The targets of the sample's Python frames in scope, innermost first.
+    fn python_lines(&mut self, s: &RawSample<'_>, hit: &mut Hit) {
+        let pid = s.rec.pid;
+        for f in s.python() {
+            let key = (pid, f.code, f.check, f.instr);
+            let id = match self.python_ids.get(&key) {
+                Some(&id) => id,
+                None => {
+                    let Some(place) = self.python.place(pid, &f) else {
+                        continue;
+                    };
+                    let id = self.names.id(place.target());
+                    self.python_ids.insert(key, id);
+                    id
+                }
+            };
+            if !hit.lines.contains(&id) {
+                hit.lines.push(id);
+            }
+        }
     }
 
     fn read_process(&mut self, pid: u32) -> Process {

@@ -33,6 +33,20 @@ pub fn line_310(table: &[u8], first_line: i32, lasti: u32) -> Option<u32> {
     None
 }
 
+/// The line of a frame at instruction `instr` of a code object whose line
+/// table is `table` (3.10's by byte offset when `v310`, else the location
+/// table), first line `first_line` and size `units` code units (0: not
+/// known); None where the table gives none, or the instruction is not
+/// known (`u32::MAX`) or outside the code.
+pub fn line_at(table: &[u8], first_line: i32, units: u32, v310: bool, instr: u32) -> Option<u32> {
+    match instr {
+        u32::MAX => None,
+        i if v310 => line_310(table, first_line, i),
+        i if units != 0 && i >= units => None,
+        i => line_311(table, first_line, i),
+    }
+}
+
 /// A cursor over a 3.11+ location table.
 struct Cursor<'a> {
     table: &'a [u8],

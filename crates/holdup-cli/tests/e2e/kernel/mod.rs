@@ -6,6 +6,7 @@ mod agent;
 mod causal;
 mod causal_functions;
 mod causal_progress;
+mod causal_python;
 mod causal_usdt;
 mod cgroup;
 mod debuginfo;
