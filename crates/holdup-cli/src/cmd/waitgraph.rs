@@ -105,6 +105,56 @@ fn parse_threshold(s: &str) -> Result<Threshold, String> {
         .ok_or_else(bad)
 }
 
+/// CPU time of the whole process so far (all threads, user + system): a
+/// loaded machine stretches wall time, not this.
+fn process_cpu_s() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid clock id and a pointer to a timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// CPU time by step, for `--timing`: each step's, and events per CPU
+/// second of each and of the whole.
+#[derive(Default)]
+struct CpuSteps {
+    last: f64,
+    steps: Vec<(&'static str, f64)>,
+}
+
+impl CpuSteps {
+    fn start() -> Self {
+        CpuSteps {
+            last: process_cpu_s(),
+            steps: Vec::new(),
+        }
+    }
+
+    fn done(&mut self, step: &'static str) {
+        let now = process_cpu_s();
+        self.steps.push((step, now - self.last));
+        self.last = now;
+    }
+
+    fn say(&self, events: u64) {
+        let rate = |s: f64| events as f64 / s.max(1e-9) / 1e6;
+        let total: f64 = self.steps.iter().map(|s| s.1).sum();
+        let steps: Vec<String> = self
+            .steps
+            .iter()
+            .map(|(name, s)| format!("{name} {s:.3} s ({:.2} M/s)", rate(*s)))
+            .collect();
+        eprintln!(
+            "holdup: CPU time: {}; in all {total:.3} s: {:.2} M events per CPU second",
+            steps.join(", "),
+            rate(total)
+        );
+    }
+}
+
 fn peak_rss_mib() -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
@@ -132,18 +182,22 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         bench_in_memory(path, &opts)?;
         return Ok(ExitCode::SUCCESS);
     }
+    let mut cpu = CpuSteps::start();
     let t = Instant::now();
     let g = waitgraph::analyze(&mut src, &opts).map_err(|e| match e {
         Error::Trace(_) | Error::Io { .. } => anyhow::anyhow!("{e}"),
         e => anyhow::anyhow!("{}: {e}", path.display()),
     })?;
     let graph_s = t.elapsed().as_secs_f64();
+    cpu.done("graph");
     let mut g = g;
     if !a.no_holders {
         let t = Instant::now();
         let trace = holdup_trace::Trace::load(path).map_err(|e| anyhow::anyhow!("{e}"))?;
         let loaded = t.elapsed().as_secs_f64();
+        cpu.done("trace load");
         waitgraph::add_holders(&trace, &mut g);
+        cpu.done("holders");
         if a.timing {
             let s = t.elapsed().as_secs_f64() - loaded;
             eprintln!(
@@ -200,6 +254,10 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         }
     }
     out.flush()?;
+    if a.timing {
+        cpu.done("output");
+        cpu.say(g.events());
+    }
     Ok(ExitCode::SUCCESS)
 }
 
