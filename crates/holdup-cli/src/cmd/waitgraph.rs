@@ -3,7 +3,9 @@
 //! does not grow with its length.
 
 use anyhow::Context;
-use holdup_analysis::waitgraph::{self, Error, Options, Source, Threshold, TraceFile};
+use holdup_analysis::waitgraph::{
+    self, Decoded, Error, Options, Source, Threshold, TraceFile, WaitGraph,
+};
 use holdup_render::waitgraph::{self as render, DotOptions, TextOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -218,55 +220,64 @@ fn peak_rss_mib() -> f64 {
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
-pub fn run(a: Args) -> anyhow::Result<ExitCode> {
-    let path: &Path = &a.input;
-    // The messages already name the file and the cause: one sentence, no
-    // cause chain repeating it.
-    let mut src = TraceFile::open(path).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let opts = Options {
+/// The graph of the records `src` hands over.
+fn graph(src: &mut dyn Source, a: &Args) -> anyhow::Result<WaitGraph> {
+    let opts = options(src, a);
+    waitgraph::analyze(src, &opts).map_err(|e| match e {
+        Error::Trace(_) | Error::Io { .. } => anyhow::anyhow!("{e}"),
+        e => anyhow::anyhow!("{}: {e}", a.input.display()),
+    })
+}
+
+fn options(src: &dyn Source, a: &Args) -> Options {
+    Options {
         threshold: a.threshold,
         merge_similar: !a.no_merge_similar,
         merge_short: !a.no_merge_short,
         device_names: holdup_trace::devices::block_devices_of(src.header()),
         ..Default::default()
-    };
+    }
+}
+
+pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+    let path: &Path = &a.input;
+    // The messages already name the file and the cause: one sentence, no
+    // cause chain repeating it.
+    let opened = |e: Error| anyhow::anyhow!("{e}");
     if a.bench_in_memory {
-        bench_in_memory(path, &opts, !a.no_holders)?;
+        let src = TraceFile::open(path).map_err(opened)?;
+        bench_in_memory(path, &options(&src, &a), !a.no_holders)?;
         return Ok(ExitCode::SUCCESS);
     }
     let mut cpu = CpuSteps::start();
     let t = Instant::now();
-    let g = waitgraph::analyze(&mut src, &opts).map_err(|e| match e {
-        Error::Trace(_) | Error::Io { .. } => anyhow::anyhow!("{e}"),
-        e => anyhow::anyhow!("{}: {e}", path.display()),
-    })?;
-    let graph_s = t.elapsed().as_secs_f64();
-    cpu.done("graph");
-    let mut g = g;
-    if !a.no_holders {
-        let t = Instant::now();
-        let trace = holdup_trace::Trace::load(path).map_err(|e| anyhow::anyhow!("{e}"))?;
-        let loaded = t.elapsed().as_secs_f64();
-        cpu.done("trace load");
-        waitgraph::add_holders(&trace, &mut g);
-        cpu.done("holders");
-        if a.timing {
-            let s = t.elapsed().as_secs_f64() - loaded;
-            eprintln!(
-                "holdup: what the waited-for side did: trace loaded in {loaded:.3} s, followed in {s:.3} s: {:.2} M events/s",
-                g.events() as f64 / s / 1e6
-            );
-        }
-    }
-    if a.timing {
-        let s = graph_s;
-        if let Some(busy) = src.analysis_time() {
+    let mut g;
+    if a.no_holders {
+        // Streamed: memory does not grow with the trace.
+        let mut src = TraceFile::open(path).map_err(opened)?;
+        g = graph(&mut src, &a)?;
+        cpu.done("graph");
+        if let (true, Some(busy)) = (a.timing, src.analysis_time()) {
             let b = busy.as_secs_f64();
             eprintln!(
                 "holdup: analysis proper (both passes, without reading and decoding the file): {b:.3} s, {:.2} M events/s",
                 g.events() as f64 / b / 1e6
             );
         }
+    } else {
+        // What the waited-for side did needs the trace whole: the file is
+        // decoded once, for the graph and then for the trace.
+        let mut src = Decoded::read(path).map_err(opened)?;
+        cpu.done("read");
+        g = graph(&mut src, &a)?;
+        cpu.done("graph");
+        let trace = src.into_trace();
+        cpu.done("trace");
+        waitgraph::add_holders(&trace, &mut g);
+        cpu.done("holders");
+    }
+    if a.timing {
+        let s = t.elapsed().as_secs_f64();
         eprintln!(
             "holdup: analysed {} sched events ({} wait segments) in {:.3} s: {:.2} M events/s, {:.2} M segments/s; peak RSS {:.1} MiB",
             g.events(),
