@@ -49,9 +49,7 @@ pub(crate) fn why(g: &WaitGraph, edges: &[usize]) -> Option<String> {
         .filter(|e| e.held.is_some())
         .collect();
     held.sort_by_key(|e| std::cmp::Reverse((e.weight_ns, std::cmp::Reverse((e.from, e.to)))));
-    let e = held
-        .into_iter()
-        .find_map(|e| Some((e, meanwhile(e, 2)?)));
+    let e = held.into_iter().find_map(|e| Some((e, meanwhile(e, 2)?)));
     e.map(|(e, line)| {
         format!(
             "{} waits for {}, which meanwhile: {line}",
