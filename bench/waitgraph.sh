@@ -15,9 +15,10 @@
 # and the peak RSS on prefixes of the trace (a trace cut at any byte is a
 # valid, shorter trace): memory should level off while events grow. All of
 # it streaming (--no-holders): what the waited-for side of each edge did
-# needs the trace in memory. That default (holders on) is timed last, as
-# CPU time (user + sys, all threads) of the whole command, which a loaded
-# machine does not inflate as it does wall time.
+# needs the trace in memory. That default (holders on: the file decoded
+# once into memory) is timed last, as CPU time (user + sys, all threads) of
+# the whole command, which a loaded machine does not inflate as it does wall
+# time, then by step.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -74,7 +75,7 @@ done
 
 best_alone=0
 for _ in $(seq "$runs"); do
-	r=$(taskset -c 0 "$HOLDUP" waitgraph --bench-in-memory -i "$trace" 2>&1 | sed -E 's/.*: ([0-9.]+) M events\/s.*/\1/')
+	r=$(taskset -c 0 "$HOLDUP" waitgraph --bench-in-memory --no-holders -i "$trace" 2>&1 | grep 'analysis alone' | sed -E 's/.*: ([0-9.]+) M events\/s.*/\1/')
 	best_alone=$(awk -v a="$r" -v b="$best_alone" 'BEGIN { print (a > b) ? a : b }')
 done
 printf '%-10s %s M events/s (analysis alone, records already in memory)\n' one "$best_alone"
@@ -101,3 +102,7 @@ for _ in $(seq "$runs"); do
 done
 printf '%-10s %12d events in %.3f CPU s: %.2f M events per CPU second\n' one "$events" "$best_cpu" \
 	"$(awk -v e="$events" -v s="$best_cpu" 'BEGIN { print e / s / 1e6 }')"
+echo "by step (CPU time of each step of one run, then each step alone, least of three):"
+taskset -c 0 "$HOLDUP" waitgraph --json --timing -i "$trace" 2>&1 >/dev/null | grep 'CPU time'
+taskset -c 0 "$HOLDUP" waitgraph --bench-in-memory -i "$trace" 2>&1 | grep 'each step'
+

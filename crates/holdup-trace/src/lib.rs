@@ -15,7 +15,7 @@ pub mod symfile;
 pub mod synth;
 
 pub use file::{features, Damage, Error, Header, Reader, Writer};
-pub use model::{Thread, Trace};
+pub use model::{Filling, Thread, Trace};
 pub use output::{create_private, open_private};
 pub use record::*;
 

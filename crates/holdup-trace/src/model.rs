@@ -28,6 +28,59 @@ impl Thread {
     }
 }
 
+/// A trace being filled with records in file order (decoded from a file,
+/// or kept in memory first), then finished.
+pub struct Filling {
+    t: Trace,
+    /// The latest time of any record seen.
+    last: u64,
+}
+
+impl Filling {
+    pub fn new(header: &Header, features: u32) -> Filling {
+        Filling {
+            t: Trace {
+                header: header.clone(),
+                features,
+                end_ns: header.start_ns,
+                ..Default::default()
+            },
+            last: 0,
+        }
+    }
+
+    pub fn add(&mut self, r: Record) {
+        if let Some(time) = r.time() {
+            self.last = self.last.max(time);
+        }
+        self.t.add(r);
+    }
+
+    /// The trace, with `damage` if the records stopped before the end of
+    /// the file.
+    pub fn finish(self, damage: Option<Damage>) -> Trace {
+        let mut t = self.t;
+        t.damage = damage;
+        let samples_end = t.samples.iter().map(|s| s.end).max().unwrap_or(0);
+        let segments_end = t.segments.iter().map(|s| s.end).max().unwrap_or(0);
+        t.end_ns = match &t.finish {
+            Some(f) => f.time,
+            None => self
+                .last
+                .max(samples_end)
+                .max(segments_end)
+                .max(t.header.start_ns),
+        };
+        let end = t.end_ns;
+        for th in t.threads.values_mut() {
+            if !th.exited {
+                th.end = end;
+            }
+        }
+        t
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct Trace {
     pub header: Header,
@@ -71,36 +124,9 @@ impl Trace {
     }
 
     pub fn read<R: Read>(reader: &mut Reader<R>) -> std::io::Result<Trace> {
-        let mut t = Trace {
-            header: reader.header.clone(),
-            features: reader.features,
-            end_ns: reader.header.start_ns,
-            ..Default::default()
-        };
-        let mut last = 0u64;
-        reader.for_each(|r| {
-            if let Some(time) = r.time() {
-                last = last.max(time);
-            }
-            t.add(r);
-        })?;
-        t.damage = reader.damage().cloned();
-        let samples_end = t.samples.iter().map(|s| s.end).max().unwrap_or(0);
-        let segments_end = t.segments.iter().map(|s| s.end).max().unwrap_or(0);
-        t.end_ns = match &t.finish {
-            Some(f) => f.time,
-            None => last
-                .max(samples_end)
-                .max(segments_end)
-                .max(t.header.start_ns),
-        };
-        let end = t.end_ns;
-        for th in t.threads.values_mut() {
-            if !th.exited {
-                th.end = end;
-            }
-        }
-        Ok(t)
+        let mut t = Filling::new(&reader.header, reader.features);
+        reader.for_each(|r| t.add(r))?;
+        Ok(t.finish(reader.damage().cloned()))
     }
 
     fn thread(&mut self, pid: u32, tid: u32) -> &mut Thread {

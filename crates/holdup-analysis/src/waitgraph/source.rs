@@ -2,7 +2,7 @@
 //! order, in batches; it never holds more than a few batches.
 
 use super::Error;
-use holdup_trace::{Damage, Header, Reader, Record};
+use holdup_trace::{Damage, Filling, Header, Reader, Record, Trace};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 
@@ -114,6 +114,72 @@ impl Source for TraceFile {
             decoder.join().expect("decoder thread panicked")
         });
         self.damage = result.map_err(io_err)?;
+        Ok(())
+    }
+}
+
+/// A trace file decoded once, for when the trace is wanted whole after the
+/// graph (what the waited-for side did): both passes read the records from
+/// memory, and the trace is then made of them, instead of decoding the file
+/// three times. Memory grows with the trace, as the whole trace's does.
+pub struct Decoded {
+    header: Header,
+    features: u32,
+    /// The records of each complete chunk, in file order.
+    chunks: Vec<Vec<Record>>,
+    damage: Option<Damage>,
+}
+
+impl Decoded {
+    pub fn read(path: &Path) -> Result<Self, Error> {
+        let mut reader = Reader::open(path)?;
+        let mut chunks = Vec::new();
+        loop {
+            let mut chunk = Vec::new();
+            let more = reader.next_chunk(&mut chunk).map_err(|source| Error::Io {
+                path: path.display().to_string(),
+                source,
+            })?;
+            if !more {
+                break;
+            }
+            chunks.push(chunk);
+        }
+        Ok(Decoded {
+            header: reader.header.clone(),
+            features: reader.features,
+            damage: reader.damage().cloned(),
+            chunks,
+        })
+    }
+
+    /// The whole trace, made of the records (each chunk freed once taken
+    /// in), as `Trace::load` would have read it.
+    pub fn into_trace(self) -> Trace {
+        let mut t = Filling::new(&self.header, self.features);
+        for chunk in self.chunks {
+            for r in chunk {
+                t.add(r);
+            }
+        }
+        t.finish(self.damage)
+    }
+}
+
+impl Source for Decoded {
+    fn header(&self) -> &Header {
+        &self.header
+    }
+    fn features(&self) -> u32 {
+        self.features
+    }
+    fn damage(&self) -> Option<&Damage> {
+        self.damage.as_ref()
+    }
+    fn pass(&mut self, f: &mut dyn FnMut(&[Record])) -> Result<(), Error> {
+        for chunk in &self.chunks {
+            f(chunk);
+        }
         Ok(())
     }
 }

@@ -5,6 +5,7 @@
 use holdup_analysis::holder::{Activity, RowHeld};
 use holdup_analysis::profile::Row;
 use holdup_analysis::stacks::LockKind;
+use std::collections::HashMap;
 use std::io::{self, Write};
 
 /// How the line starts, by what the row waited for.
@@ -69,19 +70,18 @@ pub fn line(held: &RowHeld, weight: u64, max: usize) -> String {
         .map(|a| a.tid)
         .collect();
     let several = direct.len() > 1;
-    // Sites in order of weight, each with its subclasses.
+    // Sites in order of weight, each with its subclasses, and where each
+    // is (an edge of a large graph has thousands of activities).
     let mut sites: Vec<SiteMix> = Vec::new();
+    let mut site_at: HashMap<String, usize> = HashMap::new();
     // A waker outside the recording is named by the row's waker line
     // already; there is nothing to say about what it did.
     for a in held.activities.iter().filter(|a| a.state != "unrecorded") {
         let name = format!("{}{}", who(a, several), what(a));
-        let i = match sites.iter().position(|s| s.0 == name) {
-            Some(i) => i,
-            None => {
-                sites.push((name, 0.0, Vec::new()));
-                sites.len() - 1
-            }
-        };
+        let i = *site_at.entry(name).or_insert_with_key(|name| {
+            sites.push((name.clone(), 0.0, Vec::new()));
+            sites.len() - 1
+        });
         let s = &mut sites[i];
         s.1 += a.samples;
         match s.2.iter_mut().find(|(t, _)| *t == a.tag()) {

@@ -42,11 +42,14 @@ pub(crate) fn meanwhile(e: &Edge, max: usize) -> Option<String> {
 /// Why the waits of a knot (or, into a sink, `edges` waiting on it) last:
 /// what the waited-for side of the heaviest of them did meanwhile.
 pub(crate) fn why(g: &WaitGraph, edges: &[usize]) -> Option<String> {
-    let e = edges
+    // Heaviest first; only the first that has something to say is worded.
+    let mut held: Vec<&Edge> = edges
         .iter()
         .map(|&e| &g.edges[e])
-        .filter_map(|e| Some((e, meanwhile(e, 2)?)))
-        .max_by_key(|(e, _)| (e.weight_ns, std::cmp::Reverse((e.from, e.to))));
+        .filter(|e| e.held.is_some())
+        .collect();
+    held.sort_by_key(|e| std::cmp::Reverse((e.weight_ns, std::cmp::Reverse((e.from, e.to)))));
+    let e = held.into_iter().find_map(|e| Some((e, meanwhile(e, 2)?)));
     e.map(|(e, line)| {
         format!(
             "{} waits for {}, which meanwhile: {line}",
