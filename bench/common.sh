@@ -14,7 +14,10 @@ bench_setup() {
 
 # The median of the numbers on stdin, in fixed point: awk's default (%.6g) writes the
 # mean of an even count of large numbers as 5.52972e+07, which bc cannot read.
-median() { sort -n | awk '{a[NR]=$1} END {printf "%.6f\n", (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+# Fixed point (awk's default %.6g would write 5.52972e+07, which bc cannot
+# read), without decimals when it is whole.
+median() { sort -n | awk '{a[NR]=$1} END {m = (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2
+	printf (m == int(m) ? "%d\n" : "%.6f\n"), m}'; }
 
 # "median [q1..q3]" of the numbers on stdin (quartiles by nearest rank).
 quartiles() {
