@@ -226,6 +226,32 @@ impl PyCodeRec {
     pub fn table(&self) -> &[u8] {
         &self.table[..(self.table_len as usize).min(self.table.len())]
     }
+
+    /// The record decoded into what naming its frames needs.
+    pub fn decoded(&self) -> PyCode {
+        PyCode {
+            name: self.name(),
+            file: self.file(),
+            first_line: self.firstlineno,
+            units: self.units,
+            table: self.table().to_vec(),
+            v310: self.version == 0x030a,
+        }
+    }
+}
+
+/// A code object as a code record copied it, decoded.
+#[derive(Clone, Debug)]
+pub struct PyCode {
+    /// The qualified name (the name on 3.10).
+    pub name: String,
+    pub file: String,
+    pub first_line: i32,
+    /// Code units (3.11+), 0 when not known.
+    pub units: u32,
+    pub table: Vec<u8>,
+    /// The 3.10 line table (by byte offset), not the location table.
+    pub v310: bool,
 }
 
 /// Characters of `width` bytes each (1: Latin-1, 2: UCS-2, 4: UCS-4), as

@@ -8,21 +8,10 @@
 
 use crate::scope::python_file_in_scope;
 use crate::target::Target;
-use holdup_bpf::records::{PyCodeRec, PyFrame};
+use holdup_bpf::records::{PyCode, PyCodeRec, PyFrame};
 use holdup_symbolize::lines::Granularity;
 use holdup_symbolize::python::lines::line_at;
 use std::collections::HashMap;
-
-/// A code object in scope, as the recorder copied it.
-#[derive(Debug)]
-struct Code {
-    name: String,
-    file: String,
-    first_line: i32,
-    units: u32,
-    table: Vec<u8>,
-    v310: bool,
-}
 
 /// What a frame is as a target.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,7 +52,7 @@ pub fn file_name(path: &str) -> &str {
 pub struct Codes {
     scope: Option<String>,
     granularity: Granularity,
-    codes: HashMap<(u32, u64, u16), Option<Code>>,
+    codes: HashMap<(u32, u64, u16), Option<PyCode>>,
 }
 
 impl Codes {
@@ -77,15 +66,8 @@ impl Codes {
 
     /// A code record.
     pub fn add(&mut self, r: &PyCodeRec) {
-        let file = r.file();
-        let code = python_file_in_scope(self.scope.as_deref(), &file).then(|| Code {
-            name: r.name(),
-            file,
-            first_line: r.firstlineno,
-            units: r.units,
-            table: r.table().to_vec(),
-            v310: r.version == 0x030a,
-        });
+        let code =
+            Some(r.decoded()).filter(|c| python_file_in_scope(self.scope.as_deref(), &c.file));
         self.codes.insert((r.pid, r.code, r.check), code);
     }
 

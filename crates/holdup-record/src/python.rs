@@ -5,7 +5,7 @@
 //! `function (file.py:LINE)` at the end of the recording.
 
 use holdup_bpf::perf::AddressEvent;
-use holdup_bpf::records::{self as raw, PyCodeRec, PyConfig, PyCounts, PyFrame};
+use holdup_bpf::records::{self as raw, PyCode, PyCodeRec, PyConfig, PyCounts, PyFrame};
 use holdup_symbolize::python::{self, lines, Interpreter};
 use holdup_trace::fxhash::FxHashMap;
 use holdup_trace::{DsoId, Frame, SymFrame};
@@ -16,19 +16,6 @@ use std::rc::Rc;
 
 /// The path of the dso of a process's interpreter frames, as reports show it.
 pub const PYTHON_DSO: &str = "[python]";
-
-/// A code object as the recorder copied it.
-#[derive(Clone, Debug)]
-struct Code {
-    name: String,
-    file: String,
-    first_line: i32,
-    /// Code units (3.11+), 0 when not known.
-    units: u32,
-    table: Vec<u8>,
-    /// The 3.10 line table (by byte offset), not the location table.
-    v310: bool,
-}
 
 /// One interpreter frame of a process: its code object (address and
 /// check: addresses are reused) and where in it.
@@ -45,7 +32,7 @@ pub struct PythonFrames {
     pending: Vec<(u32, PyConfig)>,
     forgotten: Vec<u32>,
     /// Code objects by process, address and check.
-    codes: FxHashMap<(u32, u64, u16), Code>,
+    codes: FxHashMap<(u32, u64, u16), PyCode>,
     /// Frames handed out: their address in the process's dso is their
     /// index here.
     keys: Vec<FrameKey>,
@@ -193,17 +180,7 @@ impl PythonFrames {
 
     /// A code record.
     pub fn code(&mut self, r: &PyCodeRec) {
-        self.codes.insert(
-            (r.pid, r.code, r.check),
-            Code {
-                name: r.name(),
-                file: r.file(),
-                first_line: r.firstlineno,
-                units: r.units,
-                table: r.table().to_vec(),
-                v310: r.version == 0x030a,
-            },
-        );
+        self.codes.insert((r.pid, r.code, r.check), r.decoded());
     }
 
     /// The dso of `pid`'s interpreter frames, if it has one yet.
@@ -270,7 +247,7 @@ impl PythonFrames {
                 }]);
                 continue;
             };
-            out.push(vec![c.frame(instr)]);
+            out.push(vec![frame(c, instr)]);
         }
         out
     }
@@ -323,20 +300,18 @@ impl PythonFrames {
     }
 }
 
-impl Code {
-    /// `qualname (file.py:LINE)`: the function and where in it.
-    fn frame(&self, instr: u32) -> SymFrame {
-        let line = lines::line_at(&self.table, self.first_line, self.units, self.v310, instr);
-        let base = self.file.rsplit('/').next().unwrap_or(&self.file);
-        let function = match line {
-            Some(l) => format!("{} ({base}:{l})", self.name),
-            None => format!("{} ({base})", self.name),
-        };
-        SymFrame {
-            function,
-            file: Some(self.file.clone()),
-            line: line.unwrap_or(0),
-        }
+/// `qualname (file.py:LINE)`: the function of code `c` and where in it.
+fn frame(c: &PyCode, instr: u32) -> SymFrame {
+    let line = lines::line_at(&c.table, c.first_line, c.units, c.v310, instr);
+    let base = c.file.rsplit('/').next().unwrap_or(&c.file);
+    let function = match line {
+        Some(l) => format!("{} ({base}:{l})", c.name),
+        None => format!("{} ({base})", c.name),
+    };
+    SymFrame {
+        function,
+        file: Some(c.file.clone()),
+        line: line.unwrap_or(0),
     }
 }
 
