@@ -412,18 +412,19 @@ impl Recorder {
     }
 
     /// Attach what the threads seen so far need: the sys_exit fallback that
-    /// takes the user stacks of blocked samples for threads without rseq.
-    /// Cheap to call on every drain.
+    /// takes the user stacks of blocked samples for threads without rseq,
+    /// where no task work could (kernels before 6.18). Cheap to call on
+    /// every drain.
     pub fn attach_fallbacks(&mut self) -> Result<()> {
-        let late = self
+        let (late, unserved) = self
             .skel
             .maps
             .bss_data
             .as_deref()
-            .map_or(0, |b| b.late_without_rseq);
+            .map_or((0, 0), |b| (b.late_without_rseq, b.park_works_unavailable));
         // A thread parked before it registered rseq at startup is emitted
         // once, late; more than a few mean threads that never will.
-        if late > 2 && self.sys_exit.is_none() {
+        if late > 2 && unserved > 0 && self.sys_exit.is_none() {
             self.sys_exit =
                 Some(
                     self.skel
@@ -437,6 +438,16 @@ impl Recorder {
                 );
         }
         Ok(())
+    }
+
+    /// Blocked samples of threads without rseq whose user stack a task work
+    /// took on their way back to user space.
+    pub fn task_work_stacks(&self) -> u64 {
+        self.skel
+            .maps
+            .bss_data
+            .as_deref()
+            .map_or(0, |b| b.park_works_run)
     }
 
     /// Whether the sys_exit fallback had to be attached.
@@ -497,6 +508,7 @@ impl Recorder {
             {
                 c.intervals += v.intervals;
                 c.stacks += v.stacks;
+                c.waker_stacks += v.waker_stacks;
                 for i in 0..c.points.len() {
                     c.points[i] += v.points[i];
                     c.scaled[i] += v.scaled[i];
@@ -668,6 +680,9 @@ pub struct StackBudgetCounts {
     pub intervals: u64,
     /// Those whose stacks were taken.
     pub stacks: u64,
+    /// Wakers' stacks taken at the wakeups of such intervals: drawn at the
+    /// wakeup, only for those whose stacks will be taken.
+    pub waker_stacks: u64,
     /// Points of every such interval, by class (`records::CLASS_*`): exact.
     pub points: [u64; 5],
     /// Points of the samples written, scaled by the ratio each was taken at.

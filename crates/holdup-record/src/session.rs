@@ -65,6 +65,9 @@ pub struct Summary {
     pub cached_addresses: usize,
     /// The sys_exit fallback for threads without rseq had to be attached.
     pub fallback: bool,
+    /// Blocked samples of threads without rseq given their user stack by
+    /// a task work instead.
+    pub task_work_stacks: u64,
     pub kstacks: holdup_bpf::KstackCounts,
     /// What the stack budget took, with one.
     pub stack_budget: Option<holdup_bpf::StackBudgetCounts>,
@@ -471,6 +474,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     let end_ns = holdup_bpf::monotonic_ns();
     let lost = rec.lost();
     let fallback = rec.fallback_attached();
+    let task_work_stacks = rec.task_work_stacks();
     let kstacks = rec.kstack_counts();
     let stack_budget = (cfg.options.stack_budget > 0).then(|| rec.stack_budget_counts());
     if let Some(b) = &stack_budget {
@@ -527,6 +531,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         addresses: sym.frames,
         cached_addresses: sym.cached,
         fallback,
+        task_work_stacks,
         kstacks,
         stack_budget,
         unwinds,

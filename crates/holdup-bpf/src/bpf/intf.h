@@ -482,6 +482,7 @@ struct kstack_counts {
 struct stack_budget_counts {
 	u64 intervals;
 	u64 stacks;
+	u64 waker_stacks;
 	u64 points[8];
 	u64 scaled[8];
 };

@@ -280,13 +280,14 @@ fn print_details(s: &Summary) {
         );
     }
     eprintln!(
-        "holdup: start-up {:.1} ms (until the target ran); finishing {:.1} ms after it ended, symbolization {:.1} ms of it ({} addresses, {} from the symbol cache); sys_exit fallback {}",
+        "holdup: start-up {:.1} ms (until the target ran); finishing {:.1} ms after it ended, symbolization {:.1} ms of it ({} addresses, {} from the symbol cache); sys_exit fallback {}; {} user stacks of threads without rseq taken by task work",
         t.startup.as_secs_f64() * 1e3,
         t.finishing.as_secs_f64() * 1e3,
         t.symbolization.as_secs_f64() * 1e3,
         s.addresses,
         s.cached_addresses,
         if s.fallback { "attached" } else { "not needed" },
+        s.task_work_stacks,
     );
     let k = &s.kstacks;
     eprintln!(
@@ -350,10 +351,11 @@ fn print_summary(cfg: &Config, s: &Summary) -> ExitCode {
     }
     if let Some(b) = &s.stack_budget {
         eprintln!(
-            "[ holdup record: stack budget: stacks taken for {} of {} blocked intervals (1 in {:.2}), weights scaled by the ratio ]",
+            "[ holdup record: stack budget: stacks taken for {} of {} blocked intervals (1 in {:.2}), weights scaled by the ratio; {} waker stacks ]",
             b.stacks,
             b.intervals,
-            b.ratio()
+            b.ratio(),
+            b.waker_stacks
         );
     }
     if !dropped.is_empty() {

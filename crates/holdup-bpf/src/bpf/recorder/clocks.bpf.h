@@ -149,30 +149,65 @@ struct {
 	__type(value, struct budget_state);
 } stack_budget SEC(".maps");
 
-/* Whether the interval ending at `now` with `w` points of `class` and `ws`
- * runqueue points gets its stacks taken; if so its points are scaled. */
-static __always_inline bool within_stack_budget(u32 *w, u32 *ws, u8 class, u64 now)
+/* Draw for one interval whether its stacks are taken: returns the `every`
+ * of the draw, its points' scale, and sets `keep`. */
+static __always_inline u32 stack_budget_draw(struct budget_state *b, u64 now, u8 *keep)
 {
-	struct budget_state *b;
-	u32 zero = 0, every;
+	u32 every;
 
-	if (!budget_per_window)
-		return true;
-	b = bpf_map_lookup_elem(&stack_budget, &zero);
-	if (!b)
-		return true;
 	if (now - b->window_start >= BUDGET_WINDOW_NS) {
 		every = (b->seen + budget_per_window - 1) / budget_per_window;
 		b->every = every ? every : 1;
 		b->seen = 0;
 		b->window_start = now;
 	}
+	every = b->every ? b->every : 1;
+	*keep = every == 1 || bpf_get_prandom_u32() % every == 0;
+	return every;
+}
+
+/* Draw early, at the wakeup of the thread of `st`, so that the waker's
+ * stacks are taken only for an interval whose stacks will be: true if
+ * they will (or there is no budget). */
+static __always_inline bool stack_budget_draw_early(struct thread_state *st, u64 now)
+{
+	struct budget_state *b;
+	u32 zero = 0;
+
+	if (!budget_per_window)
+		return true;
+	b = bpf_map_lookup_elem(&stack_budget, &zero);
+	if (!b)
+		return true;
+	st->b_every = stack_budget_draw(b, now, &st->b_keep);
+	if (st->b_keep)
+		b->c.waker_stacks++;
+	return st->b_keep;
+}
+
+/* Whether the interval of `st` ending at `now` with `w` points of `class`
+ * and `ws` runqueue points gets its stacks taken (drawn at its wakeup, or
+ * now); if so its points are scaled. */
+static __always_inline bool within_stack_budget(struct thread_state *st, u32 *w, u32 *ws,
+						u8 class, u64 now)
+{
+	struct budget_state *b;
+	u32 zero = 0, every = st->b_every;
+	u8 keep = st->b_keep;
+
+	st->b_every = 0;
+	if (!budget_per_window)
+		return true;
+	b = bpf_map_lookup_elem(&stack_budget, &zero);
+	if (!b)
+		return true;
+	if (!every)
+		every = stack_budget_draw(b, now, &keep);
 	b->seen++;
 	b->c.intervals++;
 	b->c.points[class & 7] += *w;
 	b->c.points[CLASS_SCHED] += *ws;
-	every = b->every ? b->every : 1;
-	if (every > 1 && bpf_get_prandom_u32() % every)
+	if (!keep)
 		return false;
 	*w *= every;
 	*ws *= every;

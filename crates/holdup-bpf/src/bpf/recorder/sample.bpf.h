@@ -2,9 +2,10 @@
  * Emitting a sample: built in the CPU's scratch, then written to the ring in
  * one reservation with its variable tail. A blocked sample is parked in the
  * thread's state at switch-in, because only the thread itself can have its
- * user stack read: it is emitted on the way back to user space (rseq_update,
- * or sys_exit for threads without rseq), or failing that at the thread's next
- * sample or switch-out.
+ * user stack read: it is emitted on the way back to user space (rseq_update;
+ * for threads without rseq a task work, or the sys_exit fallback on kernels
+ * without task work), or failing that at the thread's next sample or
+ * switch-out.
  */
 
 static __always_inline struct scratch *scratch_at(enum scratch_slot slot)
@@ -141,8 +142,75 @@ int BPF_PROG(on_rseq_update, struct task_struct *t)
 	return 0;
 }
 
-/* The same for threads without rseq, on their way out of a system call
- * (attached only when such threads are seen). */
+/* Threads without rseq (Go's, static and musl programs') get no
+ * rseq_update. Where the kernel has BPF task work (6.18+), a work queued at
+ * their switch-in emits the parked sample on the way back to user space:
+ * one work per such sample, where the sys_exit fallback below makes every
+ * system call on the machine pay. */
+struct park_work {
+	struct bpf_task_work tw;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, u32);
+	__type(value, struct park_work);
+} park_works SEC(".maps");
+
+extern int bpf_task_work_schedule_resume_impl(struct task_struct *task,
+					      struct bpf_task_work *tw, void *map__map,
+					      bpf_task_work_callback_t callback,
+					      void *aux__prog) __ksym __weak;
+
+#define EBUSY 16
+
+/* Samples whose user stack a task work took, and threads without rseq
+ * that no work could serve (no such kfunc, or it refused). */
+u64 park_works_run = 0;
+u64 park_works_unavailable = 0;
+
+static int emit_parked_work(struct bpf_map *map, void *key, void *value)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct thread_state *st = state_of(task, false);
+
+	if (st && st->pending) {
+		emit_pending(SCRATCH_TASK, st, task, USER_LOADED, 0);
+		__sync_fetch_and_add(&park_works_run, 1);
+	}
+	return 0;
+}
+
+/* Queue the work that emits the parked sample of `task` if it has no rseq.
+ * A work still queued for the thread (EBUSY) will emit it as well. */
+static __always_inline void queue_park_work(struct task_struct *task)
+{
+	struct park_work zero = {}, *w;
+	u32 tid = task->pid;
+	int err;
+
+	if (task->rseq)
+		return;
+	if (!bpf_ksym_exists(bpf_task_work_schedule_resume_impl)) {
+		__sync_fetch_and_add(&park_works_unavailable, 1);
+		return;
+	}
+	w = bpf_map_lookup_elem(&park_works, &tid);
+	if (!w) {
+		bpf_map_update_elem(&park_works, &tid, &zero, BPF_NOEXIST);
+		w = bpf_map_lookup_elem(&park_works, &tid);
+		if (!w)
+			return;
+	}
+	err = bpf_task_work_schedule_resume_impl(task, &w->tw, &park_works, emit_parked_work,
+						 NULL);
+	if (err && err != -EBUSY)
+		__sync_fetch_and_add(&park_works_unavailable, 1);
+}
+
+/* The same for threads without rseq, on their way out of a system call:
+ * attached only when such threads are seen and no task work serves them. */
 SEC("tp_btf/sys_exit")
 int BPF_PROG(on_sys_exit)
 {

@@ -31,8 +31,9 @@ u64 start_ns = 0;
 
 /* Samples emitted late (the thread ran on before its user stack was read)
  * for threads that have not registered rseq, so that rseq_update does not
- * fire for them: user space then attaches the (system-wide, hence
- * costlier: it runs on every system call of every task) sys_exit fallback.
+ * fire for them: unless task work serves them (sample.bpf.h), user space
+ * then attaches the (system-wide, hence costlier: it runs on every system
+ * call of every task) sys_exit fallback.
  * A process just exec'd has no rseq until its libc registers it, and may
  * block before that (loading its libraries): only threads that have run
  * longer than startup takes count. */
@@ -92,6 +93,10 @@ struct thread_state {
 	u64 steal_mark;
 	u32 steal_cpu;
 	u64 off_credit;
+	/* The stack budget's draw for the interval, made at its wakeup
+	 * (clocks.bpf.h); b_every 0: none yet. */
+	u32 b_every;
+	u8 b_keep;
 	/* A blocked sample waiting for the thread to run so that its user
 	 * stack can be read. Claimed atomically: the on-CPU sample (an
 	 * interrupt) may try to emit it while task context is doing so. */

@@ -30,6 +30,7 @@ static __always_inline void switch_out(struct task_struct *prev, struct thread_s
 	}
 	st->out = now;
 	st->wake = 0;
+	st->b_every = 0;
 	st->waker_kind = WAKER_NONE;
 	st->waker_id = 0;
 	st->waker_kstack = 0;
@@ -111,7 +112,7 @@ static __always_inline bool close_interval(struct task_struct *task, struct thre
 	ws = 0;
 	if (st->class != CLASS_DELAY)
 		split_points(&st->off_credit, out, wake, now, st->class, &w, &ws);
-	if (w + ws && !within_stack_budget(&w, &ws, st->class, now))
+	if (w + ws && !within_stack_budget(st, &w, &ws, st->class, now))
 		w = ws = 0;	/* counted; the segment alone is written */
 	if (w + ws == 0) {
 		if (emit_segments)
@@ -152,8 +153,9 @@ static __always_inline void switch_in(struct task_struct *prev, struct task_stru
 	if (!st->out)
 		return;
 	/* Most switches stay inside one process: then the user stack can be
-	 * read right away, otherwise it waits for the thread to run. */
-	loaded = mm_loaded(prev, next);
+	 * read right away, otherwise it waits for the thread to run. A kernel
+	 * thread has none to wait for. */
+	loaded = mm_loaded(prev, next) || (next->flags & PF_KTHREAD);
 	if (!close_interval(next, st, now, bpf_get_smp_processor_id(), SCRATCH_TASK,
 			    loaded ? USER_LOADED : USER_NONE, SF_LATE_USTACK))
 		return;
@@ -163,6 +165,7 @@ static __always_inline void switch_in(struct task_struct *prev, struct task_stru
 		parked = this_parked_tid();
 		if (parked)
 			*parked = next->pid;
+		queue_park_work(next);
 	}
 }
 

@@ -44,8 +44,9 @@ static __always_inline u32 send_waker_ustack(struct thread_state *st, u32 wakee,
 
 /* The waker's stacks at the wakeup of `p` (state `st`), taken when the
  * waiting part of its interval passes a sampling point (its blocked sample
- * will carry them) and the waker is current in task context: in interrupt
- * context current is only the thread the interrupt came upon. */
+ * will carry them, if the stack budget takes its stacks) and the waker is
+ * current in task context: in interrupt context current is only the thread
+ * the interrupt came upon. */
 static __always_inline void take_waker_stacks(void *ctx, struct task_struct *p,
 					      struct thread_state *st, u64 now)
 {
@@ -60,6 +61,8 @@ static __always_inline void take_waker_stacks(void *ctx, struct task_struct *p,
 	    st->off_credit + (now > out ? now - out : 0) < period_ns)
 		return;
 	if (ic && (ic->hardirq || ic->ipi || ic->timer || ic->softirq))
+		return;
+	if (!stack_budget_draw_early(st, now))
 		return;
 	/* Without this program and the tracepoint's caller (bpf_trace_run1). */
 	k = bpf_get_stackid(ctx, &waker_stacks, 2 & BPF_F_SKIP_FIELD_MASK);

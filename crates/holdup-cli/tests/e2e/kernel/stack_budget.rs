@@ -89,3 +89,63 @@ fn a_tight_budget_keeps_the_blocked_shares() {
         "{err}"
     );
 }
+
+/// With a budget, the wakers' stacks are drawn with the sleeper's at the
+/// wakeup: taken for the intervals whose own stacks are, and for no other
+/// (each costs a kernel walk and a user stack copy in the waker).
+#[test]
+#[ignore = "needs root and BPF"]
+fn a_budget_takes_the_wakers_stacks_only_with_the_sleepers() {
+    let _serial = serial();
+    let dir = scratch("budget-wakers");
+    let data = dir.join("holdup.data");
+    let bin = workload("mutex_fight");
+    let out = run_ok(&[
+        "record",
+        "-o",
+        data.to_str().unwrap(),
+        "--stack-budget",
+        "100",
+        "--",
+        bin.to_str().unwrap(),
+        "4",
+        "300",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("stack budget:"))
+        .unwrap_or_else(|| panic!("record says the stack budget: {stderr}"));
+    // "stacks taken for K of N blocked intervals (1 in R) ...; W waker stacks"
+    let count = |key: &str| -> f64 {
+        line.split(key)
+            .next()
+            .and_then(|s| s.rsplit(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("a count before '{key}' in {line}"))
+    };
+    let (kept, intervals, wakers) = (
+        count(" of "),
+        count(" blocked intervals"),
+        count(" waker stacks"),
+    );
+    assert!(intervals >= 1.5 * kept, "the budget bit: {line}");
+    assert!(
+        wakers <= 1.05 * kept + 5.0,
+        "{wakers} waker stacks for {kept} kept of {intervals}: {line}"
+    );
+    // Mutex waits end at the holder's unlock: the kept ones carry its stack.
+    let trace = holdup_trace::Trace::load(&data).unwrap();
+    let woken: Vec<_> = trace
+        .samples
+        .iter()
+        .filter(|s| s.class == holdup_trace::Class::Lock && s.weight > 0)
+        .filter(|s| matches!(s.waker, holdup_trace::Waker::Thread(_)))
+        .collect();
+    let with_stack = woken.iter().filter(|s| s.waker_stack != 0).count();
+    assert!(
+        with_stack * 10 >= woken.len() * 8 && woken.len() >= 20,
+        "{with_stack} of {} lock samples woken by a thread carry its stack",
+        woken.len()
+    );
+}
