@@ -151,7 +151,7 @@ pub fn place(funcs: &mut [UserFunc]) -> anyhow::Result<()> {
     }
     if !stepped.is_empty() {
         eprintln!(
-            "holdup latency: note: the kernel single-steps the first instruction of {} (it emulates only pushes, nops, calls and jumps): each call's time includes that trap (~20 µs on some virtual machines)",
+            "holdup: note: the kernel single-steps the first instruction of {} (it emulates only pushes, nops, calls and jumps): each call's time includes that trap (~20 µs on some virtual machines)",
             stepped.join(", ")
         );
     }
