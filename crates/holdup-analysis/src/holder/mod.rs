@@ -16,9 +16,13 @@
 //! shorter than a period are still named in proportion.
 //!
 //! Cost: one sort of the segments and samples per thread, then per waiter
-//! sample a bisection and a walk over the intervals its chain overlaps.
+//! sample a search (one entry of a table of the thread's stretches of
+//! time, then the few intervals of one stretch) and a walk over the
+//! intervals its chain overlaps: linear in the trace (see
+//! [`Stats::work`]).
 
 mod critical;
+mod groups;
 mod index;
 mod inside;
 mod paths;
@@ -34,7 +38,8 @@ pub use rows::{annotate, Activity, RowHeld, Via, WokenAt};
 pub use walk::{End, Piece, MAX_DEPTH};
 
 use crate::fxhash::FxHashMap;
-use holdup_trace::{Class, StackId, Trace, Waker};
+use groups::{Group, GroupKey, Groups};
+use holdup_trace::{Class, Sample, StackId, Trace, Waker};
 use index::Index;
 
 /// The wait being explained: a thread's blocked samples of one subclass
@@ -83,6 +88,10 @@ pub struct Stats {
     /// Scheduler events in the trace (a switch per segment, plus its
     /// wakeup), for the cost.
     pub events: u64,
+    /// Work done: intervals visited, pieces made, and elements of the time
+    /// lines looked at by the searches. It grows with the trace, not
+    /// faster, if no search scans.
+    pub work: u64,
 }
 
 impl Stats {
@@ -124,52 +133,6 @@ impl Stats {
     }
 }
 
-/// Pieces of one (waiter, path, thread, state), before stacks are placed.
-#[derive(Default)]
-struct Group {
-    points: f64,
-    /// Off-CPU pieces named by their own blocked sample, exactly.
-    known: FxHashMap<StackId, f64>,
-    /// On-CPU samples found inside on-CPU pieces: how to split the rest.
-    hints: FxHashMap<StackId, f64>,
-}
-
-type GroupKey = (Waiter, PathId, u32, End);
-
-/// The groups, in the order they were first met, with their keys.
-///
-/// Every piece of every chain is added to its group, so the lookup is the
-/// hot spot: the waiter, the same for all pieces of a wait, is replaced by
-/// a dense number once per wait, which leaves a smaller key to hash and
-/// compare per piece.
-#[derive(Default)]
-struct Groups {
-    all: Vec<(GroupKey, Group)>,
-    waiters: FxHashMap<Waiter, u32>,
-    ids: FxHashMap<(u32, PathId, u32, End), usize>,
-}
-
-/// A waiter with its number.
-type Numbered = (Waiter, u32);
-
-impl Groups {
-    fn number(&mut self, waiter: Waiter) -> Numbered {
-        let n = self.waiters.len() as u32;
-        (waiter, *self.waiters.entry(waiter).or_insert(n))
-    }
-
-    /// The group of `waiter`'s pieces reached through `path` and ending
-    /// on `tid` in state `end`.
-    fn get(&mut self, (waiter, w): Numbered, path: PathId, tid: u32, end: End) -> &mut Group {
-        let all = &mut self.all;
-        let i = *self.ids.entry((w, path, tid, end)).or_insert_with(|| {
-            all.push(((waiter, path, tid, end), Group::default()));
-            all.len() - 1
-        });
-        &mut all[i].1
-    }
-}
-
 /// Whether the waiter's own time (on-CPU, runnable, waits no thread ended)
 /// is kept too: the critical path of a thread needs it, the activity of
 /// holders under the rows of a report does not.
@@ -189,6 +152,12 @@ pub struct Attribution {
 }
 
 /// Follow the waits of the threads `keep` accepts.
+///
+/// The waits are split waiter by waiter, each waiter's in the trace's
+/// order: its groups are then few and close at hand, and become parts as
+/// soon as its last wait is split. A group's sums are still made in the
+/// trace's order, and the paths numbered as if the waits had been split
+/// in it, so the parts are those of splitting wait after wait, to the bit.
 pub fn attribute(trace: &Trace, keep: &dyn Fn(u32) -> bool, scope: Scope) -> Attribution {
     let index = Index::new(trace);
     let mut paths = Paths::default();
@@ -200,11 +169,17 @@ pub fn attribute(trace: &Trace, keep: &dyn Fn(u32) -> bool, scope: Scope) -> Att
             .sum(),
         ..Stats::default()
     };
-    let mut groups = Groups::default();
-    let mut walker = walk::Walker::default();
-    let whole = scope == Scope::Whole;
-    for s in &trace.samples {
+    let mut numbers: FxHashMap<Waiter, u32> = FxHashMap::default();
+    let mut waiters: Vec<(Waiter, usize)> = Vec::new();
+    // (waiter's number, sample's number) of the samples to split.
+    let mut todo: Vec<(u32, u32)> = Vec::new();
+    for (i, s) in trace.samples.iter().enumerate() {
         if !keep(s.tid) {
+            continue;
+        }
+        let followed = followed(s).is_some();
+        count(&mut stats, s, followed, trace.header.start_ns);
+        if !followed && scope == Scope::Held {
             continue;
         }
         let waiter = Waiter {
@@ -212,105 +187,30 @@ pub fn attribute(trace: &Trace, keep: &dyn Fn(u32) -> bool, scope: Scope) -> Att
             class: s.class,
             stack: s.stack,
         };
-        let numbered = groups.number(waiter);
-        let mut own = |end, points: f64| {
-            if whole && points > 0.0 {
-                let g = groups.get(numbered, DIRECT, s.tid, end);
-                g.points += points;
-                *g.known.entry(s.stack).or_default() += points;
-            }
-        };
-        own(End::Runnable, f64::from(s.sched_weight));
-        let points = f64::from(s.weight);
-        match (s.class, s.waker) {
-            (Class::Cpu, _) => own(End::Cpu, points),
-            (Class::Sched, _) => own(End::Runnable, points),
-            (c, Waker::Thread(holder)) if s.wake > s.time && s.weight > 0 => {
-                stats.waits += 1;
-                stats.points += points;
-                if s.time <= trace.header.start_ns {
-                    stats.cut_by_start += 1;
-                }
-                let start = if whole {
-                    paths.child(DIRECT, s.tid, c)
-                } else {
-                    DIRECT
-                };
-                let per_ns = points / (s.wake - s.time) as f64;
-                walker.walk(
-                    &index,
-                    &mut paths,
-                    (holder, start),
-                    (s.time, s.wake),
-                    &mut |p, tl| {
-                        let pts = per_ns * (p.to - p.from) as f64;
-                        let g = groups.get(numbered, p.path, p.tid, p.end);
-                        g.points += pts;
-                        match (p.end, p.stack, tl) {
-                            (End::Cpu, _, Some(tl)) => {
-                                for c in tl.cpu_in(p.from, p.to) {
-                                    *g.hints.entry(c.stack).or_default() += f64::from(c.weight);
-                                }
-                            }
-                            (_, Some(st), _) => *g.known.entry(st).or_default() += pts,
-                            _ => {}
-                        }
-                    },
-                );
-            }
-            (_, w) => {
-                if w.is_interrupt() {
-                    stats.interrupt_points += points;
-                } else {
-                    stats.open_points += points;
-                }
-                let end = if w.is_interrupt() {
-                    End::Outside(s.class, w)
-                } else {
-                    End::Unwoken(s.class)
-                };
-                own(end, points);
-            }
+        let n = *numbers.entry(waiter).or_insert_with(|| {
+            waiters.push((waiter, 0));
+            (waiters.len() - 1) as u32
+        });
+        waiters[n as usize].1 += 1;
+        todo.push((n, i as u32));
+    }
+    let by_waiter = by_waiter(&todo, &waiters);
+    let mut walker = walk::Walker::default();
+    let mut parts = Vec::new();
+    for ((waiter, _), samples) in waiters.iter().zip(by_waiter) {
+        let mut groups = Groups::default();
+        for i in samples {
+            paths.splitting(i);
+            let s = &trace.samples[i as usize];
+            split(s, scope, (&index, &mut paths, &mut walker), &mut groups);
+        }
+        for (key, g) in groups.into_all() {
+            place(*waiter, key, &g, &mut parts, &mut stats);
         }
     }
-    let mut parts = Vec::with_capacity(groups.all.len());
-    for ((waiter, path, tid, end), g) in groups.all {
-        match end {
-            End::Unrecorded | End::Outside(_, Waker::Thread(_)) => {
-                stats.unrecorded_points += g.points
-            }
-            End::NotAlive => stats.not_alive_points += g.points,
-            End::Cut => stats.cut_points += g.points,
-            _ => {}
-        }
-        let mut part = |stack, points| {
-            if points > 0.0 {
-                parts.push(Part {
-                    waiter,
-                    path,
-                    tid,
-                    end,
-                    stack,
-                    points,
-                })
-            }
-        };
-        let known: f64 = g.known.values().sum();
-        let rest = (g.points - known).max(0.0);
-        let spread = if g.known.is_empty() {
-            &g.hints
-        } else {
-            &g.known
-        };
-        let total: f64 = spread.values().sum();
-        if total <= 0.0 {
-            part(None, rest);
-        }
-        let known_of = |st: &StackId| g.known.get(st).copied().unwrap_or(0.0);
-        for (st, w) in spread {
-            let share = if total > 0.0 { rest * w / total } else { 0.0 };
-            part(Some(*st), known_of(st) + share);
-        }
+    let renumbered = paths.renumber();
+    for p in &mut parts {
+        p.path = renumbered[p.path as usize];
     }
     // Deterministic order: heaviest first, then by key.
     parts.sort_by(|a, b| {
@@ -319,9 +219,157 @@ pub fn attribute(trace: &Trace, keep: &dyn Fn(u32) -> bool, scope: Scope) -> Att
             .then_with(|| (a.waiter, a.path, a.tid, a.end).cmp(&(b.waiter, b.path, b.tid, b.end)))
             .then_with(|| a.stack.cmp(&b.stack))
     });
+    stats.work = walker.work;
     Attribution {
         parts,
         paths,
         stats,
+    }
+}
+
+/// The samples of `todo` grouped by waiter, each waiter's in the order
+/// given: one list per waiter of `waiters`, which says how long it is.
+fn by_waiter(todo: &[(u32, u32)], waiters: &[(Waiter, usize)]) -> Vec<Vec<u32>> {
+    let mut out: Vec<Vec<u32>> = waiters.iter().map(|w| Vec::with_capacity(w.1)).collect();
+    for &(n, i) in todo {
+        out[n as usize].push(i);
+    }
+    out
+}
+
+/// The class of a wait another thread ended, and that thread: the waits
+/// that are split down their chains.
+fn followed(s: &Sample) -> Option<(Class, u32)> {
+    match (s.class, s.waker) {
+        (Class::Cpu | Class::Sched, _) => None,
+        (c, Waker::Thread(holder)) if s.wake > s.time && s.weight > 0 => Some((c, holder)),
+        _ => None,
+    }
+}
+
+/// What a sample adds to the counts.
+fn count(stats: &mut Stats, s: &Sample, followed: bool, start_ns: u64) {
+    let points = f64::from(s.weight);
+    if followed {
+        stats.waits += 1;
+        stats.points += points;
+        if s.time <= start_ns {
+            stats.cut_by_start += 1;
+        }
+    } else if !matches!(s.class, Class::Cpu | Class::Sched) {
+        if s.waker.is_interrupt() {
+            stats.interrupt_points += points;
+        } else {
+            stats.open_points += points;
+        }
+    }
+}
+
+/// Add one sample to its waiter's groups: a wait another thread ended,
+/// split down its chain, and with [`Scope::Whole`] the waiter's own time.
+fn split(
+    s: &Sample,
+    scope: Scope,
+    (index, paths, walker): (&Index, &mut Paths, &mut walk::Walker),
+    groups: &mut Groups,
+) {
+    let whole = scope == Scope::Whole;
+    let mut own = |end, points: f64| {
+        if whole && points > 0.0 {
+            let at = groups.of(DIRECT, s.tid);
+            let g = groups.get(at, end);
+            g.points += points;
+            *g.known.entry(s.stack) += points;
+        }
+    };
+    own(End::Runnable, f64::from(s.sched_weight));
+    let points = f64::from(s.weight);
+    let Some((class, holder)) = followed(s) else {
+        own(
+            match (s.class, s.waker) {
+                (Class::Cpu, _) => End::Cpu,
+                (Class::Sched, _) => End::Runnable,
+                (c, w) if w.is_interrupt() => End::Outside(c, w),
+                (c, _) => End::Unwoken(c),
+            },
+            points,
+        );
+        return;
+    };
+    let start = if whole {
+        paths.child(DIRECT, s.tid, class)
+    } else {
+        DIRECT
+    };
+    let per_ns = points / (s.wake - s.time) as f64;
+    // The groups of the stretch the last piece came from.
+    let mut last: Option<(PathId, u32, usize)> = None;
+    walker.walk(
+        index,
+        paths,
+        (holder, start),
+        (s.time, s.wake),
+        &mut |p, cpu| {
+            let pts = per_ns * (p.to - p.from) as f64;
+            let at = match last {
+                Some((path, tid, at)) if (path, tid) == (p.path, p.tid) => at,
+                _ => groups.of(p.path, p.tid),
+            };
+            last = Some((p.path, p.tid, at));
+            let g = groups.get(at, p.end);
+            g.points += pts;
+            for c in cpu {
+                *g.hints.entry(c.stack) += f64::from(c.weight);
+            }
+            // Only off-CPU pieces have a stack: their blocked sample's.
+            if let Some(st) = p.stack {
+                *g.known.entry(st) += pts;
+            }
+        },
+    );
+}
+
+/// A group's parts: the pieces its own blocked samples name keep their
+/// stacks; the rest is spread over them, or, with none, over the on-CPU
+/// samples found inside its pieces.
+fn place(
+    waiter: Waiter,
+    (path, tid, end): GroupKey,
+    g: &Group,
+    parts: &mut Vec<Part>,
+    stats: &mut Stats,
+) {
+    match end {
+        End::Unrecorded | End::Outside(_, Waker::Thread(_)) => stats.unrecorded_points += g.points,
+        End::NotAlive => stats.not_alive_points += g.points,
+        End::Cut => stats.cut_points += g.points,
+        _ => {}
+    }
+    let mut part = |stack, points| {
+        if points > 0.0 {
+            parts.push(Part {
+                waiter,
+                path,
+                tid,
+                end,
+                stack,
+                points,
+            })
+        }
+    };
+    let known = g.known.in_map_order();
+    let rest = (g.points - known.iter().map(|e| e.1).sum::<f64>()).max(0.0);
+    let spread = if known.is_empty() {
+        g.hints.in_map_order()
+    } else {
+        known
+    };
+    let total: f64 = spread.iter().map(|e| e.1).sum();
+    if total <= 0.0 {
+        part(None, rest);
+    }
+    for &(st, w) in &spread {
+        let share = if total > 0.0 { rest * w / total } else { 0.0 };
+        part(Some(st), g.known.get(st).copied().unwrap_or(0.0) + share);
     }
 }

@@ -683,3 +683,73 @@ fn the_critical_path_of_a_thread_ends_its_waits_on_the_chain_behind_them() {
     );
     assert_eq!(folded.iter().map(|(_, n)| n).sum::<u64>(), 12);
 }
+
+/// A chain `depth` threads deep, `rounds` times: in every 10 ms, thread 1
+/// waits for thread 2, which waits for thread 3, …, over intervals nested
+/// inside each other, and the last runs on the CPU all along, sampled
+/// every 0.5 ms; each waiting thread runs a little around its wait.
+fn deep_chain(depth: u32, rounds: u32) -> Trace {
+    let mut t = Build::new(10 * u64::from(rounds) + 10);
+    t.stack(1, &["wait", "worker"]);
+    t.stack(2, &["work", "worker"]);
+    for tid in 1..=depth {
+        t.thread(tid, "w");
+    }
+    for r in 0..rounds {
+        let c = 10.0 * f64::from(r);
+        for tid in 1..depth {
+            let lead = 0.2 * f64::from(tid);
+            t.cpu(tid, c + lead, 2);
+            let woken = c + 9.0 - lead;
+            t.off(
+                tid,
+                c + lead,
+                woken,
+                woken + 0.1,
+                Class::Lock,
+                Waker::Thread(tid + 1),
+                Some(1),
+            );
+        }
+        for k in 1..=20 {
+            t.cpu(depth, c + 0.5 * f64::from(k), 2);
+        }
+    }
+    t.t
+}
+
+/// The work of the attribution (intervals visited, pieces, elements looked
+/// at by the searches) grows as the trace does: four times the rounds of a
+/// deep chain cost four times the work, give or take the ends. A search
+/// that scanned the time line, or a walk that started each wait at the
+/// thread's first interval, would make it grow as the square.
+#[test]
+fn the_work_grows_linearly_with_the_trace() {
+    const DEPTH: u32 = 12;
+    let work = |rounds| {
+        let trace = deep_chain(DEPTH, rounds);
+        let a = attribute(&trace, &|_| true, Scope::Whole);
+        // The chain is followed to its end: thread 1's waits end on the
+        // last thread's CPU, through every thread between.
+        let deepest = a
+            .parts
+            .iter()
+            .filter(|p| p.waiter.tid == 1 && p.tid == DEPTH && p.end == End::Cpu)
+            .map(|p| a.paths.hops(p.path).len())
+            .max();
+        assert_eq!(
+            deepest,
+            Some(DEPTH as usize - 1),
+            "the chain is followed to its end"
+        );
+        (a.stats.work, trace.segments.len() + trace.samples.len())
+    };
+    let (small, small_events) = work(500);
+    let (large, large_events) = work(2000);
+    assert_eq!(large_events, 4 * small_events);
+    let ratio = large as f64 / small as f64;
+    assert!(
+        (3.8..4.2).contains(&ratio),
+        "4 times the trace cost {ratio:.2} times the work ({small} then {large})"
+    );
+}

@@ -9,9 +9,10 @@
 //! of the waiter's interval ends in exactly one piece: nothing is counted
 //! twice, and the pieces add up to the interval.
 
-use super::index::{Index, Timeline};
+use super::index::{Index, Line, OnCpu};
 use super::paths::{PathId, Paths};
 use holdup_trace::{Class, StackId, Waker};
+use std::cell::Cell;
 
 /// Chains longer than this are cut (a corrupt trace could make a cycle:
 /// a waker runs before the thread it wakes, so real chains cannot loop).
@@ -55,112 +56,136 @@ pub struct Piece {
     pub to: u64,
 }
 
-/// What is still to be split: `tid` over `[from, to)`.
+/// What is still to be split: `tid` (its time line `line`, if recorded)
+/// over `[from, to)`.
 struct Todo {
     tid: u32,
+    line: Option<Line>,
     from: u64,
     to: u64,
     path: PathId,
     depth: usize,
 }
 
+impl Todo {
+    fn piece(&self, end: End, stack: Option<StackId>, from: u64, to: u64) -> Piece {
+        Piece {
+            path: self.path,
+            tid: self.tid,
+            end,
+            stack,
+            from,
+            to,
+        }
+    }
+}
+
 /// Reused between windows: the explicit stack of stretches to split.
 #[derive(Default)]
 pub struct Walker {
     todo: Vec<Todo>,
+    /// Intervals visited, pieces emitted, and elements of the time lines
+    /// looked at by the searches: the work of the attribution, which would
+    /// grow faster than the trace if a search scanned.
+    pub work: u64,
 }
 
 impl Walker {
     /// Split `[from, to)` of `tid` (the thread that ended the wait) into
     /// pieces, reached through `path`; `emit` gets each, together with the
-    /// thread's time line (for its on-CPU samples).
+    /// thread's on-CPU samples inside it if it was on a CPU.
     pub fn walk(
         &mut self,
         index: &Index,
         paths: &mut Paths,
         start: (u32, PathId),
         window: (u64, u64),
-        emit: &mut dyn FnMut(Piece, Option<&Timeline>),
+        emit: &mut dyn FnMut(Piece, &[OnCpu]),
     ) {
         self.todo.push(Todo {
             tid: start.0,
+            line: index.line_of(start.0),
             from: window.0,
             to: window.1,
             path: start.1,
             depth: 0,
         });
+        let work = Cell::new(0u64);
+        let one_more = || work.set(work.get() + 1);
         while let Some(w) = self.todo.pop() {
-            let piece = |end, stack, from, to| Piece {
-                path: w.path,
-                tid: w.tid,
-                end,
-                stack,
-                from,
-                to,
-            };
-            let Some(tl) = index.threads.get(&w.tid) else {
-                emit(piece(End::Unrecorded, None, w.from, w.to), None);
+            let Some(line) = w.line else {
+                one_more();
+                emit(w.piece(End::Unrecorded, None, w.from, w.to), &[]);
                 continue;
             };
+            let tl = &index.lines[line as usize];
             let (from, to) = (w.from.max(tl.alive.0), w.to.min(tl.alive.1));
+            // The interval a piece on the CPU ends before.
+            let next = Cell::new(tl.first_off(from, &work));
+            let mut emit = |end, stack, from, to| {
+                one_more();
+                let cpu = if end == End::Cpu {
+                    tl.cpu_in((from, to), next.get(), &work)
+                } else {
+                    &[]
+                };
+                emit(w.piece(end, stack, from, to), cpu)
+            };
             if from >= to {
-                emit(piece(End::NotAlive, None, w.from, w.to), Some(tl));
+                emit(End::NotAlive, None, w.from, w.to);
                 continue;
             }
             if w.from < from {
-                emit(piece(End::NotAlive, None, w.from, from), Some(tl));
+                emit(End::NotAlive, None, w.from, from);
             }
             if to < w.to {
-                emit(piece(End::NotAlive, None, to, w.to), Some(tl));
+                emit(End::NotAlive, None, to, w.to);
             }
             let mut cursor = from;
-            for o in &tl.off[tl.first_off(from)..] {
+            for o in &tl.off[next.get()..] {
                 if o.start >= to {
                     break;
                 }
+                one_more();
                 if o.start > cursor {
-                    emit(piece(End::Cpu, None, cursor, o.start), Some(tl));
+                    emit(End::Cpu, None, cursor, o.start);
                     cursor = o.start;
                 }
                 let wait_to = o.wake.min(to);
                 if cursor < wait_to {
-                    match o.waker {
-                        Waker::Thread(t) if !index.threads.contains_key(&t) => emit(
-                            piece(End::Outside(o.class, o.waker), o.stack, cursor, wait_to),
-                            Some(tl),
-                        ),
-                        Waker::Thread(t) if t != w.tid && w.depth < MAX_DEPTH => {
+                    match (o.waker, o.waker_line) {
+                        (Waker::Thread(_), None) => {
+                            emit(End::Outside(o.class, o.waker), o.stack, cursor, wait_to)
+                        }
+                        (Waker::Thread(t), Some(theirs))
+                            if theirs != line && w.depth < MAX_DEPTH =>
+                        {
                             self.todo.push(Todo {
                                 tid: t,
+                                line: Some(theirs),
                                 from: cursor,
                                 to: wait_to,
                                 path: paths.child(w.path, w.tid, o.class),
                                 depth: w.depth + 1,
                             })
                         }
-                        Waker::Thread(_) => {
-                            emit(piece(End::Cut, o.stack, cursor, wait_to), Some(tl))
-                        }
-                        Waker::None => emit(
-                            piece(End::Unwoken(o.class), o.stack, cursor, wait_to),
-                            Some(tl),
-                        ),
-                        irq => emit(
-                            piece(End::Outside(o.class, irq), o.stack, cursor, wait_to),
-                            Some(tl),
-                        ),
+                        (Waker::Thread(_), _) => emit(End::Cut, o.stack, cursor, wait_to),
+                        (Waker::None, _) => emit(End::Unwoken(o.class), o.stack, cursor, wait_to),
+                        (irq, _) => emit(End::Outside(o.class, irq), o.stack, cursor, wait_to),
                     }
                     cursor = wait_to;
                 }
                 let run_to = o.end.min(to);
                 if cursor < run_to {
-                    emit(piece(End::Runnable, o.stack, cursor, run_to), Some(tl));
+                    emit(End::Runnable, o.stack, cursor, run_to);
                     cursor = run_to;
                 }
+                next.set(next.get() + 1);
             }
             if cursor < to {
-                emit(piece(End::Cpu, None, cursor, to), Some(tl));
+                emit(End::Cpu, None, cursor, to);
             }
         }
+        self.work += work.get();
     }
 }
