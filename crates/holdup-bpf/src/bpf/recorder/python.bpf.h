@@ -430,8 +430,12 @@ __noinline int py_code_read(struct scratch *s, struct py_config *c, u32 pid, u64
  * object that took the memory of a freed one since was made after, and
  * bumped the count. (The count was read before the object, so one made in
  * between is refused too.) Without a count (3.10, 3.11, a build whose
- * count is not found) entries hold for one walk only, and a recursion's
- * code is read once per walk.
+ * count is not found, a count run out to 0) entries hold for one walk only,
+ * and a recursion's code is read once per walk. What remains: a walk gone
+ * astray onto an address that held a code object is not caught by the
+ * object's type (it was checked when the entry was made), and the count's
+ * place in 3.13 comes from a table, refuted once (py_code_read) if a code
+ * object has a number the count has not reached.
  */
 static __always_inline bool py_code_known(struct py_walk *w, struct py_cached *e, u64 code)
 {
