@@ -22,6 +22,23 @@ pub(crate) fn python(version: &str) -> Option<PathBuf> {
     }
 }
 
+/// pyenv's CPython `version` recorded running `workloads/runtimes/SCRIPT
+/// ARGS`, in scratch directory `name`: the trace and the workload's output;
+/// None when that version is absent. The caller holds the serial lock.
+pub(crate) fn record_python(
+    version: &str,
+    name: &str,
+    script: &str,
+    args: &[&str],
+) -> Option<(PathBuf, String)> {
+    let py = python(version)?;
+    let dir = scratch(name);
+    let script = repo_root().join("workloads/runtimes").join(script);
+    let mut cmd = vec![py.to_str().unwrap(), script.to_str().unwrap()];
+    cmd.extend_from_slice(args);
+    Some(record_with_output(&dir, &[], &cmd))
+}
+
 fn workload() -> String {
     let p = repo_root().join("workloads/runtimes/py_threads.py");
     p.to_str().unwrap().to_string()
@@ -284,17 +301,12 @@ fn a_deep_recursion_is_walked_to_its_first_frame() {
 /// its own, about 50 of them (at 1 kHz, whatever the load: the stack is on
 /// its samples off the CPU too).
 fn reused_code_addresses_get_their_own_names(version: &str) {
-    let Some(py) = python(version) else {
+    let _serial = serial();
+    let name = format!("python_reused_{version}");
+    let Some((data, stdout)) = record_python(version, &name, "py_reused_code.py", &["20", "50"])
+    else {
         return;
     };
-    let _serial = serial();
-    let dir = scratch(&format!("python_reused_{version}"));
-    let script = repo_root().join("workloads/runtimes/py_reused_code.py");
-    let (data, stdout) = record_with_output(
-        &dir,
-        &[],
-        &[py.to_str().unwrap(), script.to_str().unwrap(), "20", "50"],
-    );
     let rounds = printed_value(&stdout, "rounds") as usize;
     let reused = printed_value(&stdout, "reused");
     assert!(reused >= 10.0, "{version}: only {reused} addresses reused");
