@@ -242,6 +242,10 @@ pub unsafe extern "C" fn pthread_mutex_timedlock(
 
 #[no_mangle]
 pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut libc::pthread_mutex_t) -> c_int {
+    // Nobody to wake, nothing to catch up on (see lockword).
+    if !unsafe { crate::lockword::may_wake(m) } {
+        return (real().pthread_mutex_unlock)(m);
+    }
     waking(|| (real().pthread_mutex_unlock)(m))
 }
 
