@@ -218,6 +218,8 @@ impl Processor {
             _ => None,
         };
         let mut first = None;
+        // The first place of the scope above `first`, not itself.
+        let mut caller = None;
         let mut hit = false;
         let mut saw_main = false;
         let mut own = false;
@@ -269,11 +271,17 @@ impl Processor {
             }
             if let Some(t) = m.lines {
                 if let Some(loc) = self.tables[t].lookup(addr - m.bias) {
+                    if first.is_some_and(|f| f != loc) {
+                        caller.get_or_insert(loc);
+                    }
                     first.get_or_insert(loc);
                     if Some(loc) == target_line {
                         hit = true;
                     }
-                    if target_line.is_none() || hit {
+                    // A wait for a lock looks for the code above the lock
+                    // call too (see the offers below).
+                    let looking = taking_lock && all.lock > 0 && caller.is_none();
+                    if (target_line.is_none() || hit) && !looking {
                         break;
                     }
                 }
@@ -326,13 +334,20 @@ impl Processor {
         }
         if let Some(loc) = first {
             if !lines::is_progress_header(self.locs.name(loc)) {
-                // A wait for a lock makes the code that took it (its
-                // innermost function or line of the scope) worth an
+                // A wait for a lock makes the code that took it worth an
                 // experiment, as its own work does; only the work is
-                // credited while one runs. (A condition variable's wait
-                // is often for work to come: no sign of anything.)
+                // credited while one runs. That code is the innermost
+                // place of the scope, or its caller where the innermost
+                // is the program's own lock function (RocksDB's
+                // port::Mutex::Lock, called by the cache shard's Lookup
+                // that holds the lock): each gets half. (A condition
+                // variable's wait is often for work to come: no sign.)
                 let lock = if taking_lock { all.lock } else { 0 };
-                self.offer(SpeedupTarget::Code(loc), all.line + lock);
+                let above = caller.map_or(0, |_| lock / 2);
+                self.offer(SpeedupTarget::Code(loc), all.line + lock - above);
+                if let Some(c) = caller.filter(|&c| !lines::is_progress_header(self.locs.name(c))) {
+                    self.offer(SpeedupTarget::Code(c), above);
+                }
             }
         }
         if self.allow_subclasses {

@@ -170,3 +170,50 @@ fn a_sample_inside_an_interposed_lock_is_its_callers() {
     assert!(give > 200, "{counts:?}");
     assert!(take > 200 && take * 3 >= give * 2, "{counts:?}");
 }
+
+/// Threads that wait for a mutex taken in cache::Mutex::Lock, called by
+/// LruCache::Release, which holds it: the waits make both candidates (the
+/// lock function and the code that took the lock), so the floor gives both
+/// experiments. By their own samples neither would get any: the work under
+/// the lock is burn_cpu's.
+#[test]
+#[ignore = "needs root and BPF"]
+fn the_waits_for_a_lock_make_the_code_that_took_it_a_target() {
+    let _serial = serial();
+    let dir = scratch("causal_lru_mutex");
+    let bin = cxx(
+        &repo_root().join("workloads/lru_mutex.cpp"),
+        &repo_root().join("target/workloads/lru_mutex-causal"),
+        &["-O2", "-pthread"],
+    );
+    let coz = dir.join("profile.coz");
+    let run = holdup()
+        .args(["causal", "run", "--granularity", "function"])
+        .args(["--progress", "cache::LruCache::Release", "-o"])
+        .arg(&coz)
+        .arg("--")
+        .arg(&bin)
+        .args(["4", "500"])
+        .bounded_output();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let text = std::fs::read_to_string(&coz).unwrap();
+    let on = |f: &str| {
+        let selected = format!("selected=lru_mutex-causal:{f}\t");
+        text.lines()
+            .filter(|l| l.starts_with("experiment\t") && l.contains(&selected))
+            .count()
+    };
+    let (release, lock, all) = (
+        on("cache::LruCache::Release"),
+        on("cache::Mutex::Lock"),
+        text.lines()
+            .filter(|l| l.starts_with("experiment\t"))
+            .count(),
+    );
+    eprintln!("experiments: {all}, on Release {release}, on Mutex::Lock {lock}");
+    assert!(release >= 3 && lock >= 3, "{text}");
+}
