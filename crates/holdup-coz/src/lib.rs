@@ -17,7 +17,6 @@ pub mod profile;
 #[cfg(feature = "samples")]
 pub mod python;
 pub mod scope;
-pub mod selection;
 pub mod target;
 pub mod usdt;
 

@@ -220,7 +220,8 @@ mod tests {
     fn on_cpu(line: u64) -> Points {
         Points {
             line,
-            ..Points::default()
+            io: 0,
+            sched: 0,
         }
     }
 
@@ -248,7 +249,7 @@ mod tests {
         let blocked = Points {
             line: 2,
             io: 2,
-            ..Points::default()
+            sched: 0,
         };
         let (_, credit) = t
             .sample(&hit(&[], &[5], None), blocked, 0, false, running)
@@ -284,7 +285,6 @@ mod tests {
             line: 3,
             io: 2,
             sched: 1,
-            ..Points::default()
         };
         t.sample(&hit(&[], &[], None), waits, 0, false, None);
         let p = |id| t.points.get(&id).copied().unwrap_or(0);
