@@ -51,10 +51,12 @@ pub struct RecorderOptions {
     /// programs; with the target's own test.
     pub cgroup: Option<CgroupFilter>,
     /// Blocked-sample stacks per second at most, over all CPUs (0: every
-    /// blocked sample has its stacks, bperf's definition). Above it, a
-    /// random fraction of the intervals has its stacks taken, with weights
-    /// scaled by the ratio; [`Recorder::stack_budget_counts`] has the exact
-    /// points.
+    /// blocked sample has its stacks, bperf's definition). Above it, each
+    /// CPU samples by threshold: an interval shorter than the threshold has
+    /// its stacks taken with odds in proportion to its points and weighs
+    /// the threshold, a longer one is always taken
+    /// (`bpf/recorder/clocks.bpf.h`); [`Recorder::stack_budget_counts`] has
+    /// the exact points.
     pub stack_budget: u32,
     /// Follow goroutines' parks in Go processes (`--goroutines`): uprobes
     /// on the Go scheduler, attached per process with
@@ -685,7 +687,7 @@ pub struct StackBudgetCounts {
     pub waker_stacks: u64,
     /// Points of every such interval, by class (`records::CLASS_*`): exact.
     pub points: [u64; 5],
-    /// Points of the samples written, scaled by the ratio each was taken at.
+    /// Points of the samples written, scaled by the inverse of the odds each was taken at.
     pub scaled: [u64; 5],
 }
 

@@ -571,7 +571,7 @@ pub fn stack_budget_note(b: &holdup_bpf::StackBudgetCounts, period_ns: u64) -> S
         })
         .collect();
     format!(
-        "{STACK_BUDGET_NOTE}{:.2} blocked intervals had its stacks taken ({} of {}), its weight scaled by that ratio; exact blocked time {}",
+        "{STACK_BUDGET_NOTE}{:.2} blocked intervals had its stacks taken ({} of {}), each weighted by the inverse of its odds; exact blocked time {}",
         b.ratio(),
         b.stacks,
         b.intervals,

@@ -29,11 +29,11 @@ pub struct Args {
     #[arg(long, value_name = "PATH")]
     pub cgroup: Option<PathBuf>,
     /// Take blocked-sample stacks at most this many times a second (all
-    /// CPUs together). Above it, a random fraction of the blocked intervals
-    /// has its stacks taken and its weight scaled by the ratio, so that
-    /// shares stay unbiased; the exact blocked time is still counted, and
-    /// the trace says the ratio. Without it every blocked sample has its
-    /// stacks.
+    /// CPUs together). Above it, short blocked intervals have their stacks
+    /// taken at random, each kept one weighted by the inverse of its odds,
+    /// so that shares stay unbiased; long ones always. The exact blocked
+    /// time is still counted, and the trace says the ratio. Without it
+    /// every blocked sample has its stacks.
     #[arg(long, value_name = "PER_SECOND", value_parser = clap::value_parser!(u32).range(1..))]
     pub stack_budget: Option<u32>,
     /// Flight recorder: keep only the last SECONDS of the recording, in
@@ -351,7 +351,7 @@ fn print_summary(cfg: &Config, s: &Summary) -> ExitCode {
     }
     if let Some(b) = &s.stack_budget {
         eprintln!(
-            "[ holdup record: stack budget: stacks taken for {} of {} blocked intervals (1 in {:.2}), weights scaled by the ratio; {} waker stacks ]",
+            "[ holdup record: stack budget: stacks taken for {} of {} blocked intervals (1 in {:.2}), weights scaled by their odds; {} waker stacks ]",
             b.stacks,
             b.intervals,
             b.ratio(),

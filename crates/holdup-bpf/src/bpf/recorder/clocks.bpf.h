@@ -124,11 +124,14 @@ static __always_inline void stop_cpu_clock(struct thread_state *st, u64 now)
  * The stack budget: blocked-sample stacks (a kernel walk, a user stack copy
  * and its unwinding) cost far more than the clocks, and a context-switch
  * storm passes a sampling point at most of its intervals. With a budget,
- * each CPU takes the stacks of one in `every` such intervals, drawn at
- * random, and gives the sample `every` times the points: the expected
- * points of every stack stay what they were (an unbiased estimate), while
- * the exact points of every interval are counted by class. `every` follows
- * the rate of the CPU's last window.
+ * each CPU takes stacks by threshold sampling: an interval of `points` is
+ * taken with probability points / tau and then weighs tau points (scaled
+ * as drawn), one of tau points or more is always taken, unscaled. Every
+ * sample's expected points stay what they were (an unbiased estimate), the
+ * exact points of every interval are counted by class, the long waits a
+ * user looks for are never left to chance, and the expected stacks of a
+ * window are at most its points / tau. tau follows the points of the CPU's
+ * last window, so that this is the budget.
  */
 #define BUDGET_WINDOW_NS 100000000ULL
 
@@ -138,8 +141,8 @@ const volatile u32 budget_per_window = 0;
 struct budget_state {
 	struct stack_budget_counts c;
 	u64 window_start;
-	u32 seen;		/* intervals with points in this window */
-	u32 every;		/* 1 in `every` takes its stack, this window */
+	u64 seen;		/* points of the intervals in this window */
+	u32 tau;		/* the threshold, this window (1: take all) */
 };
 
 struct {
@@ -149,27 +152,29 @@ struct {
 	__type(value, struct budget_state);
 } stack_budget SEC(".maps");
 
-/* Draw for one interval whether its stacks are taken: returns the `every`
- * of the draw, its points' scale, and sets `keep`. */
-static __always_inline u32 stack_budget_draw(struct budget_state *b, u64 now, u8 *keep)
+/* Draw for one interval of about `points` (at least 1) whether its stacks
+ * are taken: returns the threshold of the draw and sets `keep`. */
+static __always_inline u32 stack_budget_draw(struct budget_state *b, u64 now, u32 points,
+					     u8 *keep)
 {
-	u32 every;
+	u64 tau;
 
 	if (now - b->window_start >= BUDGET_WINDOW_NS) {
-		every = (b->seen + budget_per_window - 1) / budget_per_window;
-		b->every = every ? every : 1;
+		tau = (b->seen + budget_per_window - 1) / budget_per_window;
+		b->tau = tau ? (tau > 0xffffffffULL ? 0xffffffff : tau) : 1;
 		b->seen = 0;
 		b->window_start = now;
 	}
-	every = b->every ? b->every : 1;
-	*keep = every == 1 || bpf_get_prandom_u32() % every == 0;
-	return every;
+	tau = b->tau ? b->tau : 1;
+	*keep = points >= tau || bpf_get_prandom_u32() % tau < points;
+	return tau;
 }
 
-/* Draw early, at the wakeup of the thread of `st`, so that the waker's
- * stacks are taken only for an interval whose stacks will be: true if
- * they will (or there is no budget). */
-static __always_inline bool stack_budget_draw_early(struct thread_state *st, u64 now)
+/* Draw early, at the wakeup of the thread of `st` with `points` waited so
+ * far, so that the waker's stacks are taken only for an interval whose
+ * stacks will be: true if they will (or there is no budget). */
+static __always_inline bool stack_budget_draw_early(struct thread_state *st, u64 now,
+						    u32 points)
 {
 	struct budget_state *b;
 	u32 zero = 0;
@@ -179,7 +184,8 @@ static __always_inline bool stack_budget_draw_early(struct thread_state *st, u64
 	b = bpf_map_lookup_elem(&stack_budget, &zero);
 	if (!b)
 		return true;
-	st->b_every = stack_budget_draw(b, now, &st->b_keep);
+	st->b_tau = stack_budget_draw(b, now, points, &st->b_keep);
+	st->b_points = points;
 	if (st->b_keep)
 		b->c.waker_stacks++;
 	return st->b_keep;
@@ -187,30 +193,34 @@ static __always_inline bool stack_budget_draw_early(struct thread_state *st, u64
 
 /* Whether the interval of `st` ending at `now` with `w` points of `class`
  * and `ws` runqueue points gets its stacks taken (drawn at its wakeup, or
- * now); if so its points are scaled. */
+ * now); if so its points are scaled by the inverse of the draw's odds. */
 static __always_inline bool within_stack_budget(struct thread_state *st, u32 *w, u32 *ws,
 						u8 class, u64 now)
 {
 	struct budget_state *b;
-	u32 zero = 0, every = st->b_every;
+	u32 zero = 0, tau = st->b_tau, drawn = st->b_points;
 	u8 keep = st->b_keep;
 
-	st->b_every = 0;
+	st->b_tau = 0;
 	if (!budget_per_window)
 		return true;
 	b = bpf_map_lookup_elem(&stack_budget, &zero);
 	if (!b)
 		return true;
-	if (!every)
-		every = stack_budget_draw(b, now, &keep);
-	b->seen++;
+	if (!tau) {
+		drawn = *w + *ws;
+		tau = stack_budget_draw(b, now, drawn, &keep);
+	}
+	b->seen += *w + *ws;
 	b->c.intervals++;
 	b->c.points[class & 7] += *w;
 	b->c.points[CLASS_SCHED] += *ws;
 	if (!keep)
 		return false;
-	*w *= every;
-	*ws *= every;
+	if (drawn && drawn < tau) {
+		*w = (u64)*w * tau / drawn;
+		*ws = (u64)*ws * tau / drawn;
+	}
 	b->c.stacks++;
 	b->c.scaled[class & 7] += *w;
 	b->c.scaled[CLASS_SCHED] += *ws;

@@ -94,8 +94,9 @@ struct thread_state {
 	u32 steal_cpu;
 	u64 off_credit;
 	/* The stack budget's draw for the interval, made at its wakeup
-	 * (clocks.bpf.h); b_every 0: none yet. */
-	u32 b_every;
+	 * (clocks.bpf.h): its threshold (0: none yet) and the points it saw. */
+	u32 b_tau;
+	u32 b_points;
 	u8 b_keep;
 	/* A blocked sample waiting for the thread to run so that its user
 	 * stack can be read. Claimed atomically: the on-CPU sample (an

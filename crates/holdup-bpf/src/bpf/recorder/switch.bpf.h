@@ -30,7 +30,7 @@ static __always_inline void switch_out(struct task_struct *prev, struct thread_s
 	}
 	st->out = now;
 	st->wake = 0;
-	st->b_every = 0;
+	st->b_tau = 0;
 	st->waker_kind = WAKER_NONE;
 	st->waker_id = 0;
 	st->waker_kstack = 0;

@@ -52,17 +52,17 @@ static __always_inline void take_waker_stacks(void *ctx, struct task_struct *p,
 {
 	struct irq_context *ic = this_irq_ctx();
 	u64 out = st->out < start_ns ? start_ns : st->out;
+	u64 waited = st->off_credit + (now > out ? now - out : 0);
 	long k;
 
 	st->waker_kstack = 0;
 	st->waker_ustack = 0;
 	if (st->waker_kind != WAKER_THREAD || st->class == CLASS_SCHED ||
-	    st->waker_id != (u32)bpf_get_current_pid_tgid() ||
-	    st->off_credit + (now > out ? now - out : 0) < period_ns)
+	    st->waker_id != (u32)bpf_get_current_pid_tgid() || waited < period_ns)
 		return;
 	if (ic && (ic->hardirq || ic->ipi || ic->timer || ic->softirq))
 		return;
-	if (!stack_budget_draw_early(st, now))
+	if (!stack_budget_draw_early(st, now, waited / period_ns))
 		return;
 	/* Without this program and the tracepoint's caller (bpf_trace_run1). */
 	k = bpf_get_stackid(ctx, &waker_stacks, 2 & BPF_F_SKIP_FIELD_MASK);

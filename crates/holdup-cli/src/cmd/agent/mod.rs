@@ -82,9 +82,9 @@ pub struct Args {
     #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u32).range(0..=4096))]
     pub stack_bytes: u32,
     /// Blocked-sample stacks taken per second at most (all CPUs
-    /// together): above it a random fraction of the blocked intervals has
-    /// its stacks taken, weights scaled by the ratio, so that shares stay
-    /// unbiased while every blocked interval's time is counted.
+    /// together): above it short blocked intervals have their stacks taken
+    /// at random, weighted by the inverse of their odds, so that shares
+    /// stay unbiased while every blocked interval's time is counted.
     #[arg(long, value_name = "PER_SECOND", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
     pub stack_budget: u32,
     /// Ring buffer size in MiB (a power of two).

@@ -252,7 +252,11 @@ fn every_interval_reaches_the_collector_with_blocked_samples_and_attributes() {
     let made: u64 = windows.iter().map(|w| w.0).sum();
     let sent = closing_count(&stderr, "sent");
     assert!(windows.len() >= 3, "{stderr}");
-    assert_eq!(made, windows.len() as u64, "one request per window");
+    // The last window is what is left when the duration ends, and may be a
+    // few milliseconds with nothing in it: it sends nothing then.
+    let (last, full) = windows.split_last().unwrap();
+    assert!(full.iter().all(|w| w.0 == 1), "one request per window: {stderr}");
+    assert!(last.0 <= 1, "{stderr}");
     assert_eq!(sent, made, "every request sent: {stderr}");
     assert_eq!(closing_count(&stderr, "dropped"), 0);
     let got = pipe.requests(sent as usize);
