@@ -1,6 +1,7 @@
 //! `record --stack-budget`: above the budget only a random fraction of the
-//! blocked intervals has its stacks taken, weighted by the ratio, and the
-//! blocked time of each place stays what the program measured itself.
+//! short blocked intervals has its stacks taken, weighted by the inverse of
+//! its odds, and the blocked time of each place stays what the program
+//! measured itself.
 
 use crate::support::*;
 use serde_json::Value;
@@ -58,6 +59,15 @@ fn a_tight_budget_keeps_the_blocked_shares() {
         ratio >= 1.5,
         "the budget took fewer stacks than intervals: {line}"
     );
+    // ... and kept to about 400 a second over the program's 3 s (long
+    // intervals, always taken, included).
+    let taken: f64 = line
+        .split("stacks taken for ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("a count in {line}"));
+    assert!(taken <= 1.25 * 400.0 * 3.0, "within the budget: {line}");
     for (i, nap) in ["nap_short", "nap_long"].iter().enumerate() {
         // Each nap's blocked time is what the program measured, with every
         // stack and with the sampled ones weighted by the ratio.
