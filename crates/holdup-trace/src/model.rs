@@ -56,6 +56,11 @@ impl Filling {
         self.t.add(r);
     }
 
+    /// The trace as filled so far.
+    pub fn so_far(&self) -> &Trace {
+        &self.t
+    }
+
     /// The trace, with `damage` if the records stopped before the end of
     /// the file.
     pub fn finish(self, damage: Option<Damage>) -> Trace {
