@@ -372,6 +372,55 @@ mod tests {
         assert!(!t.threads.contains_key(&12));
     }
 
+    /// Filling skips the search of the threads for a sample of a thread
+    /// it has seen: the trace is still the one adding each record gives,
+    /// for threads named before their samples, after, or never, created
+    /// or exited in between.
+    #[test]
+    fn filling_gives_the_trace_of_adding_each_record() {
+        let mut records = Vec::new();
+        for r in sample_records().into_iter().chain(sample_records()) {
+            if let Record::Sample(s) = &r {
+                records.push(Record::Sample(Sample {
+                    tid: 20,
+                    ..s.clone()
+                }));
+            }
+            records.push(r);
+        }
+        records.insert(
+            1,
+            Record::Fork {
+                time: 500,
+                parent_pid: 10,
+                parent_tid: 20,
+                pid: 10,
+                tid: 21,
+            },
+        );
+        let h = header();
+        let mut filling = Filling::new(&h, 0);
+        let mut added = Trace {
+            header: h,
+            ..Trace::default()
+        };
+        for r in records {
+            filling.add(r.clone());
+            added.add(r);
+        }
+        let filled = filling.so_far();
+        assert_eq!(filled.samples, added.samples);
+        assert_eq!(filled.threads, added.threads);
+        assert_eq!(
+            filled.samples.len(),
+            4 * sample_records()
+                .iter()
+                .filter(|r| matches!(r, Record::Sample(_)))
+                .count()
+        );
+        assert!(filled.threads.contains_key(&20) && filled.threads.contains_key(&21));
+    }
+
     #[test]
     fn segment_encoding_is_compact() {
         let mut enc = codec::Encoder::new();

@@ -1,6 +1,7 @@
 //! A whole trace loaded into memory, indexed for the analyses.
 
 use crate::file::{Damage, Error, Header, Reader};
+use crate::fxhash::FxHashSet;
 use crate::record::*;
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
@@ -34,6 +35,9 @@ pub struct Filling {
     t: Trace,
     /// The latest time of any record seen.
     last: u64,
+    /// Threads already in `t.threads` (never removed from it): a sample
+    /// of one is pushed without a search of the ordered map.
+    known: FxHashSet<u32>,
 }
 
 impl Filling {
@@ -46,6 +50,7 @@ impl Filling {
                 ..Default::default()
             },
             last: 0,
+            known: FxHashSet::default(),
         }
     }
 
@@ -53,7 +58,19 @@ impl Filling {
         if let Some(time) = r.time() {
             self.last = self.last.max(time);
         }
-        self.t.add(r);
+        match r {
+            Record::Sample(s) if self.known.contains(&s.tid) => self.t.samples.push(s),
+            Record::Sample(s) => {
+                self.known.insert(s.tid);
+                self.t.add(Record::Sample(s));
+            }
+            r => self.t.add(r),
+        }
+    }
+
+    /// The trace as filled so far.
+    pub fn so_far(&self) -> &Trace {
+        &self.t
     }
 
     /// The trace, with `damage` if the records stopped before the end of

@@ -151,13 +151,33 @@ pub struct Attribution {
     pub stats: Stats,
 }
 
+/// A wait to split, with all its splitting reads of its sample, copied
+/// out in the trace's order.
+#[derive(Clone, Copy, Debug)]
+struct Wait {
+    time: u64,
+    wake: u64,
+    waker: Waker,
+    weight: u32,
+    sched_weight: u32,
+    /// The sample's number: paths are numbered by it.
+    number: u32,
+    /// Where the chain starts, for a wait another thread ended.
+    start: Option<walk::Start>,
+}
+
 /// Follow the waits of the threads `keep` accepts.
 ///
-/// The waits are split waiter by waiter, each waiter's in the trace's
-/// order: its groups are then few and close at hand, and become parts as
-/// soon as its last wait is split. A group's sums are still made in the
-/// trace's order, and the paths numbered as if the waits had been split
-/// in it, so the parts are those of splitting wait after wait, to the bit.
+/// The samples are read once, in the trace's order, which is close to the
+/// order of time: there the chain of each wait another thread ended is
+/// found where it starts (each search on a time line begins where the
+/// last left it, in memory the cache still holds), and what splitting
+/// needs is copied out, waiter by waiter. The waits are then split waiter
+/// by waiter, each waiter's in the trace's order: its groups are few and
+/// close at hand, and become parts as soon as its last wait is split. A
+/// group's sums are still made in the trace's order, and the paths
+/// numbered as if the waits had been split in it, so the parts are those
+/// of splitting wait after wait, to the bit.
 pub fn attribute(trace: &Trace, keep: &dyn Fn(u32) -> bool, scope: Scope) -> Attribution {
     let index = Index::new(trace);
     let mut paths = Paths::default();
@@ -171,15 +191,16 @@ pub fn attribute(trace: &Trace, keep: &dyn Fn(u32) -> bool, scope: Scope) -> Att
     };
     let mut numbers: FxHashMap<Waiter, u32> = FxHashMap::default();
     let mut waiters: Vec<(Waiter, usize)> = Vec::new();
-    // (waiter's number, sample's number) of the samples to split.
-    let mut todo: Vec<(u32, u32)> = Vec::new();
+    let mut walker = walk::Walker::default();
+    // The waits to split, and their waiters' numbers, in the trace's order.
+    let mut todo: Vec<(u32, Wait)> = Vec::new();
     for (i, s) in trace.samples.iter().enumerate() {
         if !keep(s.tid) {
             continue;
         }
-        let followed = followed(s).is_some();
-        count(&mut stats, s, followed, trace.header.start_ns);
-        if !followed && scope == Scope::Held {
+        let holder = followed(s).map(|(_, holder)| holder);
+        count(&mut stats, s, holder.is_some(), trace.header.start_ns);
+        if holder.is_none() && scope == Scope::Held {
             continue;
         }
         let waiter = Waiter {
@@ -192,20 +213,36 @@ pub fn attribute(trace: &Trace, keep: &dyn Fn(u32) -> bool, scope: Scope) -> Att
             (waiters.len() - 1) as u32
         });
         waiters[n as usize].1 += 1;
-        todo.push((n, i as u32));
+        let wait = Wait {
+            time: s.time,
+            wake: s.wake,
+            waker: s.waker,
+            weight: s.weight,
+            sched_weight: s.sched_weight,
+            number: i as u32,
+            start: holder.map(|h| walker.start(&index, h, s.time)),
+        };
+        todo.push((n, wait));
     }
     let by_waiter = by_waiter(&todo, &waiters);
-    let mut walker = walk::Walker::default();
+    drop(todo);
     let mut parts = Vec::new();
-    for ((waiter, _), samples) in waiters.iter().zip(by_waiter) {
+    let mut waits = by_waiter.as_slice();
+    for &(waiter, len) in &waiters {
+        let (mine, rest) = waits.split_at(len);
+        waits = rest;
         let mut groups = Groups::default();
-        for i in samples {
-            paths.splitting(i);
-            let s = &trace.samples[i as usize];
-            split(s, scope, (&index, &mut paths, &mut walker), &mut groups);
+        for w in mine {
+            paths.splitting(w.number);
+            split(
+                (waiter, w),
+                scope,
+                (&index, &mut paths, &mut walker),
+                &mut groups,
+            );
         }
         for (key, g) in groups.into_all() {
-            place(*waiter, key, &g, &mut parts, &mut stats);
+            place(waiter, key, &g, &mut parts, &mut stats);
         }
     }
     let renumbered = paths.renumber();
@@ -227,12 +264,22 @@ pub fn attribute(trace: &Trace, keep: &dyn Fn(u32) -> bool, scope: Scope) -> Att
     }
 }
 
-/// The samples of `todo` grouped by waiter, each waiter's in the order
-/// given: one list per waiter of `waiters`, which says how long it is.
-fn by_waiter(todo: &[(u32, u32)], waiters: &[(Waiter, usize)]) -> Vec<Vec<u32>> {
-    let mut out: Vec<Vec<u32>> = waiters.iter().map(|w| Vec::with_capacity(w.1)).collect();
-    for &(n, i) in todo {
-        out[n as usize].push(i);
+/// The waits of `todo` in the order of their waiters' numbers, each
+/// waiter's in the order given; `waiters` says how many each has.
+fn by_waiter(todo: &[(u32, Wait)], waiters: &[(Waiter, usize)]) -> Vec<Wait> {
+    let mut at: Vec<usize> = Vec::with_capacity(waiters.len());
+    let mut sum = 0;
+    for w in waiters {
+        at.push(sum);
+        sum += w.1;
+    }
+    let Some(&(_, any)) = todo.first() else {
+        return Vec::new();
+    };
+    let mut out = vec![any; todo.len()];
+    for &(n, w) in todo {
+        out[at[n as usize]] = w;
+        at[n as usize] += 1;
     }
     out
 }
@@ -265,10 +312,10 @@ fn count(stats: &mut Stats, s: &Sample, followed: bool, start_ns: u64) {
     }
 }
 
-/// Add one sample to its waiter's groups: a wait another thread ended,
+/// Add one wait to its waiter's groups: a wait another thread ended,
 /// split down its chain, and with [`Scope::Whole`] the waiter's own time.
 fn split(
-    s: &Sample,
+    (waiter, w): (Waiter, &Wait),
     scope: Scope,
     (index, paths, walker): (&Index, &mut Paths, &mut walk::Walker),
     groups: &mut Groups,
@@ -276,39 +323,39 @@ fn split(
     let whole = scope == Scope::Whole;
     let mut own = |end, points: f64| {
         if whole && points > 0.0 {
-            let at = groups.of(DIRECT, s.tid);
+            let at = groups.of(DIRECT, waiter.tid);
             let g = groups.get(at, end);
             g.points += points;
-            *g.known.entry(s.stack) += points;
+            *g.known.entry(waiter.stack) += points;
         }
     };
-    own(End::Runnable, f64::from(s.sched_weight));
-    let points = f64::from(s.weight);
-    let Some((class, holder)) = followed(s) else {
+    own(End::Runnable, f64::from(w.sched_weight));
+    let points = f64::from(w.weight);
+    let (Some(start), Waker::Thread(holder)) = (w.start, w.waker) else {
         own(
-            match (s.class, s.waker) {
+            match (waiter.class, w.waker) {
                 (Class::Cpu, _) => End::Cpu,
                 (Class::Sched, _) => End::Runnable,
-                (c, w) if w.is_interrupt() => End::Outside(c, w),
+                (c, k) if k.is_interrupt() => End::Outside(c, k),
                 (c, _) => End::Unwoken(c),
             },
             points,
         );
         return;
     };
-    let start = if whole {
-        paths.child(DIRECT, s.tid, class)
+    let path = if whole {
+        paths.child(DIRECT, waiter.tid, waiter.class)
     } else {
         DIRECT
     };
-    let per_ns = points / (s.wake - s.time) as f64;
+    let per_ns = points / (w.wake - w.time) as f64;
     // The groups of the stretch the last piece came from.
     let mut last: Option<(PathId, u32, usize)> = None;
     walker.walk(
         index,
         paths,
-        (holder, start),
-        (s.time, s.wake),
+        (holder, start, path),
+        (w.time, w.wake),
         &mut |p, cpu| {
             let pts = per_ns * (p.to - p.from) as f64;
             let at = match last {

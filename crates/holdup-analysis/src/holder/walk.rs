@@ -56,11 +56,22 @@ pub struct Piece {
     pub to: u64,
 }
 
+/// Where a chain starts: the time line of the thread that ended the wait
+/// (none when the recording does not hold it), and the first of its
+/// intervals the window may overlap.
+#[derive(Clone, Copy, Debug)]
+pub struct Start {
+    line: Option<Line>,
+    first: u32,
+}
+
 /// What is still to be split: `tid` (its time line `line`, if recorded)
 /// over `[from, to)`.
 struct Todo {
     tid: u32,
     line: Option<Line>,
+    /// The first interval of the line that may overlap, if already found.
+    first: Option<u32>,
     from: u64,
     to: u64,
     path: PathId,
@@ -91,23 +102,45 @@ pub struct Walker {
 }
 
 impl Walker {
-    /// Split `[from, to)` of `tid` (the thread that ended the wait) into
-    /// pieces, reached through `path`; `emit` gets each, together with the
+    /// Where the chain of `tid` over a window that opens at `from` starts.
+    /// Asked in the order of time, each search on a time line begins close
+    /// to where the last one ended, in memory the cache still holds.
+    pub fn start(&mut self, index: &Index, tid: u32, from: u64) -> Start {
+        let Some(line) = index.line_of(tid) else {
+            return Start {
+                line: None,
+                first: 0,
+            };
+        };
+        let tl = &index.lines[line as usize];
+        let work = Cell::new(0);
+        let first = tl.first_off(from.max(tl.alive.0), &work);
+        self.work += work.get();
+        Start {
+            line: Some(line),
+            first: first as u32,
+        }
+    }
+
+    /// Split `[from, to)` of `tid` (the thread that ended the wait, its
+    /// chain starting at `start`, found for `from`) into pieces, reached
+    /// through `path`; `emit` gets each, together with the
     /// thread's on-CPU samples inside it if it was on a CPU.
     pub fn walk(
         &mut self,
         index: &Index,
         paths: &mut Paths,
-        start: (u32, PathId),
+        (tid, start, path): (u32, Start, PathId),
         window: (u64, u64),
         emit: &mut dyn FnMut(Piece, &[OnCpu]),
     ) {
         self.todo.push(Todo {
-            tid: start.0,
-            line: index.line_of(start.0),
+            tid,
+            line: start.line,
+            first: Some(start.first),
             from: window.0,
             to: window.1,
-            path: start.1,
+            path,
             depth: 0,
         });
         let work = Cell::new(0u64);
@@ -121,7 +154,10 @@ impl Walker {
             let tl = &index.lines[line as usize];
             let (from, to) = (w.from.max(tl.alive.0), w.to.min(tl.alive.1));
             // The interval a piece on the CPU ends before.
-            let next = Cell::new(tl.first_off(from, &work));
+            let next = Cell::new(match w.first {
+                Some(i) => i as usize,
+                None => tl.first_off(from, &work),
+            });
             let mut emit = |end, stack, from, to| {
                 one_more();
                 let cpu = if end == End::Cpu {
@@ -163,6 +199,7 @@ impl Walker {
                             self.todo.push(Todo {
                                 tid: t,
                                 line: Some(theirs),
+                                first: None,
                                 from: cursor,
                                 to: wait_to,
                                 path: paths.child(w.path, w.tid, o.class),

@@ -119,23 +119,40 @@ impl Source for TraceFile {
 }
 
 /// A trace file decoded once, for when the trace is wanted whole after the
-/// graph (what the waited-for side did): both passes read the records from
-/// memory, and the trace is then made of them, instead of decoding the file
-/// three times. Memory grows with the trace, as the whole trace's does.
+/// graph (what the waited-for side did): the records go straight into the
+/// trace, and both passes read them from it, in the file's order, instead
+/// of decoding the file three times. Memory grows with the trace, as the
+/// whole trace's does.
 pub struct Decoded {
     header: Header,
     features: u32,
-    /// The records of each complete chunk, in file order.
-    chunks: Vec<Vec<Record>>,
+    trace: Filling,
+    /// What each record was, in file order: where a pass takes it from.
+    order: Vec<Kind>,
+    /// The records that are neither samples nor segments (few), in file
+    /// order: the trace keeps them in forms the passes do not read.
+    others: Vec<Record>,
     damage: Option<Damage>,
 }
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Sample,
+    Segment,
+    Other,
+}
+
+/// Records handed to a pass at a time: few enough to stay in the cache
+/// between being made and being read.
+const BATCH: usize = 256;
 
 impl Decoded {
     pub fn read(path: &Path) -> Result<Self, Error> {
         let mut reader = Reader::open(path)?;
-        let mut chunks = Vec::new();
+        let mut trace = Filling::new(&reader.header, reader.features);
+        let (mut order, mut others) = (Vec::new(), Vec::new());
+        let mut chunk = Vec::new();
         loop {
-            let mut chunk = Vec::new();
             let more = reader.next_chunk(&mut chunk).map_err(|source| Error::Io {
                 path: path.display().to_string(),
                 source,
@@ -143,26 +160,32 @@ impl Decoded {
             if !more {
                 break;
             }
-            chunks.push(chunk);
+            order.reserve(chunk.len());
+            for r in chunk.drain(..) {
+                order.push(match r {
+                    Record::Sample(_) => Kind::Sample,
+                    Record::Segment(_) => Kind::Segment,
+                    _ => {
+                        others.push(r.clone());
+                        Kind::Other
+                    }
+                });
+                trace.add(r);
+            }
         }
         Ok(Decoded {
             header: reader.header.clone(),
             features: reader.features,
             damage: reader.damage().cloned(),
-            chunks,
+            trace,
+            order,
+            others,
         })
     }
 
-    /// The whole trace, made of the records (each chunk freed once taken
-    /// in), as `Trace::load` would have read it.
+    /// The whole trace, as `Trace::load` would have read it.
     pub fn into_trace(self) -> Trace {
-        let mut t = Filling::new(&self.header, self.features);
-        for chunk in self.chunks {
-            for r in chunk {
-                t.add(r);
-            }
-        }
-        t.finish(self.damage)
+        self.trace.finish(self.damage)
     }
 }
 
@@ -177,8 +200,26 @@ impl Source for Decoded {
         self.damage.as_ref()
     }
     fn pass(&mut self, f: &mut dyn FnMut(&[Record])) -> Result<(), Error> {
-        for chunk in &self.chunks {
-            f(chunk);
+        let t = self.trace.so_far();
+        let mut samples = t.samples.iter();
+        let mut segments = t.segments.iter();
+        let mut others = self.others.iter();
+        let mut batch = Vec::with_capacity(BATCH);
+        for kind in &self.order {
+            // Each is there: the trace took every sample and segment read.
+            let r = match kind {
+                Kind::Sample => samples.next().cloned().map(Record::Sample),
+                Kind::Segment => segments.next().cloned().map(Record::Segment),
+                Kind::Other => others.next().cloned(),
+            };
+            batch.extend(r);
+            if batch.len() == BATCH {
+                f(&batch);
+                batch.clear();
+            }
+        }
+        if !batch.is_empty() {
+            f(&batch);
         }
         Ok(())
     }
