@@ -314,18 +314,23 @@ enum py_walk_end {
 	PY_END_NOT_CODE,
 };
 
+/* What a walk knows of its process's code objects (py_code). */
+struct py_codes {
+	u64 counter;		/* where the count of code objects was read */
+	u32 count;		/* what it was (0: none) */
+	u32 serial;
+	u32 walk;
+	u32 pid;
+	u32 cached;		/* frames whose code object an earlier walk proved */
+	u32 count_wrong;
+};
+
 struct py_walk {
 	struct scratch *s;
 	struct py_config *cfg;
 	u64 frame;
 	u64 last;		/* the frame before, to see a chain point back */
-	u64 counter;		/* where the count of code objects was read */
-	u32 count;		/* what it was (0: none) */
-	u32 serial;
-	u32 walk;
-	u32 cached;		/* frames whose code object an earlier walk proved */
-	u8 count_wrong;
-	u32 pid;
+	struct py_codes codes;
 	u32 n;
 	u32 end;		/* enum py_walk_end */
 };
@@ -396,14 +401,12 @@ static __always_inline u8 *py_frame_at(struct scratch *s, struct py_config *c, u
 /* The check of code object `code` of process `pid`, read from it, and the
  * object sent to user space unless it was before; -1 when it is no code
  * object. `count`: the interpreter's count of code objects, read before
- * (0: none). A global function, verified once: inlined in the walk's step,
- * it was verified once for every way the step reaches it. */
-__noinline int py_code_read(struct scratch *s, struct py_config *c, u32 pid, u64 code, u32 count)
+ * (0: none). */
+static __always_inline int py_code_read(struct scratch *s, struct py_config *c, u32 pid, u64 code,
+					u32 count)
 {
 	int check, flags = 0;
 
-	if (!s || !c)
-		return -1;
 	check = py_check_of(s, c, code);
 	if (check < 0)
 		return -1;
@@ -437,45 +440,51 @@ __noinline int py_code_read(struct scratch *s, struct py_config *c, u32 pid, u64
  * place in 3.13 comes from a table, refuted once (py_code_read) if a code
  * object has a number the count has not reached.
  */
-static __always_inline bool py_code_known(struct py_walk *w, struct py_cached *e, u64 code)
+static __always_inline bool py_code_known(struct py_codes *k, struct py_cached *e, u64 code)
 {
-	if (e->code != code || e->serial != w->serial)
+	if (e->code != code || e->serial != k->serial)
 		return false;
-	if (e->walk == w->walk)
+	if (e->walk == k->walk)
 		return true;
-	return w->count && e->count == w->count && e->counter == w->counter;
+	return k->count && e->count == k->count && e->counter == k->counter;
 }
 
-/* The check of code object `code` (see py_code_read), from the scratch's
- * cache when an earlier frame or walk proved it (py_code_known). */
-static __always_inline int py_code(struct py_walk *w, u64 code)
+/*
+ * The check of code object `code` (see py_code_read), from the scratch's
+ * cache when an earlier frame or walk proved it (py_code_known). A global
+ * function, verified once, by itself: the verifier goes through the walk's
+ * step (a bpf_loop callback) once for each count of frames it can reach,
+ * and this function's branches inlined there multiplied that to half a
+ * million instructions in each of the five programs that walk, over a
+ * second of start-up each.
+ */
+__noinline int py_code(struct scratch *s, struct py_config *c, struct py_codes *k, u64 code)
 {
-	struct scratch *s = w->s;
 	struct py_cached *e;
 	int check;
 
-	if (!py_pointer_ok(code))
+	if (!s || !c || !k || !py_pointer_ok(code))
 		return -1;
-	e = &s->py_cache[((code >> 4) ^ (code >> 12) ^ w->serial) & (PY_CACHE - 1)];
-	if (py_code_known(w, e, code)) {
-		w->cached += e->walk != w->walk;
+	e = &s->py_cache[((code >> 4) ^ (code >> 12) ^ k->serial) & (PY_CACHE - 1)];
+	if (py_code_known(k, e, code)) {
+		k->cached += e->walk != k->walk;
 		return e->check;
 	}
-	check = py_code_read(s, w->cfg, w->pid, code, w->count);
+	check = py_code_read(s, c, k->pid, code, k->count);
 	if (check < 0)
 		return check;
 	if (check & PY_COUNT_WRONG) {
 		/* The count is not where it was taken to be: no more proofs
 		 * for this process. */
-		w->cfg->code_counter = 0;
-		w->count = 0;
-		w->count_wrong = 1;
+		c->code_counter = 0;
+		k->count = 0;
+		k->count_wrong = 1;
 	}
 	e->code = code;
-	e->counter = w->counter;
-	e->count = w->count;
-	e->serial = w->serial;
-	e->walk = w->walk;
+	e->counter = k->counter;
+	e->count = k->count;
+	e->serial = k->serial;
+	e->walk = k->walk;
 	e->check = check;
 	if (check & PY_NO_CACHE)
 		e->code = 0;
@@ -527,7 +536,7 @@ static long py_frame_step(u64 i, struct py_walk *w)
 		instr = py_u64(buf, c->f_instr);
 		idx = instr >= code + c->co_adaptive ? (instr - code - c->co_adaptive) / 2 : ~0U;
 	}
-	check = py_code(w, code);
+	check = py_code(s, c, &w->codes, code);
 	if (check < 0) {
 		w->end = PY_END_NOT_CODE;
 		return 1;
@@ -543,14 +552,14 @@ static long py_frame_step(u64 i, struct py_walk *w)
 /* The interpreter's count of the code objects it made, for the walk (see
  * py_code_known): one read per walk, where each code object not met in it
  * would have one. */
-static __always_inline void py_code_count(struct py_walk *w, struct py_config *c,
+static __always_inline void py_code_count(struct py_codes *k, struct py_config *c,
 					  struct thread_state *st)
 {
 	u64 at = c->code_counter;
 	u32 count = 0;
 
-	w->counter = 0;
-	w->count = 0;
+	k->counter = 0;
+	k->count = 0;
 	if (!at)
 		return;
 	if (c->counter_in_interp) {
@@ -561,8 +570,8 @@ static __always_inline void py_code_count(struct py_walk *w, struct py_config *c
 	/* 0: none read, or the count ran out (the interpreter stops it at 0). */
 	if (bpf_probe_read_user(&count, 4, (void *)at) || !count)
 		return;
-	w->counter = at;
-	w->count = count;
+	k->counter = at;
+	k->count = count;
 }
 
 /* The interpreter frames of the task at `task_addr` (current, whose memory
@@ -618,18 +627,18 @@ __noinline int py_capture(struct scratch *s, struct thread_state *st, u64 task_a
 	w.s = s;
 	w.cfg = c;
 	w.frame = frame;
-	w.pid = pid;
-	w.serial = c->serial;
-	w.walk = ++s->py_walk;
-	py_code_count(&w, c, st);
+	w.codes.pid = pid;
+	w.codes.serial = c->serial;
+	w.codes.walk = ++s->py_walk;
+	py_code_count(&w.codes, c, st);
 	py_window(s, c, st, frame);
 	bpf_loop(MAX_PY_FRAMES + 1, py_frame_step, &w, 0);
 	st->py_low = s->py_low;
 	s->rec.py_len = w.n;
 	if (n) {
 		n->frames += w.n;
-		n->cached += w.cached;
-		n->counter_wrong += w.count_wrong;
+		n->cached += w.codes.cached;
+		n->counter_wrong += w.codes.count_wrong;
 		if (w.end == PY_END_TRUNCATED)
 			n->truncated++;
 		else if (w.end == PY_END_BAD_POINTER)
