@@ -255,7 +255,10 @@ fn every_interval_reaches_the_collector_with_blocked_samples_and_attributes() {
     // The last window is what is left when the duration ends, and may be a
     // few milliseconds with nothing in it: it sends nothing then.
     let (last, full) = windows.split_last().unwrap();
-    assert!(full.iter().all(|w| w.0 == 1), "one request per window: {stderr}");
+    assert!(
+        full.iter().all(|w| w.0 == 1),
+        "one request per window: {stderr}"
+    );
     assert!(last.0 <= 1, "{stderr}");
     assert_eq!(sent, made, "every request sent: {stderr}");
     assert_eq!(closing_count(&stderr, "dropped"), 0);
