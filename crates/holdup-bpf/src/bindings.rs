@@ -194,11 +194,12 @@ mod tests {
                     interp_threads, ts_next, ts_frame, ts_id, cframe_current, f_code, f_back,
                     f_instr, f_entry, co_adaptive, co_firstlineno, co_filename, co_name,
                     co_linetable, str_ascii_data, str_compact_data, frame_read, code_read,
-                    check_from, gil, gil_in_interp, _pad
+                    check_from, gil, gil_in_interp, counter_in_interp, co_version, serial,
+                    code_counter
                 }),
                 layout!(intf::py_counts {
                     samples, frames, no_tstate, stale_tstate, truncated, bad_pointer, loops, codes,
-                    not_code
+                    not_code, cached, counter_wrong
                 }),
 
                 layout!(intf::kstack_counts { walked, reused, checked, differed, shared }),

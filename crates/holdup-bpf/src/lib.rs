@@ -14,6 +14,8 @@ pub mod cores;
 #[cfg(feature = "loader")]
 pub mod latency;
 #[cfg(feature = "loader")]
+mod load_cost;
+#[cfg(feature = "loader")]
 pub mod perf;
 #[cfg(feature = "loader")]
 mod recorder;
@@ -49,6 +51,8 @@ pub fn counter_total(fds: impl IntoIterator<Item = std::os::fd::RawFd>) -> usize
         .sum()
 }
 
+#[cfg(feature = "loader")]
+pub use load_cost::LoadCost;
 #[cfg(feature = "loader")]
 pub use recorder::{
     CgroupFilter, DrainStats, Error, GoProbes, KstackCounts, Lost, Recorder, RecorderOptions,

@@ -4,6 +4,7 @@ use crate::bindings::{
     intf::{kstack_counts, stack_budget_counts},
     read,
 };
+use crate::load_cost::LoadCost;
 use crate::perf::{self, AddressEvent, MmapEvents};
 use crate::records::{
     GoConfig, GoCounts, PyConfig, PyCounts, RawRecord, SyscallKey, SyscallTotals, LOST_CAUSES,
@@ -11,7 +12,7 @@ use crate::records::{
 };
 use crate::ringbuf::RingReader;
 use crate::skel::recorder::{OpenRecorderSkel, RecorderSkel, RecorderSkelBuilder};
-use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags};
 use std::io::Read;
 use std::mem::MaybeUninit;
@@ -199,6 +200,7 @@ pub struct Recorder {
     mmaps: MmapEvents,
     skel: RecorderSkel<'static>,
     options: RecorderOptions,
+    load_cost: LoadCost,
 }
 
 fn is_eperm(e: &libbpf_rs::Error) -> bool {
@@ -286,7 +288,9 @@ impl Recorder {
         open.progs.on_sys_exit.set_autoattach(false);
         open.progs.on_syscall_enter.set_autoattach(false);
         open.progs.on_syscall_exit.set_autoattach(false);
+        let loading = std::time::Instant::now();
         let skel = open.load().map_err(load_err)?;
+        let load_cost = LoadCost::of(skel.object(), loading.elapsed());
 
         if let Target::Pids(pids) = &options.target {
             for &pid in pids {
@@ -361,7 +365,13 @@ impl Recorder {
             mmaps,
             skel,
             options,
+            load_cost,
         })
+    }
+
+    /// What loading the programs cost (most of the start-up).
+    pub fn load_cost(&self) -> &LoadCost {
+        &self.load_cost
     }
 
     pub fn options(&self) -> &RecorderOptions {

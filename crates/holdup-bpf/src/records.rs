@@ -168,6 +168,8 @@ impl PyCounts {
             (&mut self.loops, o.loops),
             (&mut self.codes, o.codes),
             (&mut self.not_code, o.not_code),
+            (&mut self.cached, o.cached),
+            (&mut self.counter_wrong, o.counter_wrong),
         ];
         for (sum, v) in fields {
             *sum += v;

@@ -50,13 +50,18 @@ pub struct PythonFrames {
     pub walks: PyCounts,
     /// Processes the recorder had no room for.
     pub not_handed_over: u64,
+    /// Configurations handed over: the last one's serial.
+    serial: u32,
 }
 
 /// The recorder's view of an interpreter mapped with load bias `bias`.
 fn config(i: &Interpreter, bias: u64) -> PyConfig {
     let l = &i.layout;
     let max = |v: &[u16]| v.iter().copied().max().unwrap_or(0) + 8;
-    let code_fields = [l.co_firstlineno, l.co_filename, l.co_name, l.co_linetable];
+    // The code object's number is read with the fields its check hashes.
+    let co_version = l.code_counter.map(|c| c.co_version);
+    let mut code_fields = vec![l.co_firstlineno, l.co_filename, l.co_name, l.co_linetable];
+    code_fields.extend(co_version);
     PyConfig {
         runtime: i.runtime.wrapping_add(bias),
         code_type: i.code_type.wrapping_add(bias),
@@ -93,6 +98,16 @@ fn config(i: &Interpreter, bias: u64) -> PyConfig {
             None => 0,
         },
         gil_in_interp: u8::from(matches!(l.gil, Some(python::GilAt::Interpreter(_)))),
+        code_counter: match l.code_counter.map(|c| c.at) {
+            Some(python::CounterAt::Global(a)) => a.wrapping_add(bias),
+            Some(python::CounterAt::Interpreter(at)) => u64::from(at),
+            None => 0,
+        },
+        counter_in_interp: u8::from(matches!(
+            l.code_counter.map(|c| c.at),
+            Some(python::CounterAt::Interpreter(_))
+        )),
+        co_version: co_version.unwrap_or(0),
         ..Default::default()
     }
 }
@@ -158,12 +173,14 @@ impl PythonFrames {
     /// recorder's table has no room for keeps its native frames only, and
     /// is counted.
     pub fn hand_over(&mut self, rec: &holdup_bpf::Recorder) {
-        for (pid, config) in std::mem::take(&mut self.pending) {
+        for (pid, mut config) in std::mem::take(&mut self.pending) {
             // The address events are the machine's: an interpreter outside
             // the recording needs no place in the recorder's table.
             if !rec.tracks(pid) {
                 continue;
             }
+            self.serial += 1;
+            config.serial = self.serial;
             if rec.set_python(pid, &config).is_err() {
                 self.not_handed_over += 1;
             }
@@ -274,6 +291,10 @@ impl PythonFrames {
             (w.loops, "ended at a frame that pointed back"),
             (w.bad_pointer, "ended at an unreadable frame"),
             (w.not_code, "ended at a frame without a code object"),
+            (
+                w.counter_wrong,
+                "found a code object newer than the interpreter's count of them (its code objects are read at every sample since)",
+            ),
             (
                 w.stale_tstate,
                 "found the thread's state reused by another thread (looked up again)",

@@ -69,6 +69,8 @@ pub struct Summary {
     /// a task work instead.
     pub task_work_stacks: u64,
     pub kstacks: holdup_bpf::KstackCounts,
+    /// What loading the recorder's programs cost.
+    pub load_cost: holdup_bpf::LoadCost,
     /// What the stack budget took, with one.
     pub stack_budget: Option<holdup_bpf::StackBudgetCounts>,
     pub unwinds: holdup_symbolize::UnwindStats,
@@ -476,6 +478,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     let fallback = rec.fallback_attached();
     let task_work_stacks = rec.task_work_stacks();
     let kstacks = rec.kstack_counts();
+    let load_cost = rec.load_cost().clone();
     let stack_budget = (cfg.options.stack_budget > 0).then(|| rec.stack_budget_counts());
     if let Some(b) = &stack_budget {
         d.writer
@@ -533,6 +536,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         fallback,
         task_work_stacks,
         kstacks,
+        load_cost,
         stack_budget,
         unwinds,
     })

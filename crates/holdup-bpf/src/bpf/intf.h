@@ -266,7 +266,19 @@ struct py_config {
 	 * (its holder is then not looked for). */
 	u16 gil;
 	u8 gil_in_interp;
-	u8 _pad;
+	/* The interpreter's count of the code objects it made (3.12+: each
+	 * takes its co_version from it and bumps it), which proves a code
+	 * object cached across samples is still the one at its address: at
+	 * code_counter, or (counter_in_interp) at that offset of the thread's
+	 * interpreter state; 0: none, code objects are checked at every
+	 * sample. co_version: where a code object keeps its number. */
+	u8 counter_in_interp;
+	u16 co_version;
+	/* This process's registration, unique in the recording: what its
+	 * cached code objects are kept under (a pid can be reused, a forked
+	 * child shares its parent's addresses). */
+	u32 serial;
+	u64 code_counter;
 };
 
 #define PY_NO_CFRAME 0xffff
@@ -282,6 +294,8 @@ struct py_counts {
 	u64 loops;		/* walks ended by a frame that points back */
 	u64 codes;		/* code records written */
 	u64 not_code;		/* frames whose code is no code object */
+	u64 cached;		/* frames whose code object was known from a sample before */
+	u64 counter_wrong;	/* a code object newer than its interpreter's count of them */
 };
 
 /*

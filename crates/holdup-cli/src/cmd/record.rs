@@ -289,6 +289,16 @@ fn print_details(s: &Summary) {
         if s.fallback { "attached" } else { "not needed" },
         s.task_work_stacks,
     );
+    let l = &s.load_cost;
+    let (largest, most) = l.largest.clone().unwrap_or_default();
+    eprintln!(
+        "holdup: BPF programs: {} loaded, {} instructions verified, {} in the largest ({}); load {:.1} ms",
+        l.programs,
+        l.verified_insns,
+        most,
+        largest,
+        l.took.as_secs_f64() * 1e3,
+    );
     let k = &s.kstacks;
     eprintln!(
         "holdup: kernel stacks of blocked samples: {} walked, {} reused from the thread's last two walks, {} from other threads' walks ({} reuses checked by a walk, {} of them wrong)",

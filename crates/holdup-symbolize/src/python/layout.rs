@@ -39,6 +39,29 @@ pub struct Layout {
     /// Where the GIL is, to name its holder; `None` when unknown (3.10,
     /// whose thread states have no kernel thread id to name it by).
     pub gil: Option<GilAt>,
+    /// Where the interpreter counts the code objects it makes, and where a
+    /// code object keeps the number it took (`co_version`, 3.12+): an
+    /// unchanged count proves that a code object met before is still the
+    /// one at its address. `None`: code objects are checked at every sample.
+    pub code_counter: Option<CodeCounter>,
+}
+
+/// Where an interpreter counts the code objects it made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CodeCounter {
+    pub at: CounterAt,
+    /// `co_version` in a code object.
+    pub co_version: u16,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CounterAt {
+    /// A variable of its own, at this stated address (3.12's
+    /// `_Py_next_func_version`).
+    Global(u64),
+    /// In the interpreter state, at this offset (3.13's
+    /// `func_state.next_version`).
+    Interpreter(u16),
 }
 
 /// Where an interpreter keeps its GIL (`struct _gil_runtime_state`).
@@ -144,6 +167,7 @@ fn layout_of(r: [u16; 18]) -> Layout {
         str_ascii_data: r[16],
         str_compact_data: r[17],
         gil: None,
+        code_counter: None,
     }
 }
 
@@ -152,6 +176,7 @@ mod debug_offsets {
     pub const COOKIE: &[u8; 8] = b"xdebugpy";
     pub const FREE_THREADED: usize = 16;
     pub const INTERPRETERS_HEAD: usize = 40;
+    pub const INTERP_SIZE: usize = 48;
     pub const INTERP_NEXT: usize = 64;
     pub const INTERP_THREADS_HEAD: usize = 72;
     pub const INTERP_CEVAL_GIL: usize = 112;
@@ -227,9 +252,27 @@ fn from_debug_offsets(d: &[u8]) -> Result<Layout, Refusal> {
     // PyCompactUnicodeObject: the ASCII header, utf8_length, utf8.
     row[16] = ascii;
     row[17] = ascii + 16;
+    let layout = layout_of(row);
     Ok(Layout {
         gil: Some(GilAt::Interpreter(field(INTERP_CEVAL_GIL)?)),
-        ..layout_of(row)
+        code_counter: counter_313(at(INTERP_SIZE), &layout),
+        ..layout
+    })
+}
+
+/// 3.12's code objects take their number from `_Py_next_func_version`
+/// (found by name), at this place in a code object (the DWARF of 3.12.1).
+const CO_VERSION_312: u16 = 92;
+
+/// 3.13 keeps its count in the interpreter state, whose layout the debug
+/// offsets do not give: trusted on the build it was read from (the DWARF of
+/// 3.13.0: `func_state.next_version`, `co_version`), recognised by the
+/// size of its interpreter state and the offsets of its code objects.
+fn counter_313(interp_size: u64, l: &Layout) -> Option<CodeCounter> {
+    let known = interp_size == 194_968 && (l.co_firstlineno, l.co_adaptive) == (68, 200);
+    known.then_some(CodeCounter {
+        at: CounterAt::Interpreter(0x4268),
+        co_version: 92,
     })
 }
 
@@ -287,6 +330,7 @@ pub fn inspect(path: &Path) -> Result<Option<Interpreter>, Refusal> {
     let mut runtime = None;
     let mut code_type = None;
     let mut py_version = None;
+    let mut code_count = None;
     let mut evaluator = Vec::new();
     for sym in elf.dynamic_symbols().chain(elf.symbols()) {
         let range = sym.address()..sym.address() + sym.size();
@@ -294,6 +338,7 @@ pub fn inspect(path: &Path) -> Result<Option<Interpreter>, Refusal> {
             "_PyRuntime" => runtime = Some((sym.address(), sym.size())),
             "PyCode_Type" => code_type = Some(sym.address()),
             "Py_Version" => py_version = Some(sym.address()),
+            "_Py_next_func_version" => code_count = Some(sym.address()),
             "_PyEval_EvalFrameDefault" | "_PyEval_EvalFrameDefault.cold" if sym.size() > 0 => {
                 if let Some(r) = file_range(&elf, range) {
                     if !evaluator.contains(&r) {
@@ -349,7 +394,14 @@ pub fn inspect(path: &Path) -> Result<Option<Interpreter>, Refusal> {
                     want.unwrap_or(0)
                 )));
             }
-            table(version).expect("a table for every size")
+            let mut l = table(version).expect("a table for every size");
+            if version == (3, 12) {
+                l.code_counter = code_count.map(|a| CodeCounter {
+                    at: CounterAt::Global(a),
+                    co_version: CO_VERSION_312,
+                });
+            }
+            l
         }
         _ => {
             return Err(Refusal(format!(
@@ -467,7 +519,25 @@ mod tests {
                         str_ascii_data: 40,
                         str_compact_data: 56,
                         gil: Some(GilAt::Interpreter(0x10)),
+                        code_counter: Some(CodeCounter {
+                            at: CounterAt::Interpreter(0x4268),
+                            co_version: 92,
+                        }),
                     }
+                );
+            }
+            if l == "3.12" {
+                // A local symbol: in the symbol table pyenv's build keeps.
+                assert!(
+                    matches!(
+                        i.layout.code_counter,
+                        Some(CodeCounter {
+                            at: CounterAt::Global(_),
+                            co_version: 92
+                        })
+                    ),
+                    "{:?}",
+                    i.layout.code_counter
                 );
             }
         }

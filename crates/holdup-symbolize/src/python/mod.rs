@@ -7,4 +7,4 @@ pub mod layout;
 pub mod lines;
 pub mod splice;
 
-pub use layout::{inspect, GilAt, Interpreter, Layout, Refusal};
+pub use layout::{inspect, CodeCounter, CounterAt, GilAt, Interpreter, Layout, Refusal};

@@ -13,8 +13,9 @@
  * The frame chain is then walked, recording (code object, instruction,
  * whether the frame ends one evaluator call): from 3.11 most frames come
  * from one read of the interpreter's data stack (see py_window), the others
- * from one read each; each code object of the walk has one read of its
- * identifying fields (see py_code). Names and line tables are copied
+ * from one read each; a code object is read (its identifying fields, see
+ * py_code) only when no walk before proved it is the one at its address
+ * (see py_code_known). Names and line tables are copied
  * once per code object and process, the first time a sample has it (an LRU
  * map remembers which were sent, and their check): at conversion time the
  * process may be gone. User space decodes lines and splices the frames
@@ -179,18 +180,22 @@ static __always_inline u64 py_current_frame(struct scratch *s, struct py_config 
 /*
  * What tells two code objects at the same address apart: the pointers to
  * their file name, name and line table, and their first line, from a
- * buffer read at `base` of the code object. Code objects are freed (a
- * module's body once it ran) and their memory reused, and the recorder must
- * not name the new one with the old one's name.
+ * buffer read at `base` of the code object, and from 3.12 the number the
+ * object took at its making (co_version), which no two objects made within
+ * 65536 of each other share even when their strings took the same
+ * memory. Code objects are freed (a module's body once it ran, functions
+ * made at run time) and their memory reused, and the recorder must not
+ * name the new one with the old one's name.
  */
 static __always_inline u16 py_code_check(u8 *buf, struct py_config *c, u32 base)
 {
 	u64 h = py_u64(buf, c->co_filename - base) * 0x9e3779b97f4a7c15ULL;
+	u16 number = c->co_version ? py_u32(buf, c->co_version - base) : 0;
 
 	h ^= py_u64(buf, c->co_name - base) * 0xc2b2ae3d27d4eb4fULL;
 	h ^= py_u64(buf, c->co_linetable - base) * 0x165667b19e3779f9ULL;
 	h ^= py_u32(buf, c->co_firstlineno - base);
-	return (h >> 48) ^ (h >> 32) ^ (h >> 16) ^ h;
+	return ((h >> 48) ^ (h >> 32) ^ (h >> 16) ^ h ^ number) & 0xffff;
 }
 
 /* Copy the compact string object at `str` (its characters, raw) into `dst`
@@ -231,10 +236,15 @@ static __always_inline int py_check_of(struct scratch *s, struct py_config *c, u
 	return py_code_check(s->py_code_buf, c, c->check_from);
 }
 
+enum py_sent {
+	PY_SENT,		/* now or before */
+	PY_LOST,		/* the ring was full: to be sent again */
+	PY_NO_CODE,		/* no code object: the walk went astray */
+};
+
 /* Send the code object `code` of process `pid`, whose check is `check`,
- * unless sent before. False when it is no code object (the walk went
- * astray). */
-static __always_inline bool py_send_code(struct scratch *s, struct py_config *c, u32 pid,
+ * unless sent before. */
+static __always_inline enum py_sent py_send_code(struct scratch *s, struct py_config *c, u32 pid,
 					 u64 code, u16 check)
 {
 	struct py_code_key key = { .code = code, .pid = pid };
@@ -245,19 +255,19 @@ static __always_inline bool py_send_code(struct scratch *s, struct py_config *c,
 
 	seen = bpf_map_lookup_elem(&py_codes_seen, &key);
 	if (seen && *seen == check)
-		return true;
+		return PY_SENT;
 	if (py_read(s->py_code_buf, c->code_read, code))
-		return false;
+		return PY_NO_CODE;
 	if (py_u64(s->py_code_buf, 8) != c->code_type) {
 		n = py_counts();
 		if (n)
 			n->not_code++;
-		return false;
+		return PY_NO_CODE;
 	}
 	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
 	if (!r) {
 		count_lost(LOST_RING_FULL, REC_PY_CODE);
-		return true;
+		return PY_LOST;
 	}
 	r->hdr.kind = REC_PY_CODE;
 	r->hdr.size = sizeof(*r);
@@ -291,7 +301,7 @@ static __always_inline bool py_send_code(struct scratch *s, struct py_config *c,
 	n = py_counts();
 	if (n)
 		n->codes++;
-	return true;
+	return PY_SENT;
 }
 
 /* ---- the frame chain ---- */
@@ -304,12 +314,23 @@ enum py_walk_end {
 	PY_END_NOT_CODE,
 };
 
+/* What a walk knows of its process's code objects (py_code). */
+struct py_codes {
+	u64 counter;		/* where the count of code objects was read */
+	u32 count;		/* what it was (0: none) */
+	u32 serial;
+	u32 walk;
+	u32 pid;
+	u32 cached;		/* frames whose code object an earlier walk proved */
+	u32 count_wrong;
+};
+
 struct py_walk {
 	struct scratch *s;
 	struct py_config *cfg;
 	u64 frame;
 	u64 last;		/* the frame before, to see a chain point back */
-	u32 pid;
+	struct py_codes codes;
 	u32 n;
 	u32 end;		/* enum py_walk_end */
 };
@@ -371,44 +392,103 @@ static __always_inline u8 *py_frame_at(struct scratch *s, struct py_config *c, u
 	return buf;
 }
 
+/* py_code_read's answer, besides the check: not to be cached (its record
+ * was lost, to be sent again), or a code object newer than the count of
+ * them read before it (the count is not what it was taken for). */
+#define PY_NO_CACHE (1 << 16)
+#define PY_COUNT_WRONG (1 << 17)
+
 /* The check of code object `code` of process `pid`, read from it, and the
  * object sent to user space unless it was before; -1 when it is no code
- * object. A global function, verified once: inlined in the walk's step, it
- * was verified once for every way the step reaches it. */
-__noinline int py_code_read(struct scratch *s, struct py_config *c, u32 pid, u64 code)
+ * object. `count`: the interpreter's count of code objects, read before
+ * (0: none). */
+static __always_inline int py_code_read(struct scratch *s, struct py_config *c, u32 pid, u64 code,
+					u32 count)
 {
-	int check;
+	int check, flags = 0;
 
-	if (!s || !c)
-		return -1;
 	check = py_check_of(s, c, code);
-	if (check < 0 || !py_send_code(s, c, pid, code, check))
+	if (check < 0)
 		return -1;
-	return check;
+	/* The code objects on the thread's frames were made before the count
+	 * was read, so each has a lower number. */
+	if (count && c->co_version && py_u32(s->py_code_buf, c->co_version - c->check_from) >= count)
+		flags |= PY_COUNT_WRONG;
+	switch (py_send_code(s, c, pid, code, check)) {
+	case PY_SENT:
+		return check | flags;
+	case PY_LOST:
+		return check | flags | PY_NO_CACHE;
+	default:
+		return -1;
+	}
 }
 
-/* The check of code object `code` (see py_code_read). A code object met
- * earlier in the same walk is the same object: the thread's frames hold
- * references to it, and the thread does not run meanwhile. So the memo,
- * emptied at every walk, spares the reads of a recursion's code (never
- * trusted across samples: a code object freed between two could have its
- * memory taken by another). */
-static __always_inline int py_code(struct py_walk *w, u64 code)
+/*
+ * Whether the cache entry `e` is code object `code` of the walk's process.
+ * The thread's frames hold references to their code objects and the thread
+ * does not run during the walk, so an entry the same walk made is right.
+ * One an earlier walk made is right when the interpreter's count of the
+ * code objects it made is what it was then, at the same place: a code
+ * object that took the memory of a freed one since was made after, and
+ * bumped the count. (The count was read before the object, so one made in
+ * between is refused too.) Without a count (3.10, 3.11, a build whose
+ * count is not found, a count run out to 0) entries hold for one walk only,
+ * and a recursion's code is read once per walk. What remains: a walk gone
+ * astray onto an address that held a code object is not caught by the
+ * object's type (it was checked when the entry was made), and the count's
+ * place in 3.13 comes from a table, refuted once (py_code_read) if a code
+ * object has a number the count has not reached.
+ */
+static __always_inline bool py_code_known(struct py_codes *k, struct py_cached *e, u64 code)
 {
-	struct scratch *s = w->s;
-	struct py_memo *m = &s->py_memo[(code >> 4) & (PY_MEMO - 1)];
+	if (e->code != code || e->serial != k->serial)
+		return false;
+	if (e->walk == k->walk)
+		return true;
+	return k->count && e->count == k->count && e->counter == k->counter;
+}
+
+/*
+ * The check of code object `code` (see py_code_read), from the scratch's
+ * cache when an earlier frame or walk proved it (py_code_known). A global
+ * function, verified once, by itself: the verifier goes through the walk's
+ * step (a bpf_loop callback) once for each count of frames it can reach,
+ * and this function's branches inlined there multiplied that to half a
+ * million instructions in each of the five programs that walk, over a
+ * second of start-up each.
+ */
+__noinline int py_code(struct scratch *s, struct py_config *c, struct py_codes *k, u64 code)
+{
+	struct py_cached *e;
 	int check;
 
-	if (!py_pointer_ok(code))
+	if (!s || !c || !k || !py_pointer_ok(code))
 		return -1;
-	if (m->code == code)
-		return m->check;
-	check = py_code_read(s, w->cfg, w->pid, code);
-	if (check >= 0) {
-		m->code = code;
-		m->check = check;
+	e = &s->py_cache[((code >> 4) ^ (code >> 12) ^ k->serial) & (PY_CACHE - 1)];
+	if (py_code_known(k, e, code)) {
+		k->cached += e->walk != k->walk;
+		return e->check;
 	}
-	return check;
+	check = py_code_read(s, c, k->pid, code, k->count);
+	if (check < 0)
+		return check;
+	if (check & PY_COUNT_WRONG) {
+		/* The count is not where it was taken to be: no more proofs
+		 * for this process. */
+		c->code_counter = 0;
+		k->count = 0;
+		k->count_wrong = 1;
+	}
+	e->code = code;
+	e->counter = k->counter;
+	e->count = k->count;
+	e->serial = k->serial;
+	e->walk = k->walk;
+	e->check = check;
+	if (check & PY_NO_CACHE)
+		e->code = 0;
+	return check & 0xffff;
 }
 
 static long py_frame_step(u64 i, struct py_walk *w)
@@ -456,7 +536,7 @@ static long py_frame_step(u64 i, struct py_walk *w)
 		instr = py_u64(buf, c->f_instr);
 		idx = instr >= code + c->co_adaptive ? (instr - code - c->co_adaptive) / 2 : ~0U;
 	}
-	check = py_code(w, code);
+	check = py_code(s, c, &w->codes, code);
 	if (check < 0) {
 		w->end = PY_END_NOT_CODE;
 		return 1;
@@ -467,6 +547,31 @@ static long py_frame_step(u64 i, struct py_walk *w)
 	s->py[n & (MAX_PY_FRAMES - 1)].check = check;
 	w->n = n + 1;
 	return w->frame ? 0 : 1;
+}
+
+/* The interpreter's count of the code objects it made, for the walk (see
+ * py_code_known): one read per walk, where each code object not met in it
+ * would have one. */
+static __always_inline void py_code_count(struct py_codes *k, struct py_config *c,
+					  struct thread_state *st)
+{
+	u64 at = c->code_counter;
+	u32 count = 0;
+
+	k->counter = 0;
+	k->count = 0;
+	if (!at)
+		return;
+	if (c->counter_in_interp) {
+		if (!py_pointer_ok(st->py_interp))
+			return;
+		at += st->py_interp;
+	}
+	/* 0: none read, or the count ran out (the interpreter stops it at 0). */
+	if (bpf_probe_read_user(&count, 4, (void *)at) || !count)
+		return;
+	k->counter = at;
+	k->count = count;
 }
 
 /* The interpreter frames of the task at `task_addr` (current, whose memory
@@ -496,6 +601,7 @@ __noinline int py_capture(struct scratch *s, struct thread_state *st, u64 task_a
 			n->stale_tstate++;
 		ts = 0;
 		st->py_tstate = 0;
+		st->py_interp = 0;
 		st->py_low = 0;
 	}
 	if (!ts) {
@@ -513,6 +619,7 @@ __noinline int py_capture(struct scratch *s, struct thread_state *st, u64 task_a
 		}
 		ts = q.found;
 		st->py_tstate = ts;
+		st->py_interp = q.interp;
 		frame = py_current_frame(s, c, ts, want, &stale);
 	}
 	if (n)
@@ -520,14 +627,18 @@ __noinline int py_capture(struct scratch *s, struct thread_state *st, u64 task_a
 	w.s = s;
 	w.cfg = c;
 	w.frame = frame;
-	w.pid = pid;
+	w.codes.pid = pid;
+	w.codes.serial = c->serial;
+	w.codes.walk = ++s->py_walk;
+	py_code_count(&w.codes, c, st);
 	py_window(s, c, st, frame);
-	__builtin_memset(s->py_memo, 0, sizeof(s->py_memo));
 	bpf_loop(MAX_PY_FRAMES + 1, py_frame_step, &w, 0);
 	st->py_low = s->py_low;
 	s->rec.py_len = w.n;
 	if (n) {
 		n->frames += w.n;
+		n->cached += w.codes.cached;
+		n->counter_wrong += w.codes.count_wrong;
 		if (w.end == PY_END_TRUNCATED)
 			n->truncated++;
 		else if (w.end == PY_END_BAD_POINTER)

@@ -126,6 +126,8 @@ struct thread_state {
 	 * when none was found, not looked for again before py_retry. */
 	u64 py_tstate;
 	u64 py_retry;
+	/* The interpreter state the thread state was found in. */
+	u64 py_interp;
 	/* The lowest frame its last walk found near the innermost, where the
 	 * next window of its frames starts (0: none known). */
 	u64 py_low;
@@ -136,13 +138,18 @@ struct thread_state {
 #define PY_FIELD_MASK 0xff
 #define PY_BUF (PY_FIELD_MASK + 1 + 8)
 /* A window of a thread's interpreter frames read at once (3.11+), and the
- * code objects one walk has met, by their address (python.bpf.h). */
+ * code objects walks met, by their address (python.bpf.h). */
 #define PY_STACK_MAX 4096
-#define PY_MEMO 8
+#define PY_CACHE 256
 
-struct py_memo {
+struct py_cached {
 	u64 code;
+	u64 counter;		/* the address of the count that proved it */
+	u32 count;		/* what the count was then (0: no proof) */
+	u32 serial;		/* the process's registration (py_config) */
+	u32 walk;		/* the walk that met it last */
 	u16 check;
+	u16 _pad;
 };
 
 struct scratch {
@@ -159,7 +166,8 @@ struct scratch {
 	/* A frame anywhere in the window is read with the largest field
 	 * offset past it. */
 	u8 py_stack[PY_STACK_MAX + PY_BUF];
-	struct py_memo py_memo[PY_MEMO];
+	struct py_cached py_cache[PY_CACHE];
+	u32 py_walk;		/* walks made in this scratch */
 	/* py_stack holds [py_lo, py_lo + py_len) of the thread; py_top is the
 	 * end of its innermost frame, py_low the lowest frame found within
 	 * PY_STACK_MAX below it. Here rather than in the walk's state on the

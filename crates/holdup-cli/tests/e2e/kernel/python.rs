@@ -22,6 +22,23 @@ pub(crate) fn python(version: &str) -> Option<PathBuf> {
     }
 }
 
+/// pyenv's CPython `version` recorded running `workloads/runtimes/SCRIPT
+/// ARGS`, in scratch directory `name`: the trace and the workload's output;
+/// None when that version is absent. The caller holds the serial lock.
+pub(crate) fn record_python(
+    version: &str,
+    name: &str,
+    script: &str,
+    args: &[&str],
+) -> Option<(PathBuf, String)> {
+    let py = python(version)?;
+    let dir = scratch(name);
+    let script = repo_root().join("workloads/runtimes").join(script);
+    let mut cmd = vec![py.to_str().unwrap(), script.to_str().unwrap()];
+    cmd.extend_from_slice(args);
+    Some(record_with_output(&dir, &[], &cmd))
+}
+
 fn workload() -> String {
     let p = repo_root().join("workloads/runtimes/py_threads.py");
     p.to_str().unwrap().to_string()
@@ -272,4 +289,56 @@ fn a_deep_recursion_is_walked_to_its_first_frame() {
     eprintln!("{whole} of {all} spinning samples have the 51 levels under the module");
     assert!(all >= 20.0, "{folded}");
     assert!(whole >= 0.9 * all, "{spinning:?}");
+}
+
+/// Functions made at run time one after another, each spinning 50 ms and
+/// dropped before the next is made, so that each one's code object takes
+/// the memory of the one before (the program counts the addresses reused).
+/// The recorder keeps what it learnt of a code object from sample to sample
+/// (3.12+, while the interpreter's count of the code objects it made says
+/// none was made since): a round named after the code object its address
+/// held before would hand its samples to an earlier round. Each round has
+/// its own, about 50 of them (at 1 kHz, whatever the load: the stack is on
+/// its samples off the CPU too).
+fn reused_code_addresses_get_their_own_names(version: &str) {
+    let _serial = serial();
+    let name = format!("python_reused_{version}");
+    let Some((data, stdout)) = record_python(version, &name, "py_reused_code.py", &["20", "50"])
+    else {
+        return;
+    };
+    let rounds = printed_value(&stdout, "rounds") as usize;
+    let reused = printed_value(&stdout, "reused");
+    assert!(reused >= 10.0, "{version}: only {reused} addresses reused");
+    let out = run_ok(&["script", "-i", data.to_str().unwrap()]);
+    let mut per_round = vec![0.0; rounds];
+    for l in String::from_utf8_lossy(&out.stdout).lines() {
+        let (stack, weight) = l.rsplit_once(' ').unwrap();
+        // The innermost round on the stack (there is one).
+        if let Some((_, rest)) = stack.rsplit_once(";round_") {
+            let k: usize = rest.split(' ').next().unwrap().parse().unwrap();
+            per_round[k] += weight.parse::<f64>().unwrap();
+        }
+    }
+    eprintln!("{version}: {reused} of {rounds} addresses reused; samples by round {per_round:?}");
+    // The first round starts before the recorder knows the interpreter.
+    for (k, &n) in per_round.iter().enumerate() {
+        let low = if k == 0 { 0.0 } else { 30.0 };
+        assert!(
+            (low..=80.0).contains(&n),
+            "{version}: round_{k} named on {n} samples, not about 50: {per_round:?}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn python_3_12_reused_code_addresses_get_their_own_names() {
+    reused_code_addresses_get_their_own_names("3.12.1");
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn python_3_13_reused_code_addresses_get_their_own_names() {
+    reused_code_addresses_get_their_own_names("3.13.0");
 }

@@ -6,7 +6,7 @@
 //! `workloads/runtimes/py_waits.py` per interpreter version (pyenv's; an
 //! absent version says so and passes). Needs root and BPF.
 
-use super::python::{python, thread};
+use super::python::{record_python, thread};
 use crate::support::*;
 use serde_json::Value;
 
@@ -112,17 +112,11 @@ fn gil_share_as_measured(r: &Value, stdout: &str, version: &str) {
 }
 
 fn waits_of(version: &str) {
-    let Some(py) = python(version) else {
+    let _serial = serial();
+    let name = format!("python_waits_{version}");
+    let Some((data, stdout)) = record_python(version, &name, "py_waits.py", &["1.5"]) else {
         return;
     };
-    let _serial = serial();
-    let dir = scratch(&format!("python_waits_{version}"));
-    let workload = repo_root().join("workloads/runtimes/py_waits.py");
-    let (data, stdout) = record_with_output(
-        &dir,
-        &[],
-        &[py.to_str().unwrap(), workload.to_str().unwrap(), "1.5"],
-    );
     let r = report(&data);
     contention_held_by_the_holder(&r, &stdout, version);
     join_is_a_signal(&r, &stdout, version);

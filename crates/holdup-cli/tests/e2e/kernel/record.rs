@@ -511,6 +511,15 @@ fn reused_kernel_stacks_keep_each_wait_at_its_own_site() {
         user.len() == 5 && user[1] * 2 >= user[0],
         "user stacks (unwound, replayed, CFI frames, chain frames, copy bytes): {user:?}"
     );
+    // The verifier's work is most of every recording's start-up, some µs
+    // per instruction: a Python walk that made 600k of each of five
+    // programs kept short workloads from being recorded at all. About 100k
+    // in all now, 40k in the largest program.
+    let load = counts_on("BPF programs:");
+    assert!(
+        load.len() >= 3 && load[0] > 0 && load[1] <= 400_000 && load[2] <= 150_000,
+        "BPF programs (loaded, instructions verified, in the largest): {load:?}"
+    );
 
     let r = report(&data);
     let readers = threads_with(&r, "wait_on");
