@@ -244,17 +244,7 @@ impl Processor {
             };
             taking_lock |= wrapper.is_some_and(|w| w.takes_lock);
             match m.role {
-                // The runtime's own work (paying delays, processing
-                // samples) is not the program's. A sample in the libc call
-                // that a wrapper forwards is (a lock's spinning and its
-                // system calls, in the caller that took the lock), and so
-                // is any blocked sample that passes through a wrapper.
-                Role::Runtime
-                    if !saw_main
-                        && (i == 0
-                            || !(wrapper.is_some()
-                                || matches!(r.class, records::CLASS_LOCK | records::CLASS_IO))) =>
-                {
+                Role::Runtime if !saw_main && runtimes_own(i, wrapper, r.class) => {
                     own = true;
                     break;
                 }
@@ -420,6 +410,26 @@ pub struct Forwarding {
     pub takes_lock: bool,
 }
 
+/// Whether a sample whose frame `i` is in the runtime's code (of `wrapper`,
+/// where that code forwards a call to libc) is the runtime's own work
+/// (paying delays, processing samples), not the program's. The work of the
+/// libc call that a wrapper forwards is the program's (a lock's spinning
+/// and its system calls, in the caller that took the lock), and so is a
+/// wait for a lock or for I/O that passes through any runtime frame. A
+/// thread preempted inside a forwarded call is not: mostly the wakeup
+/// cascade of a barrier or of a lock handed over, which the wrappers settle
+/// the delays of; counted, the runqueue waits inside causal_pool's barrier
+/// made "more cores" predict +64% where +48% was measured.
+fn runtimes_own(i: usize, wrapper: Option<&Forwarding>, class: u8) -> bool {
+    let programs = match class {
+        _ if i == 0 => false,
+        records::CLASS_LOCK | records::CLASS_IO => true,
+        records::CLASS_CPU => wrapper.is_some(),
+        _ => false,
+    };
+    !programs
+}
+
 /// The wrapper among `ranges` (sorted, disjoint) whose code holds `addr`.
 fn forwards(ranges: &[Forwarding], addr: u64) -> Option<&Forwarding> {
     let i = ranges.partition_point(|f| f.start <= addr);
@@ -536,6 +546,34 @@ pub fn runtime_address() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_forwarded_calls_work_and_waits_are_the_programs_its_preemptions_are_not() {
+        let lock = Forwarding {
+            start: 0x100,
+            end: 0x140,
+            takes_lock: true,
+        };
+        let w = Some(&lock);
+        // The runtime's code itself, innermost: always its own.
+        for class in [
+            records::CLASS_CPU,
+            records::CLASS_LOCK,
+            records::CLASS_SCHED,
+        ] {
+            assert!(runtimes_own(0, w, class), "{class}");
+        }
+        // Inside libc's lock below the wrapper: spinning, and waiting.
+        assert!(!runtimes_own(1, w, records::CLASS_CPU));
+        assert!(!runtimes_own(1, w, records::CLASS_LOCK));
+        assert!(!runtimes_own(2, None, records::CLASS_IO));
+        // Preempted there, or asleep for another reason: the runtime's.
+        assert!(runtimes_own(1, w, records::CLASS_SCHED));
+        assert!(runtimes_own(1, w, records::CLASS_OTHER));
+        // Below the runtime's own functions (a delay's sleep): its own.
+        assert!(runtimes_own(1, None, records::CLASS_CPU));
+        assert!(runtimes_own(1, None, records::CLASS_SCHED));
+    }
 
     #[test]
     fn an_address_forwards_inside_a_wrappers_range_only() {
