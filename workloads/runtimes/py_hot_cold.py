@@ -7,7 +7,10 @@ work: the measured effect of making it twice as fast.
 usage: py_hot_cold.py ROUNDS [HOT=30000] [COLD=20000] [HOT_SCALE=1]
 ROUNDS 0: rounds until killed. Prints round_ns N and round_cpu_ns N, the
 mean wall and CPU time of a round (the CPU time is the work's alone when
-other programs share the cores).
+other programs share the cores), and round_cpu_median_ns N, the CPU time of
+the median round: a burst of load elsewhere (which slows the work through
+shared caches, or is charged to it as stolen time) spoils a few rounds, not
+the median.
 """
 import os
 import sys
@@ -36,13 +39,22 @@ def main():
     print(f"pid {os.getpid()}", flush=True)
     done = 0
     t0, c0 = time.monotonic_ns(), time.process_time_ns()
+    # Rounds until killed keep no times (their list would grow without end).
+    times = [] if rounds else None
+    last = c0
     while rounds == 0 or done < rounds:
         hot(hot_n)
         cold(cold_n)
         os.getppid()
         done += 1
+        if times is not None:
+            now = time.process_time_ns()
+            times.append(now - last)
+            last = now
     print(f"round_ns {(time.monotonic_ns() - t0) // done}", flush=True)
     print(f"round_cpu_ns {(time.process_time_ns() - c0) // done}", flush=True)
+    if times:
+        print(f"round_cpu_median_ns {sorted(times)[len(times) // 2]}", flush=True)
 
 
 main()

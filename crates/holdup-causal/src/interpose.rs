@@ -7,6 +7,7 @@
 //! call to the real function.
 
 use crate::counter::Counter;
+use crate::processor::Forwarding;
 use crate::progress;
 use crate::real::{real, StartFn};
 use crate::runtime::{self, Runtime};
@@ -241,6 +242,10 @@ pub unsafe extern "C" fn pthread_mutex_timedlock(
 
 #[no_mangle]
 pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut libc::pthread_mutex_t) -> c_int {
+    // Nobody to wake, nothing to catch up on (see lockword).
+    if !unsafe { crate::lockword::may_wake(m) } {
+        return (real().pthread_mutex_unlock)(m);
+    }
     waking(|| (real().pthread_mutex_unlock)(m))
 }
 
@@ -512,4 +517,78 @@ pub unsafe extern "C" fn _Exit(code: c_int) -> ! {
     }
     (real()._Exit)(code);
     libc::abort()
+}
+
+/// The code of the wrappers that forward a program's call to libc's
+/// function (run-time address ranges, and whether the call takes a lock).
+/// A sample in that function, below one of them, is the program's call
+/// made slower or waiting, in the caller's code: a lock taken in
+/// `LRUCacheShard::Lookup` spins and enters the kernel in libc's
+/// `pthread_mutex_lock`, below our wrapper. The runtime's own work (paying
+/// delays, draining samples) happens in functions the wrappers call,
+/// never in their own frames. A spinlock's spinning is no work of its
+/// caller's but a wait (see `pthread_spin_lock`): its wrappers stay the
+/// runtime's.
+pub fn forwarding_ranges() -> Vec<Forwarding> {
+    type Wrapper = *const ();
+    let locks: [Wrapper; 6] = [
+        pthread_mutex_lock as Wrapper,
+        pthread_mutex_timedlock as Wrapper,
+        pthread_rwlock_rdlock as Wrapper,
+        pthread_rwlock_timedrdlock as Wrapper,
+        pthread_rwlock_wrlock as Wrapper,
+        pthread_rwlock_timedwrlock as Wrapper,
+    ];
+    let others: [Wrapper; 18] = [
+        read as Wrapper,
+        write as Wrapper,
+        pthread_join as Wrapper,
+        pthread_tryjoin_np as Wrapper,
+        pthread_timedjoin_np as Wrapper,
+        pthread_mutex_trylock as Wrapper,
+        pthread_mutex_unlock as Wrapper,
+        pthread_cond_wait as Wrapper,
+        pthread_cond_timedwait as Wrapper,
+        pthread_cond_signal as Wrapper,
+        pthread_cond_broadcast as Wrapper,
+        pthread_barrier_wait as Wrapper,
+        pthread_rwlock_unlock as Wrapper,
+        pthread_kill as Wrapper,
+        pthread_sigqueue as Wrapper,
+        kill as Wrapper,
+        sigsuspend as Wrapper,
+        sigwait as Wrapper,
+    ];
+    let tagged = |list: &[Wrapper], takes_lock: bool| -> Vec<Forwarding> {
+        list.iter()
+            .filter_map(|&f| symbol_range(f as usize))
+            .map(|(start, end)| Forwarding {
+                start,
+                end,
+                takes_lock,
+            })
+            .collect()
+    };
+    let mut all = tagged(&locks, true);
+    all.extend(tagged(&others, false));
+    all
+}
+
+/// The extent of the function at `addr`, from this library's dynamic
+/// symbol table (every wrapper is exported).
+fn symbol_range(addr: usize) -> Option<(u64, u64)> {
+    /// glibc's flag for dladdr1: also return the symbol's entry.
+    const RTLD_DL_SYMENT: c_int = 1;
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    let mut sym: *mut c_void = std::ptr::null_mut();
+    let found = crate::fork::with_loader(|| unsafe {
+        libc::dladdr1(addr as *const c_void, &mut info, &mut sym, RTLD_DL_SYMENT)
+    });
+    if found == 0 || sym.is_null() || info.dli_saddr.is_null() {
+        return None;
+    }
+    // SAFETY: dladdr1 points `sym` at the symbol's entry in the mapped table.
+    let size = unsafe { (*(sym as *const libc::Elf64_Sym)).st_size };
+    let start = info.dli_saddr as u64;
+    (size > 0).then_some((start, start + size))
 }

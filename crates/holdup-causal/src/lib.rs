@@ -19,6 +19,7 @@ pub mod config;
 pub mod counter;
 pub mod domain;
 pub mod fork;
+pub mod lockword;
 pub mod modules;
 pub use holdup_coz::points;
 pub mod processor;
@@ -36,6 +37,16 @@ pub mod unwind;
 #[cfg(not(test))]
 #[allow(non_snake_case)]
 mod interpose;
+
+/// The code of the wrappers that forward the program's calls to libc
+/// (see `interpose::forwarding_ranges`); none in unit tests, which do not
+/// build them.
+fn forwarding_ranges() -> Vec<processor::Forwarding> {
+    #[cfg(not(test))]
+    return interpose::forwarding_ranges();
+    #[cfg(test)]
+    Vec::new()
+}
 
 /// Runs before `main` (and before the program's own constructors, since
 /// preloaded libraries are initialised first).

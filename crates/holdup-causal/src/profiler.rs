@@ -248,6 +248,8 @@ impl Profiler {
         }
         let interpreter = modules.list.iter().any(|m| m.interpreter);
         p.modules = modules;
+        p.forwarding = crate::forwarding_ranges();
+        p.forwarding.sort_unstable();
         p.tables = tables;
         p.locs = locs;
         p.python = PythonLocs::new(rt.cfg.scope.clone(), rt.cfg.granularity);
@@ -292,7 +294,10 @@ impl Profiler {
         } else if let Some(s) = rt.cfg.subclass {
             Some(SpeedupTarget::Subclass(s))
         } else {
-            self.samples.processor.lock().ok()?.pick.take()
+            let mut p = self.samples.processor.lock().ok()?;
+            let t = p.floor.next().or_else(|| p.pick.take())?;
+            p.floor.ran(t);
+            Some(t)
         }?;
         let name = self.samples.processor.lock().ok()?.target(target);
         Some((Some(target), name))

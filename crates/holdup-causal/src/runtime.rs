@@ -227,6 +227,7 @@ impl Runtime {
     /// Before waking another thread: account for every sample taken so far
     /// (BCOZ: the blocked sample of an I/O this thread just finished), then
     /// pay what this thread owes.
+    #[inline(never)]
     pub fn catch_up(&'static self) {
         let Some(t) = threads::current() else { return };
         let st = &self.state;

@@ -141,7 +141,9 @@ impl State {
     }
 
     /// COZ's add_delays: pay what this thread owes, or publish what it is
-    /// ahead by.
+    /// ahead by. Never inlined into a wrapper: its sleeps are the
+    /// runtime's (see `forwarding_ranges`).
+    #[inline(never)]
     pub fn add_delays(&self, st: &ThreadState) {
         let g = self.global();
         if !self.delays.active() {

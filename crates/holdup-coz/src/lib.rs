@@ -17,6 +17,7 @@ pub mod profile;
 #[cfg(feature = "samples")]
 pub mod python;
 pub mod scope;
+pub mod selection;
 pub mod target;
 pub mod usdt;
 

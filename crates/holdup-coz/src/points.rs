@@ -9,6 +9,10 @@ pub struct Points {
     pub line: u64,
     pub io: u64,
     pub sched: u64,
+    /// The wait of a lock wait (never a line's: waiting less is no fix of
+    /// the waiter's code), which only says that the lock it waits for is
+    /// worth an experiment.
+    pub lock: u64,
 }
 
 /// The share of `w` points spread over [a, b) that falls at or after
@@ -36,6 +40,7 @@ pub fn points_of(r: &SampleRec, from: u64) -> Points {
             line,
             io: 0,
             sched: 0,
+            lock: 0,
         };
     }
     let wake = if r.wake == 0 {
@@ -66,6 +71,11 @@ pub fn points_of(r: &SampleRec, from: u64) -> Points {
             0
         },
         sched: runq,
+        lock: if r.class == records::CLASS_LOCK {
+            blocked
+        } else {
+            0
+        },
     }
 }
 
@@ -107,7 +117,8 @@ mod tests {
         assert_eq!(points_of(&short, 500).io, 1);
         // Lock waits never count for lines.
         let l = points_of(&rec(records::CLASS_LOCK, 1, 3_000_001, 3_000_001, 3, 0), 0);
-        assert_eq!((l.line, l.io, l.sched), (0, 0, 0));
+        assert_eq!((l.line, l.io, l.sched, l.lock), (0, 0, 0, 3));
+        assert_eq!(all.lock, 0);
         // Preempted: runqueue throughout, and for the line it ran.
         let s = points_of(&rec(records::CLASS_SCHED, 1, 0, 2_000_001, 0, 2), 0);
         assert_eq!((s.line, s.io, s.sched), (2, 0, 2));

@@ -22,7 +22,7 @@ const PROCESS: &str = "process:";
 const KERNEL: &str = "kernel:";
 
 /// A subclass of blocked samples (BCOZ): their whole class made faster.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Subclass {
     /// Blocked in I/O: a faster disk.
     Io,

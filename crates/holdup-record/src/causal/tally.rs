@@ -220,8 +220,7 @@ mod tests {
     fn on_cpu(line: u64) -> Points {
         Points {
             line,
-            io: 0,
-            sched: 0,
+            ..Points::default()
         }
     }
 
@@ -249,7 +248,7 @@ mod tests {
         let blocked = Points {
             line: 2,
             io: 2,
-            sched: 0,
+            ..Points::default()
         };
         let (_, credit) = t
             .sample(&hit(&[], &[5], None), blocked, 0, false, running)
@@ -285,6 +284,7 @@ mod tests {
             line: 3,
             io: 2,
             sched: 1,
+            ..Points::default()
         };
         t.sample(&hit(&[], &[], None), waits, 0, false, None);
         let p = |id| t.points.get(&id).copied().unwrap_or(0);

@@ -520,10 +520,14 @@ fn system_process_target_predicts_a_faster_reader_process() {
         &["--system", "--process", "writer"],
         &[bin, "3000"],
     );
+    // Nothing measurable, or little: the highest point of a flat curve
+    // with two or three experiments a point wanders (+12% in a run whose
+    // every interval held 0).
     let w = target(&writer, "process:writer");
     let best = w["max_program_speedup"].as_f64().unwrap();
     assert!(
-        best < 0.1 && best < t["max_program_speedup"].as_f64().unwrap(),
+        (w["no_measurable_effect"] == true || best < 0.1)
+            && best < t["max_program_speedup"].as_f64().unwrap(),
         "a faster writer: {w}"
     );
     // A name no process has is an error, not a flat curve.
