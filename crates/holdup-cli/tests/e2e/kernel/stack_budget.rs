@@ -49,24 +49,22 @@ fn a_tight_budget_keeps_the_blocked_shares() {
         .lines()
         .find(|l| l.contains("stack budget:"))
         .unwrap_or_else(|| panic!("record says the stack budget: {stderr}"));
-    let ratio: f64 = line
-        .split("(1 in ")
-        .nth(1)
-        .and_then(|s| s.split(')').next())
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("a ratio in {line}"));
+    // The number written between `before` and `after` in the line.
+    let between = |before: &str, after: char| -> f64 {
+        line.split(before)
+            .nth(1)
+            .and_then(|s| s.split(after).next())
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("a number after '{before}' in {line}"))
+    };
+    let ratio = between("(1 in ", ')');
     assert!(
         ratio >= 1.5,
         "the budget took fewer stacks than intervals: {line}"
     );
     // ... and kept to about 400 a second over the program's 3 s (long
     // intervals, always taken, included).
-    let taken: f64 = line
-        .split("stacks taken for ")
-        .nth(1)
-        .and_then(|s| s.split(' ').next())
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("a count in {line}"));
+    let taken = between("stacks taken for ", ' ');
     assert!(taken <= 1.25 * 400.0 * 3.0, "within the budget: {line}");
     for (i, nap) in ["nap_short", "nap_long"].iter().enumerate() {
         // Each nap's blocked time is what the program measured, with every
