@@ -361,7 +361,7 @@ fn print_summary(cfg: &Config, s: &Summary) -> ExitCode {
     }
     if let Some(b) = &s.stack_budget {
         eprintln!(
-            "[ holdup record: stack budget: stacks taken for {} of {} blocked intervals (1 in {:.2}), weights scaled by their odds; {} waker stacks ]",
+            "[ holdup record: stack budget: stacks taken for {} of {} blocked intervals (1 in {:.2}), weights scaled by the inverse of their odds; {} waker stacks ]",
             b.stacks,
             b.intervals,
             b.ratio(),

@@ -136,26 +136,19 @@ fn a_sample_inside_an_interposed_lock_is_its_callers() {
     let dir = scratch("causal_lockcalls");
     let bin = workload("causal_lockcalls");
     let coz = dir.join("profile.coz");
-    let run = holdup()
-        .args([
-            "causal",
-            "run",
-            "--speedup",
-            "0",
-            "--granularity",
-            "function",
-        ])
-        .arg("-o")
-        .arg(&coz)
-        .arg("--")
-        .arg(&bin)
-        .arg("3")
-        .bounded_output();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    run_ok(&[
+        "causal",
+        "run",
+        "--speedup",
+        "0",
+        "--granularity",
+        "function",
+        "-o",
+        coz.to_str().unwrap(),
+        "--",
+        bin.to_str().unwrap(),
+        "3",
+    ]);
     let counts = sample_counts(&coz);
     let of = |f: &str| {
         counts
@@ -187,19 +180,20 @@ fn the_waits_for_a_lock_make_the_code_that_took_it_a_target() {
         &["-O2", "-pthread"],
     );
     let coz = dir.join("profile.coz");
-    let run = holdup()
-        .args(["causal", "run", "--granularity", "function"])
-        .args(["--progress", "cache::LruCache::Release", "-o"])
-        .arg(&coz)
-        .arg("--")
-        .arg(&bin)
-        .args(["4", "500"])
-        .bounded_output();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    run_ok(&[
+        "causal",
+        "run",
+        "--granularity",
+        "function",
+        "--progress",
+        "cache::LruCache::Release",
+        "-o",
+        coz.to_str().unwrap(),
+        "--",
+        bin.to_str().unwrap(),
+        "4",
+        "500",
+    ]);
     let text = std::fs::read_to_string(&coz).unwrap();
     let on = |f: &str| {
         let selected = format!("selected=lru_mutex-causal:{f}\t");
