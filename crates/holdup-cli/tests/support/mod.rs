@@ -18,8 +18,10 @@ pub mod runtimes;
 pub mod small_trace;
 pub mod waitgraph;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 /// A test must fail, not hang: a command still running after this long is
@@ -153,7 +155,13 @@ pub fn repo_root() -> PathBuf {
 
 /// Compile `workloads/<name>.c` (frame pointers, debug info, pthreads) and
 /// return the binary. `extra` flags are appended (e.g. `-gdwarf-4`).
+///
+/// Tests run in parallel and several use the same workload: it is built once
+/// per test process, to a file of its own renamed into place, so no test runs
+/// or probes a binary that another is rewriting (a uprobe set by path on the
+/// new file misses the process started from the old one).
 pub fn workload_with(name: &str, extra: &[&str]) -> PathBuf {
+    static BUILT: Mutex<BTreeMap<PathBuf, Arc<OnceLock<()>>>> = Mutex::new(BTreeMap::new());
     let src = repo_root().join("workloads").join(format!("{name}.c"));
     let tag = extra.join("").replace(['-', '=', ' '], "");
     let out_dir = repo_root().join("target/workloads");
@@ -163,14 +171,25 @@ pub fn workload_with(name: &str, extra: &[&str]) -> PathBuf {
     } else {
         format!("{name}-{tag}")
     });
-    let status = Command::new("cc")
-        .args(["-O1", "-g", "-fno-omit-frame-pointer", "-pthread", "-o"])
-        .arg(&bin)
-        .arg(&src)
-        .args(extra)
-        .arg("-lm")
-        .bounded_status();
-    assert!(status.success(), "compiling {}", src.display());
+    let once = BUILT
+        .lock()
+        .unwrap()
+        .entry(bin.clone())
+        .or_default()
+        .clone();
+    once.get_or_init(|| {
+        let mut fresh = bin.clone().into_os_string();
+        fresh.push(format!(".{}.tmp", std::process::id()));
+        let status = Command::new("cc")
+            .args(["-O1", "-g", "-fno-omit-frame-pointer", "-pthread", "-o"])
+            .arg(&fresh)
+            .arg(&src)
+            .args(extra)
+            .arg("-lm")
+            .bounded_status();
+        assert!(status.success(), "compiling {}", src.display());
+        std::fs::rename(&fresh, &bin).unwrap();
+    });
     bin
 }
 

@@ -209,7 +209,7 @@ fn a_python_whose_frames_are_not_walked_keeps_native_targets_and_says_so() {
     let _serial = serial();
     let Some(py) = python("3.9.18") else { return };
     let dir = scratch("causal_python_39");
-    let (notes, coz) = causal(&py, &dir, &[], "100");
+    let (notes, coz) = causal(&py, &dir, &[], "600");
     let said: Vec<&str> = notes
         .lines()
         .filter(|l| l.contains("CPython 3.9"))
