@@ -34,7 +34,7 @@ mod tests;
 
 pub use held::add_holders;
 pub use knots::{find_knots, KnotGraph, RawKnot};
-pub use source::{Decoded, InMemory, Source, TraceFile};
+pub use source::{Decoded, InMemory, Item, Source, TraceFile};
 
 use serde::Serialize;
 use std::collections::HashMap;

@@ -514,10 +514,10 @@ impl<'o> Build<'o> {
 
     // ---- pass 1 -------------------------------------------------------
 
-    fn learn(&mut self, batch: &[Record], long: &mut Vec<(WaitSeg, u64)>) {
-        for r in batch {
-            match r {
-                Record::Segment(s) => {
+    fn learn(&mut self, batch: &[Item<'_>], long: &mut Vec<(WaitSeg, u64)>) {
+        for &item in batch {
+            let r = match item {
+                Item::Segment(s) => {
                     if self.last_info != Some(s.tid) {
                         self.info(s.pid, s.tid).recorded = true;
                         self.last_info = Some(s.tid);
@@ -529,15 +529,20 @@ impl<'o> Build<'o> {
                     } else if self.is_long(s) {
                         self.keep_long_wait(long, s);
                     }
+                    continue;
                 }
-                Record::Sample(s) => {
+                Item::Sample(s) => {
                     if self.last_info != Some(s.tid) {
                         self.info(s.pid, s.tid).recorded = true;
                         self.last_info = Some(s.tid);
                     }
                     self.max_time = self.max_time.max(s.end);
                     self.chains.sample(s);
+                    continue;
                 }
+                Item::Other(r) => r,
+            };
+            match r {
                 // Names, for the lock kinds of the chains' stacks.
                 Record::Stack(s) => {
                     self.names.stacks.insert(s.id, s.frames.clone());
@@ -707,10 +712,13 @@ impl<'o> Build<'o> {
         self.names.header.period_ns.max(1)
     }
 
-    fn record(&mut self, r: &Record, sweep: &mut Sweep) {
+    fn record(&mut self, item: Item<'_>, sweep: &mut Sweep) {
+        let r = match item {
+            Item::Segment(s) => return self.segment(s, sweep),
+            Item::Sample(s) => return self.sample(s),
+            Item::Other(r) => r,
+        };
         match r {
-            Record::Segment(s) => self.segment(s, sweep),
-            Record::Sample(s) => self.sample(s),
             Record::BioIssue(b) => {
                 self.stats.bio += 1;
                 if let Some((seg, long)) = self.bio_issue(b) {
@@ -822,8 +830,8 @@ pub fn run(src: &mut dyn Source, opts: &Options) -> Result<WaitGraph, Error> {
     b.max_time = b.start_ns;
     let mut sweep = Sweep::new(b.start_ns, b.long_ns + SLACK_NS, long);
     src.pass(&mut |batch| {
-        for r in batch {
-            b.record(r, &mut sweep);
+        for &item in batch {
+            b.record(item, &mut sweep);
         }
     })?;
     if b.stats.segments == 0 {

@@ -2,9 +2,40 @@
 //! order, in batches; it never holds more than a few batches.
 
 use super::Error;
-use holdup_trace::{Damage, Filling, Header, Reader, Record, Trace};
+use holdup_trace::{Damage, Filling, Header, Reader, Record, Sample, Segment, Trace};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
+
+/// A record as a pass reads it, borrowed from wherever the source keeps
+/// it: samples and segments (nearly all of a trace) need not sit in
+/// records, so a trace already in memory hands them over as they are.
+#[derive(Clone, Copy, Debug)]
+pub enum Item<'a> {
+    Sample(&'a Sample),
+    Segment(&'a Segment),
+    /// Any other record.
+    Other(&'a Record),
+}
+
+impl<'a> Item<'a> {
+    pub fn of(r: &'a Record) -> Item<'a> {
+        match r {
+            Record::Sample(s) => Item::Sample(s),
+            Record::Segment(s) => Item::Segment(s),
+            r => Item::Other(r),
+        }
+    }
+}
+
+/// Hand the records of `records` to `f` as items, in batches.
+fn by_items(records: &[Record], f: &mut dyn FnMut(&[Item<'_>])) {
+    let mut items = Vec::with_capacity(BATCH.min(records.len()));
+    for batch in records.chunks(BATCH) {
+        items.clear();
+        items.extend(batch.iter().map(Item::of));
+        f(&items);
+    }
+}
 
 pub trait Source {
     fn header(&self) -> &Header;
@@ -12,7 +43,7 @@ pub trait Source {
     fn features(&self) -> u32;
     /// Hand every record to `f`, in file order, in batches. Called once per
     /// pass.
-    fn pass(&mut self, f: &mut dyn FnMut(&[Record])) -> Result<(), Error>;
+    fn pass(&mut self, f: &mut dyn FnMut(&[Item<'_>])) -> Result<(), Error>;
     /// Why the last pass stopped before the end of the data, if it did.
     fn damage(&self) -> Option<&Damage> {
         None
@@ -38,10 +69,8 @@ impl Source for InMemory<'_> {
     fn features(&self) -> u32 {
         self.features
     }
-    fn pass(&mut self, f: &mut dyn FnMut(&[Record])) -> Result<(), Error> {
-        for batch in self.records.chunks(4096) {
-            f(batch);
-        }
+    fn pass(&mut self, f: &mut dyn FnMut(&[Item<'_>])) -> Result<(), Error> {
+        by_items(self.records, f);
         Ok(())
     }
 }
@@ -83,7 +112,7 @@ impl Source for TraceFile {
         Some(self.busy)
     }
 
-    fn pass(&mut self, f: &mut dyn FnMut(&[Record])) -> Result<(), Error> {
+    fn pass(&mut self, f: &mut dyn FnMut(&[Item<'_>])) -> Result<(), Error> {
         let path = self.path.clone();
         let io_err = |source| Error::Io {
             path: path.display().to_string(),
@@ -107,7 +136,7 @@ impl Source for TraceFile {
             });
             for batch in full_rx.iter() {
                 let t = std::time::Instant::now();
-                f(&batch);
+                by_items(&batch, f);
                 self.busy += t.elapsed();
                 let _ = empty_tx.send(batch);
             }
@@ -120,9 +149,10 @@ impl Source for TraceFile {
 
 /// A trace file decoded once, for when the trace is wanted whole after the
 /// graph (what the waited-for side did): the records go straight into the
-/// trace, and both passes read them from it, in the file's order, instead
-/// of decoding the file three times. Memory grows with the trace, as the
-/// whole trace's does.
+/// trace, and both passes read its samples and segments where they lie, in
+/// the file's order, instead of decoding the file three times or making
+/// records of them again. Memory grows with the trace, as the whole
+/// trace's does.
 pub struct Decoded {
     header: Header,
     features: u32,
@@ -199,7 +229,7 @@ impl Source for Decoded {
     fn damage(&self) -> Option<&Damage> {
         self.damage.as_ref()
     }
-    fn pass(&mut self, f: &mut dyn FnMut(&[Record])) -> Result<(), Error> {
+    fn pass(&mut self, f: &mut dyn FnMut(&[Item<'_>])) -> Result<(), Error> {
         let t = self.trace.so_far();
         let mut samples = t.samples.iter();
         let mut segments = t.segments.iter();
@@ -207,12 +237,12 @@ impl Source for Decoded {
         let mut batch = Vec::with_capacity(BATCH);
         for kind in &self.order {
             // Each is there: the trace took every sample and segment read.
-            let r = match kind {
-                Kind::Sample => samples.next().cloned().map(Record::Sample),
-                Kind::Segment => segments.next().cloned().map(Record::Segment),
-                Kind::Other => others.next().cloned(),
+            let item = match kind {
+                Kind::Sample => samples.next().map(Item::Sample),
+                Kind::Segment => segments.next().map(Item::Segment),
+                Kind::Other => others.next().map(Item::Other),
             };
-            batch.extend(r);
+            batch.extend(item);
             if batch.len() == BATCH {
                 f(&batch);
                 batch.clear();
