@@ -44,9 +44,10 @@ mod syscalls {
 /// `holdup waitgraph` as text and DOT.
 mod waitgraph {
     use super::golden::{assert_golden, dir};
-    use holdup_analysis::waitgraph::{analyze, InMemory, Options};
-    use holdup_render::waitgraph::{render, to_dot, DotOptions, TextOptions};
-    use holdup_trace::{features, synth::waits};
+    use holdup_analysis::waitgraph::{add_holders, analyze, InMemory, Options};
+    use holdup_render::waitgraph::{render, to_dot, to_json, DotOptions, TextOptions};
+    use holdup_trace::features;
+    use holdup_trace::synth::{waits, WAIT_FEATURES};
 
     /// The lock pair's knot and the stray interrupt's sink, as `holdup
     /// waitgraph -i small.data` (and `--dot`) shows them.
@@ -89,6 +90,47 @@ mod waitgraph {
         let d = dir("waitgraph");
         assert_golden(&d, "small.txt", &String::from_utf8(text).unwrap());
         assert_golden(&d, "small.dot", &dot);
+    }
+
+    /// `holdup waitgraph --json` on wPerf's Figure 1, with what the
+    /// waited-for side did: the producer's 800 blocked points on the
+    /// consumer, 6 of every 8.001 ms of them in the consumer's write.
+    #[test]
+    fn json_matches_the_golden_file() {
+        let r = waits::figure_1();
+        let records = r.records();
+        let mut src = InMemory {
+            header: r.header(),
+            features: WAIT_FEATURES,
+            records: &records,
+        };
+        let mut g = analyze(&mut src, &Options::default()).unwrap();
+        add_holders(&r.trace(&r.header(), WAIT_FEATURES), &mut g);
+        let mut json = Vec::new();
+        serde_json::to_writer_pretty(&mut json, &to_json(&g)).unwrap();
+        json.push(b'\n');
+        let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        let edge = v["edges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["from"] == "t:10" && e["to"] == "t:11")
+            .unwrap();
+        let held = &edge["waited_for"];
+        assert_eq!(held["samples"], 800.0);
+        let write = held["activities"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["class"] == "io" && a["tid"] == 11)
+            .unwrap();
+        let want = 800.0 * 6.0 / 8.001;
+        assert!((write["samples"].as_f64().unwrap() - want).abs() < 0.05);
+        assert_golden(
+            &dir("waitgraph"),
+            "figure_1.json",
+            &String::from_utf8(json).unwrap(),
+        );
     }
 }
 
