@@ -245,7 +245,7 @@ fn waitgraph_of(input: &[u8]) {
     };
     if let Ok(g) = waitgraph::analyze(&mut src, &waitgraph::Options::default()) {
         let _ = wg_render::render(&mut sink(), &g, &wg_render::TextOptions::default());
-        let _ = wg_render::to_json(&g);
+        let _ = wg_render::write_json(sink(), &g);
         let _ = wg_render::to_dot(&g, &wg_render::DotOptions::default());
     }
 }

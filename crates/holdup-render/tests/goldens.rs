@@ -45,7 +45,7 @@ mod syscalls {
 mod waitgraph {
     use super::golden::{assert_golden, dir};
     use holdup_analysis::waitgraph::{add_holders, analyze, InMemory, Options};
-    use holdup_render::waitgraph::{render, to_dot, to_json, DotOptions, TextOptions};
+    use holdup_render::waitgraph::{render, to_dot, write_json, DotOptions, TextOptions};
     use holdup_trace::features;
     use holdup_trace::synth::{waits, WAIT_FEATURES};
 
@@ -107,9 +107,14 @@ mod waitgraph {
         let mut g = analyze(&mut src, &Options::default()).unwrap();
         add_holders(&r.trace(&r.header(), WAIT_FEATURES), &mut g);
         let mut json = Vec::new();
-        serde_json::to_writer_pretty(&mut json, &to_json(&g)).unwrap();
+        write_json(&mut json, &g).unwrap();
         json.push(b'\n');
         let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        // Each object's keys in the order of their names, as a map sorts
+        // them: the same bytes when written again from the parsed value.
+        let mut again = serde_json::to_vec_pretty(&v).unwrap();
+        again.push(b'\n');
+        assert!(again == json, "keys out of order");
         let edge = v["edges"]
             .as_array()
             .unwrap()

@@ -121,7 +121,7 @@ fn bench_in_memory(path: &Path, opts: &Options, holders: bool) -> anyhow::Result
     });
     let (_, json_s) = best_of(RUNS, || {
         let mut out = Vec::new();
-        serde_json::to_writer_pretty(&mut out, &render::to_json(&held)).map(|()| out)
+        render::write_json(&mut out, &held).map(|()| out)
     });
     eprintln!(
         "holdup: CPU time of each step alone: trace load {load_s:.3} s ({:.2} M events/s), holders {held_s:.3} s ({:.2} M events/s), JSON output {json_s:.3} s ({:.2} M events/s)",
@@ -295,7 +295,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         ..Default::default()
     };
     if a.json {
-        serde_json::to_writer_pretty(&mut out, &render::to_json(&g))?;
+        render::write_json(&mut out, &g)?;
         writeln!(out)?;
     } else if a.dot {
         out.write_all(render::to_dot(&g, &dot_opts()).as_bytes())?;

@@ -8,7 +8,7 @@ mod text;
 use holdup_analysis::waitgraph::{Edge, WaitGraph};
 
 pub use dot::{to_dot, to_svg, DotOptions};
-pub use json::to_json;
+pub use json::write_json;
 pub use text::{render, TextOptions};
 
 /// `1.234 s`, `12.3 ms`, `45 µs`.
