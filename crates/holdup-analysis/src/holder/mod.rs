@@ -166,13 +166,28 @@ struct Wait {
     start: Option<walk::Start>,
 }
 
+impl Wait {
+    /// A place not yet filled.
+    const NONE: Wait = Wait {
+        time: 0,
+        wake: 0,
+        waker: Waker::None,
+        weight: 0,
+        sched_weight: 0,
+        number: 0,
+        start: None,
+    };
+}
+
 /// Follow the waits of the threads `keep` accepts.
 ///
-/// The samples are read once, in the trace's order, which is close to the
-/// order of time: there the chain of each wait another thread ended is
-/// found where it starts (each search on a time line begins where the
-/// last left it, in memory the cache still holds), and what splitting
-/// needs is copied out, waiter by waiter. The waits are then split waiter
+/// The samples are read twice, in the trace's order, which is close to
+/// the order of time: once to number the waiters and count their waits,
+/// then to copy what splitting needs straight into its waiter's places
+/// (no list of all the waits in the trace's order made first and
+/// reordered after), and there the chain of each wait another thread
+/// ended is found where it starts (each search on a time line begins
+/// where the last left it, in memory the cache still holds). The waits are then split waiter
 /// by waiter, each waiter's in the trace's order: its groups are few and
 /// close at hand, and become parts as soon as its last wait is split. A
 /// group's sums are still made in the trace's order, and the paths
@@ -189,31 +204,53 @@ pub fn attribute(trace: &Trace, keep: &dyn Fn(u32) -> bool, scope: Scope) -> Att
             .sum(),
         ..Stats::default()
     };
+    // Each sample's waiter number (NONE: not split), and each waiter with
+    // how many waits it has.
+    const NONE: u32 = u32::MAX;
     let mut numbers: FxHashMap<Waiter, u32> = FxHashMap::default();
     let mut waiters: Vec<(Waiter, usize)> = Vec::new();
+    let mut number_of: Vec<u32> = Vec::with_capacity(trace.samples.len());
+    for s in &trace.samples {
+        let n = if keep(s.tid) {
+            let followed = followed(s).is_some();
+            count(&mut stats, s, followed, trace.header.start_ns);
+            if followed || scope == Scope::Whole {
+                let waiter = Waiter {
+                    tid: s.tid,
+                    class: s.class,
+                    stack: s.stack,
+                };
+                let n = *numbers.entry(waiter).or_insert_with(|| {
+                    waiters.push((waiter, 0));
+                    (waiters.len() - 1) as u32
+                });
+                waiters[n as usize].1 += 1;
+                n
+            } else {
+                NONE
+            }
+        } else {
+            NONE
+        };
+        number_of.push(n);
+    }
+    drop(numbers);
+    // The waits to split, waiter after waiter, each waiter's in the
+    // trace's order, copied out straight into their places.
+    let mut at: Vec<usize> = Vec::with_capacity(waiters.len());
+    let mut sum = 0;
+    for w in &waiters {
+        at.push(sum);
+        sum += w.1;
+    }
+    let mut by_waiter = vec![Wait::NONE; sum];
     let mut walker = walk::Walker::default();
-    // The waits to split, and their waiters' numbers, in the trace's order.
-    let mut todo: Vec<(u32, Wait)> = Vec::new();
-    for (i, s) in trace.samples.iter().enumerate() {
-        if !keep(s.tid) {
+    for (i, (s, &n)) in trace.samples.iter().zip(&number_of).enumerate() {
+        if n == NONE {
             continue;
         }
         let holder = followed(s).map(|(_, holder)| holder);
-        count(&mut stats, s, holder.is_some(), trace.header.start_ns);
-        if holder.is_none() && scope == Scope::Held {
-            continue;
-        }
-        let waiter = Waiter {
-            tid: s.tid,
-            class: s.class,
-            stack: s.stack,
-        };
-        let n = *numbers.entry(waiter).or_insert_with(|| {
-            waiters.push((waiter, 0));
-            (waiters.len() - 1) as u32
-        });
-        waiters[n as usize].1 += 1;
-        let wait = Wait {
+        by_waiter[at[n as usize]] = Wait {
             time: s.time,
             wake: s.wake,
             waker: s.waker,
@@ -222,10 +259,9 @@ pub fn attribute(trace: &Trace, keep: &dyn Fn(u32) -> bool, scope: Scope) -> Att
             number: i as u32,
             start: holder.map(|h| walker.start(&index, h, s.time)),
         };
-        todo.push((n, wait));
+        at[n as usize] += 1;
     }
-    let by_waiter = by_waiter(&todo, &waiters);
-    drop(todo);
+    drop(number_of);
     let mut parts = Vec::new();
     let mut waits = by_waiter.as_slice();
     for &(waiter, len) in &waiters {
@@ -262,26 +298,6 @@ pub fn attribute(trace: &Trace, keep: &dyn Fn(u32) -> bool, scope: Scope) -> Att
         paths,
         stats,
     }
-}
-
-/// The waits of `todo` in the order of their waiters' numbers, each
-/// waiter's in the order given; `waiters` says how many each has.
-fn by_waiter(todo: &[(u32, Wait)], waiters: &[(Waiter, usize)]) -> Vec<Wait> {
-    let mut at: Vec<usize> = Vec::with_capacity(waiters.len());
-    let mut sum = 0;
-    for w in waiters {
-        at.push(sum);
-        sum += w.1;
-    }
-    let Some(&(_, any)) = todo.first() else {
-        return Vec::new();
-    };
-    let mut out = vec![any; todo.len()];
-    for &(n, w) in todo {
-        out[at[n as usize]] = w;
-        at[n as usize] += 1;
-    }
-    out
 }
 
 /// The class of a wait another thread ended, and that thread: the waits
