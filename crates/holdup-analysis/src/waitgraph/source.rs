@@ -3,6 +3,8 @@
 
 use super::Error;
 use holdup_trace::{Damage, Filling, Header, Reader, Record, Sample, Segment, Trace};
+use std::fs::File;
+use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 
@@ -148,14 +150,18 @@ impl Source for TraceFile {
 }
 
 /// A trace file decoded once, for when the trace is wanted whole after the
-/// graph (what the waited-for side did): the records go straight into the
-/// trace, and both passes read its samples and segments where they lie, in
-/// the file's order, instead of decoding the file three times or making
-/// records of them again. Memory grows with the trace, as the whole
-/// trace's does.
+/// graph (what the waited-for side did): the first pass decodes it, each
+/// chunk's records read by the pass while the cache still holds them, and
+/// then moved into the trace; the second pass reads the trace's samples
+/// and segments where they lie, in the file's order, instead of decoding
+/// the file again or making records of them again. Memory grows with the
+/// trace, as the whole trace's does.
 pub struct Decoded {
     header: Header,
     features: u32,
+    path: PathBuf,
+    /// The file, until the first pass has decoded it.
+    reader: Option<Reader<BufReader<File>>>,
     trace: Filling,
     /// What each record was, in file order: where a pass takes it from.
     order: Vec<Kind>,
@@ -177,45 +183,54 @@ enum Kind {
 const BATCH: usize = 256;
 
 impl Decoded {
-    pub fn read(path: &Path) -> Result<Self, Error> {
-        let mut reader = Reader::open(path)?;
-        let mut trace = Filling::new(&reader.header, reader.features);
-        let (mut order, mut others) = (Vec::new(), Vec::new());
-        let mut chunk = Vec::new();
-        loop {
-            let more = reader.next_chunk(&mut chunk).map_err(|source| Error::Io {
-                path: path.display().to_string(),
-                source,
-            })?;
-            if !more {
-                break;
-            }
-            order.reserve(chunk.len());
-            for r in chunk.drain(..) {
-                order.push(match r {
-                    Record::Sample(_) => Kind::Sample,
-                    Record::Segment(_) => Kind::Segment,
-                    _ => {
-                        others.push(r.clone());
-                        Kind::Other
-                    }
-                });
-                trace.add(r);
-            }
-        }
+    /// Open the file (its header is read); the first pass decodes the rest.
+    pub fn open(path: &Path) -> Result<Self, Error> {
+        let reader = Reader::open(path)?;
         Ok(Decoded {
             header: reader.header.clone(),
             features: reader.features,
-            damage: reader.damage().cloned(),
-            trace,
-            order,
-            others,
+            path: path.to_path_buf(),
+            trace: Filling::new(&reader.header, reader.features),
+            reader: Some(reader),
+            order: Vec::new(),
+            others: Vec::new(),
+            damage: None,
         })
     }
 
+    /// Decode the file into the trace, each chunk's records handed to `f`
+    /// first. Does nothing once done.
+    fn decode(&mut self, f: &mut dyn FnMut(&[Item<'_>])) -> Result<(), Error> {
+        let Some(mut reader) = self.reader.take() else {
+            return Ok(());
+        };
+        let mut chunk = Vec::new();
+        while reader.next_chunk(&mut chunk).map_err(|source| Error::Io {
+            path: self.path.display().to_string(),
+            source,
+        })? {
+            by_items(&chunk, f);
+            self.order.reserve(chunk.len());
+            for r in chunk.drain(..) {
+                self.order.push(match r {
+                    Record::Sample(_) => Kind::Sample,
+                    Record::Segment(_) => Kind::Segment,
+                    _ => {
+                        self.others.push(r.clone());
+                        Kind::Other
+                    }
+                });
+                self.trace.add(r);
+            }
+        }
+        self.damage = reader.damage().cloned();
+        Ok(())
+    }
+
     /// The whole trace, as `Trace::load` would have read it.
-    pub fn into_trace(self) -> Trace {
-        self.trace.finish(self.damage)
+    pub fn into_trace(mut self) -> Result<Trace, Error> {
+        self.decode(&mut |_| {})?;
+        Ok(self.trace.finish(self.damage))
     }
 }
 
@@ -230,6 +245,9 @@ impl Source for Decoded {
         self.damage.as_ref()
     }
     fn pass(&mut self, f: &mut dyn FnMut(&[Item<'_>])) -> Result<(), Error> {
+        if self.reader.is_some() {
+            return self.decode(f);
+        }
         let t = self.trace.so_far();
         let mut samples = t.samples.iter();
         let mut segments = t.segments.iter();

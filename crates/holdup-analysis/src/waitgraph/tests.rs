@@ -463,8 +463,9 @@ fn a_saturated_thread_in_a_cycle_is_first_as_a_cpu_bound_sink() {
     assert!(!g.knots.iter().any(|k| k.cpu_bound && k.nodes == [c]));
 }
 
-/// A file decoded once gives the graph that streaming it gives, and the
-/// trace `Trace::load` reads, whole or cut short (the cut one says so).
+/// A file decoded once (by the graph's first pass, or for the trace alone)
+/// gives the graph that streaming it gives, and the trace `Trace::load`
+/// reads, whole or cut short (the cut one says so).
 #[test]
 fn a_file_decoded_once_gives_the_streamed_graph_and_the_loaded_trace() {
     let dir = std::env::temp_dir().join(format!("holdup-decoded-{}", std::process::id()));
@@ -477,7 +478,7 @@ fn a_file_decoded_once_gives_the_streamed_graph_and_the_loaded_trace() {
     std::fs::write(&cut, &bytes[..bytes.len() - 7]).unwrap();
     for path in [&whole, &cut] {
         let streamed = analyze(&mut TraceFile::open(path).unwrap(), &Options::default());
-        let mut decoded = Decoded::read(path).unwrap();
+        let mut decoded = Decoded::open(path).unwrap();
         let from_memory = analyze(&mut decoded, &Options::default());
         assert_eq!(
             format!("{from_memory:?}"),
@@ -485,16 +486,16 @@ fn a_file_decoded_once_gives_the_streamed_graph_and_the_loaded_trace() {
             "{}",
             path.display()
         );
-        let (t, loaded) = (
-            decoded.into_trace(),
-            holdup_trace::Trace::load(path).unwrap(),
-        );
-        assert_eq!(t.samples, loaded.samples);
-        assert_eq!(t.segments, loaded.segments);
-        assert_eq!(t.threads, loaded.threads);
-        assert_eq!(t.stacks, loaded.stacks);
-        assert_eq!((t.end_ns, &t.damage), (loaded.end_ns, &loaded.damage));
-        assert_eq!(t.damage.is_some(), path == &cut, "{}", path.display());
+        let loaded = holdup_trace::Trace::load(path).unwrap();
+        let alone = Decoded::open(path).unwrap().into_trace().unwrap();
+        for t in [decoded.into_trace().unwrap(), alone] {
+            assert_eq!(t.samples, loaded.samples);
+            assert_eq!(t.segments, loaded.segments);
+            assert_eq!(t.threads, loaded.threads);
+            assert_eq!(t.stacks, loaded.stacks);
+            assert_eq!((t.end_ns, &t.damage), (loaded.end_ns, &loaded.damage));
+            assert_eq!(t.damage.is_some(), path == &cut, "{}", path.display());
+        }
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -266,12 +266,11 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         }
     } else {
         // What the waited-for side did needs the trace whole: the file is
-        // decoded once, for the graph and then for the trace.
-        let mut src = Decoded::read(path).map_err(opened)?;
-        cpu.done("read");
+        // decoded once, by the graph's first pass, into the trace.
+        let mut src = Decoded::open(path).map_err(opened)?;
         g = graph(&mut src, &a)?;
-        cpu.done("graph");
-        let trace = src.into_trace();
+        cpu.done("read and graph");
+        let trace = src.into_trace().map_err(opened)?;
         cpu.done("trace");
         waitgraph::add_holders(&trace, &mut g);
         cpu.done("holders");
