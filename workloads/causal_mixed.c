@@ -62,33 +62,6 @@ static void *worker(void *arg)
 	return NULL;
 }
 
-/* Every block written, so that every read goes to the disk. */
-static void make_file(const char *path)
-{
-	char tmp[4096 + 8];
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	int w = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	if (w < 0) {
-		perror(tmp);
-		exit(1);
-	}
-	char *chunk = malloc(1 << 20);
-	memset(chunk, 0x5a, 1 << 20);
-	for (long off = 0; off < FILE_SIZE; off += 1 << 20)
-		if (write(w, chunk, 1 << 20) != 1 << 20) {
-			perror("write");
-			exit(1);
-		}
-	fsync(w);
-	close(w);
-	free(chunk);
-	/* Whole or not at all: another run may be starting on the same DIR. */
-	if (rename(tmp, path) != 0) {
-		perror(path);
-		exit(1);
-	}
-}
-
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -102,8 +75,7 @@ int main(int argc, char **argv)
 	a_iters = (long)(arg_d(argc, argv, 3, 4) * per_ms);
 	b_iters = (long)(arg_d(argc, argv, 4, 0.5) * per_ms);
 	reads = (long)arg_d(argc, argv, 5, 8);
-	if (access(path, R_OK) != 0)
-		make_file(path);
+	data_file(path, FILE_SIZE);
 	fd = open(path, O_RDWR | O_DIRECT);
 	if (fd < 0 || posix_memalign((void **)&buf, 4096, 4096)) {
 		perror(path);
