@@ -173,7 +173,7 @@ mod tests {
     #[test]
     fn a_wandering_curve_is_no_effect_and_ranks_below_a_sure_one() {
         let c = analyze(&synthetic(
-            &[("/noisy.c:1", 0.0, 1), ("/sure.c:2", 0.08, 60)],
+            &[("/noisy.c:1", 0.0, 2), ("/sure.c:2", 0.08, 60)],
             0.3,
         ));
         let noisy = c.targets.iter().find(|t| t.target == "noisy.c:1").unwrap();
@@ -189,6 +189,24 @@ mod tests {
         assert!(noisy.no_measurable_effect, "{noisy:?}");
         assert!(!sure.no_measurable_effect, "{sure:?}");
         assert_eq!(c.targets[0].target, "sure.c:2");
+    }
+
+    /// A target with one experiment per speedup draws a clean curve
+    /// whenever those few happened to agree, and a bootstrap of single
+    /// measurements calls it sure: it is too few to rank, and ranks below
+    /// a smaller effect measured often.
+    #[test]
+    fn a_lucky_curve_of_few_experiments_is_not_ranked_above_a_measured_one() {
+        let c = analyze(&synthetic(
+            &[("/lucky.c:1", 0.7, 1), ("/sure.c:2", 0.3, 12)],
+            0.02,
+        ));
+        let lucky = c.targets.iter().find(|t| t.target == "lucky.c:1").unwrap();
+        assert_eq!(lucky.experiments, 5);
+        assert!(!lucky.enough_data, "{lucky:?}");
+        assert!(!lucky.no_measurable_effect, "{lucky:?}");
+        assert_eq!(c.targets[0].target, "sure.c:2");
+        assert!(c.targets[0].enough_data);
     }
 
     #[test]
