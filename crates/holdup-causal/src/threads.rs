@@ -250,7 +250,11 @@ mod tests {
         st.reset(ms);
         st.enter_block(4 * ms, 0);
         st.woken(10 * ms, 10 * ms);
-        assert_eq!(st.local.load(Ordering::Acquire), 10 * ms, "even with the waker");
+        assert_eq!(
+            st.local.load(Ordering::Acquire),
+            10 * ms,
+            "even with the waker"
+        );
         // A wait of 1 ms pays 1 ms of the 3 it owed.
         st.reset(ms);
         st.enter_block(4 * ms, 0);
