@@ -11,8 +11,7 @@
 //! sample of T in L adds P·s to T's local and raises G to it; a thread whose
 //! local is behind G sleeps the difference. A thread that blocks in a pthread
 //! call and is woken by another thread skips the delays added meanwhile
-//! (its waker paid them before waking it — COZ's catch-up), and what it
-//! owed when it blocked, up to the time it waited (the wait paid it).
+//! (its waker paid them before waking it — COZ's catch-up).
 //!
 //! Blocked samples (BCOZ): a blocked sample of weight w whose user stack
 //! contains L counts as w points of L (lock waits excepted: waiting is no
@@ -216,20 +215,20 @@ impl State {
 
     pub fn pre_block(&self) {
         if let Some(st) = threads::current() {
-            st.enter_block(self.global(), now_ns());
+            st.pre_block.store(self.global(), Ordering::Release);
             st.blocked.store(true, Ordering::Release);
         }
     }
 
     /// After a blocking call; `woken` when another thread of the program
-    /// ended the wait, so that the delays added meanwhile were paid by it
-    /// (see `ThreadState::woken`).
+    /// ended the wait, so that the delays added meanwhile were paid by it.
     pub fn post_block(&self, woken: bool) {
         if let Some(st) = threads::current() {
             if woken {
                 let g = self.global();
-                if self.plausible(g) {
-                    st.woken(g, now_ns());
+                let pre = st.pre_block.load(Ordering::Acquire);
+                if g > pre && self.plausible(g) {
+                    st.local.fetch_add(g - pre, Ordering::AcqRel);
                 }
             }
             st.blocked.store(false, Ordering::Release);

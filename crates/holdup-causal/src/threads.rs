@@ -31,9 +31,6 @@ pub struct ThreadState {
     pub last_runq: AtomicU64,
     /// Global delay when it last (possibly) blocked in a pthread call.
     pub pre_block: AtomicU64,
-    /// What it owed then (global − local), and when (CLOCK_MONOTONIC ns).
-    pub pre_block_debt: AtomicU64,
-    pub pre_block_ns: AtomicU64,
     /// Inside a blocking pthread call: delays are settled by post_block.
     pub blocked: AtomicBool,
     /// Inside the runtime: the delay signal and nested interposed calls
@@ -58,31 +55,6 @@ impl ThreadState {
     pub fn reset(&self, g: u64) {
         self.local.store(g, Ordering::Release);
         self.free.store(0, Ordering::Release);
-    }
-
-    /// About to block at global delay `g`, at time `now`.
-    pub fn enter_block(&self, g: u64, now: u64) {
-        let debt = g.saturating_sub(self.local.load(Ordering::Acquire));
-        self.pre_block.store(g, Ordering::Release);
-        self.pre_block_debt.store(debt, Ordering::Release);
-        self.pre_block_ns.store(now, Ordering::Release);
-    }
-
-    /// Another thread ended the wait, at global delay `g` and time `now`.
-    /// The delays added meanwhile were paid by the waker (COZ's skip).
-    /// So was what this thread owed when it blocked, as far as the wait
-    /// was long enough to pay it: paid before the call, those sleeps would
-    /// have shortened the wait, not moved its end, which the waker set.
-    /// Kept, that debt was paid later with the waiter's own credit (the
-    /// global delay then grows less) or with a sleep inside its next
-    /// critical section (the program then runs longer): both made a lock's
-    /// critical section predict less than its speedup gives.
-    pub fn woken(&self, g: u64, now: u64) {
-        let pre = self.pre_block.load(Ordering::Acquire);
-        let waited = now.saturating_sub(self.pre_block_ns.load(Ordering::Acquire));
-        let absorbed = self.pre_block_debt.load(Ordering::Acquire).min(waited);
-        self.local
-            .fetch_add(g.saturating_sub(pre) + absorbed, Ordering::AcqRel);
     }
 }
 
@@ -131,8 +103,6 @@ impl ThreadTable {
                 s.last_run.store(0, Ordering::Relaxed);
                 s.last_runq.store(0, Ordering::Relaxed);
                 s.pre_block.store(local, Ordering::Relaxed);
-                s.pre_block_debt.store(0, Ordering::Relaxed);
-                s.pre_block_ns.store(0, Ordering::Relaxed);
                 s.blocked.store(false, Ordering::Relaxed);
                 s.busy.store(false, Ordering::Relaxed);
                 s.timer.store(0, Ordering::Relaxed);
@@ -240,32 +210,6 @@ fn parse_schedstat(text: &[u8]) -> Option<(u64, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_woken_thread_skips_the_delays_of_its_wait_and_the_debt_the_wait_absorbed() {
-        let st = ThreadState::default();
-        let ms = 1_000_000;
-        // Owes 3 ms when it blocks for the lock; the holder adds 6 ms of
-        // delay while it waits 10 ms, then wakes it.
-        st.reset(ms);
-        st.enter_block(4 * ms, 0);
-        st.woken(10 * ms, 10 * ms);
-        assert_eq!(
-            st.local.load(Ordering::Acquire),
-            10 * ms,
-            "even with the waker"
-        );
-        // A wait of 1 ms pays 1 ms of the 3 it owed.
-        st.reset(ms);
-        st.enter_block(4 * ms, 0);
-        st.woken(10 * ms, ms);
-        assert_eq!(st.local.load(Ordering::Acquire), 8 * ms);
-        // A thread ahead of the others owes nothing: only the skip.
-        st.reset(5 * ms);
-        st.enter_block(4 * ms, 0);
-        st.woken(10 * ms, 10 * ms);
-        assert_eq!(st.local.load(Ordering::Acquire), 11 * ms);
-    }
 
     #[test]
     fn schedstat_runqueue_field() {
