@@ -101,7 +101,11 @@ fn middle(mut v: Vec<f64>) -> Option<[f64; 2]> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{analyze, CozProfile};
+    use super::super::{analyze, CausalProfile, CozProfile, TargetCurve};
+
+    fn named<'a>(c: &'a CausalProfile, target: &str) -> &'a TargetCurve {
+        c.targets.iter().find(|t| t.target == target).unwrap()
+    }
 
     /// A profile of `rounds` experiments of each target at each speedup
     /// (0, 25, 50, 75, 100%), 100 visits at baseline of a 1 ms experiment:
@@ -144,7 +148,7 @@ mod tests {
             &[("/a.c:1", 0.5, 12), ("/b.c:2", 0.0, 12)],
             0.03,
         ));
-        let a = c.targets.iter().find(|t| t.target == "a.c:1").unwrap();
+        let a = named(&c, "a.c:1");
         assert!(!a.no_measurable_effect, "{a:?}");
         let half = a.curve.iter().find(|p| p.speedup == 0.5).unwrap();
         let [low, high] = half.interval.unwrap();
@@ -153,7 +157,7 @@ mod tests {
         let [best_low, _] = a.best_interval.unwrap();
         assert!(best_low > 0.3, "{best_low}");
         // A line that does not matter, measured as often: no effect.
-        let b = c.targets.iter().find(|t| t.target == "b.c:2").unwrap();
+        let b = named(&c, "b.c:2");
         assert!(b.no_measurable_effect, "{b:?}");
         // Deterministic: the same profile reads the same.
         let again = analyze(&synthetic(
@@ -173,11 +177,11 @@ mod tests {
     #[test]
     fn a_wandering_curve_is_no_effect_and_ranks_below_a_sure_one() {
         let c = analyze(&synthetic(
-            &[("/noisy.c:1", 0.0, 1), ("/sure.c:2", 0.08, 60)],
+            &[("/noisy.c:1", 0.0, 2), ("/sure.c:2", 0.08, 60)],
             0.3,
         ));
-        let noisy = c.targets.iter().find(|t| t.target == "noisy.c:1").unwrap();
-        let sure = c.targets.iter().find(|t| t.target == "sure.c:2").unwrap();
+        let noisy = named(&c, "noisy.c:1");
+        let sure = named(&c, "sure.c:2");
         assert!(noisy.enough_data);
         // Its points stray well away from 0, and it still says nothing.
         let wander = noisy
@@ -189,6 +193,22 @@ mod tests {
         assert!(noisy.no_measurable_effect, "{noisy:?}");
         assert!(!sure.no_measurable_effect, "{sure:?}");
         assert_eq!(c.targets[0].target, "sure.c:2");
+    }
+
+    /// A target with one experiment per speedup draws a clean curve
+    /// whenever those few happened to agree, and a bootstrap of single
+    /// measurements calls it sure: it is too few to rank, and ranks below
+    /// a smaller effect measured often.
+    #[test]
+    fn a_lucky_curve_of_few_experiments_is_not_ranked_above_a_measured_one() {
+        let few_and_many = [("/lucky.c:1", 0.7, 1), ("/sure.c:2", 0.3, 12)];
+        let c = analyze(&synthetic(&few_and_many, 0.02));
+        let lucky = named(&c, "lucky.c:1");
+        assert_eq!(lucky.experiments, 5);
+        assert!(!lucky.enough_data, "{lucky:?}");
+        assert!(!lucky.no_measurable_effect, "{lucky:?}");
+        assert_eq!(c.targets[0].target, "sure.c:2");
+        assert!(c.targets[0].enough_data);
     }
 
     #[test]

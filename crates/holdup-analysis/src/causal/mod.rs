@@ -35,6 +35,14 @@ use std::io::BufRead;
 /// a target's path or a progress point's name.
 pub const MAX_LINE: usize = 64 << 10;
 
+/// Experiments a target needs, over all its speedups, before it is ranked.
+/// With one experiment per speedup, a bootstrap redraws each point from a
+/// single measurement: its interval is as narrow as the measurement is
+/// lucky (a run's enclosing `DBImpl::Get`, 3 experiments, ranked first at
+/// +73% "surely ≥ 49%"). The run's floor of experiments (see
+/// `holdup_coz::selection`) gives every target that matters as many.
+pub const MIN_EXPERIMENTS: u64 = holdup_coz::selection::FLOOR;
+
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -297,8 +305,9 @@ pub struct TargetCurve {
     pub experiments: u64,
     pub curve: Vec<CurvePoint>,
     pub max_program_speedup: f64,
-    /// At least three different non-zero speedups were measured: enough to
-    /// draw a curve.
+    /// At least three different non-zero speedups were measured, in at
+    /// least [`MIN_EXPERIMENTS`] experiments: enough to draw a curve and to
+    /// rank it.
     pub enough_data: bool,
     /// How far single experiments stray from the curve: the interquartile
     /// range of their program speedups minus the fitted value at their line
@@ -548,15 +557,16 @@ pub fn analyze(profile: &CozProfile) -> CausalProfile {
             .iter()
             .filter(|p| p.speedup > 0.0 && p.experiments > 0)
             .count();
+        let experiments = accs.values().map(|a| a.n).sum();
         out.targets.push(TargetCurve {
             target: short_name(target, &names),
             location: target.to_string(),
             kind,
             samples: profile.samples.get(*target).copied().unwrap_or(0),
-            experiments: accs.values().map(|a| a.n).sum(),
+            experiments,
             max_program_speedup: curve.iter().map(|p| p.fitted).fold(0.0, f64::max),
             curve,
-            enough_data: nonzero >= 3,
+            enough_data: nonzero >= 3 && experiments >= MIN_EXPERIMENTS,
             spread: interquartile_range(residuals),
             best_interval: None,
             no_measurable_effect: false,
@@ -758,7 +768,8 @@ experiment\tselected=/src/b.c:20\tspee";
         // Period 50 ns instead of 100 at 50%: the program is 50% faster.
         let half = a.curve.iter().find(|p| p.speedup == 0.5).unwrap();
         assert!((half.program_speedup - 0.5).abs() < 1e-9);
-        assert!(a.enough_data);
+        // Three speedups, but four experiments: a curve, not yet a ranking.
+        assert!(!a.enough_data);
         assert!(a.spread.is_some_and(|s| s >= 0.0), "{a:?}");
         assert!(a.predict(0.5).unwrap() > 0.3);
         let b = &c.targets[1];

@@ -157,7 +157,7 @@ pub fn write_text(p: &CausalProfile, mut w: impl Write) -> io::Result<()> {
     }
     writeln!(w)?;
     writeln!(w, "Program speedup predicted if the target were made faster by 25–100%; samples are weighted sample points;")?;
-    writeln!(w, "exp: experiments on the target; spread: half the interquartile range of single experiments around the curve;")?;
+    writeln!(w, "exp: experiments on the target (ranked from 10, at three speedups); spread: half the interquartile range of single experiments around the curve;")?;
     writeln!(w, "sure: the 95% interval (bootstrap over experiments) of the point whose low end is highest, which ranks the targets.")?;
     Ok(())
 }
