@@ -2,9 +2,12 @@
 #ifndef CAUSAL_COMMON_H
 #define CAUSAL_COMMON_H
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static inline long long now_ns(void)
 {
@@ -57,6 +60,35 @@ __attribute__((unused)) static long iters_per_ms(void)
 			best = dt;
 	}
 	return (long)((double)n * 1e6 / (double)best);
+}
+
+/* The data file of an I/O workload, `size` bytes, made once with every
+ * block written: a read of a hole returns zeros without the disk. Made
+ * under another name and renamed, so that a run starting on the same
+ * directory never sees it half written. */
+__attribute__((unused)) static void data_file(const char *path, long size)
+{
+	if (access(path, R_OK) == 0)
+		return;
+	char tmp[4200];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	int w = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	char *chunk = malloc(1 << 20);
+	if (w < 0 || !chunk) {
+		perror(tmp);
+		exit(1);
+	}
+	memset(chunk, 0x5a, 1 << 20);
+	for (long off = 0; off < size; off += 1 << 20)
+		if (write(w, chunk, 1 << 20) != 1 << 20) {
+			perror("write");
+			exit(1);
+		}
+	if (fsync(w) != 0 || close(w) != 0 || rename(tmp, path) != 0) {
+		perror(path);
+		exit(1);
+	}
+	free(chunk);
 }
 
 static double arg_d(int argc, char **argv, int i, double dflt)

@@ -65,25 +65,6 @@ static void *reader(void *arg)
 	return NULL;
 }
 
-static void make_file(const char *path)
-{
-	int w = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	if (w < 0) {
-		perror(path);
-		exit(1);
-	}
-	char *chunk = malloc(1 << 20);
-	memset(chunk, 0x5a, 1 << 20);
-	for (long off = 0; off < FILE_SIZE; off += 1 << 20)
-		if (write(w, chunk, 1 << 20) != 1 << 20) {
-			perror("write");
-			exit(1);
-		}
-	fsync(w);
-	close(w);
-	free(chunk);
-}
-
 /* Progress without recompiling: a uprobe on it counts the rounds. */
 __attribute__((noinline)) void round_done(void)
 {
@@ -103,8 +84,7 @@ int main(int argc, char **argv)
 	cpu_reads = (long)arg_d(argc, argv, 5, (double)reads);
 	long per_ms = iters_per_ms();
 	a_iters = (long)(arg_d(argc, argv, 4, 5) * per_ms);
-	if (access(path, R_OK) != 0)
-		make_file(path);
+	data_file(path, FILE_SIZE);
 	fd = open(path, O_RDONLY | O_DIRECT);
 	if (fd < 0 || posix_memalign((void **)&buf, 4096, BLOCK)) {
 		perror(path);

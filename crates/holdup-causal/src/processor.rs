@@ -315,7 +315,7 @@ impl Processor {
                     let g = rt.global();
                     if let Some(st) = self.thread(&rt.threads, r.tid as i32, g) {
                         let ns = credit.saturating_mul(delay);
-                        st.local.fetch_add(ns, Ordering::AcqRel);
+                        credit_thread(st, ns);
                         rt.credited.fetch_add(ns, Ordering::Relaxed);
                         rt.delays.global.fetch_max(st.published(), Ordering::AcqRel);
                     }
@@ -398,6 +398,21 @@ impl Processor {
         // Unwind steps cached by address may be an unloaded object's.
         self.unwinder = Unwinder::default();
     }
+}
+
+/// Credit thread `st` with `ns` of its target's virtual speedup: it is that
+/// much ahead of the others. A sample reaches the ring after the fact (a
+/// blocked one when the wait it records has ended) and is processed up to
+/// a tick later, so the thread may be waiting in a pthread call by then. Its
+/// credit then raises the global delay that its wakeup skips (COZ's skip of
+/// the delays added while it waited), and is counted into the delays it
+/// waited through: otherwise the skip would add it to its local delay a
+/// second time, and the thread would publish it again as a delay of its own.
+pub(crate) fn credit_thread(st: &ThreadState, ns: u64) {
+    if st.blocked.load(Ordering::Acquire) {
+        st.pre_block.fetch_add(ns, Ordering::AcqRel);
+    }
+    st.local.fetch_add(ns, Ordering::AcqRel);
 }
 
 /// The code of a wrapper that forwards the program's call to libc.
@@ -573,6 +588,47 @@ mod tests {
         // Below the runtime's own functions (a delay's sleep): its own.
         assert!(runtimes_own(1, None, records::CLASS_CPU));
         assert!(runtimes_own(1, None, records::CLASS_SCHED));
+    }
+
+    /// What a woken thread's local delay becomes: COZ's skip of the delays
+    /// added while it waited (`State::post_block`).
+    fn woken(st: &ThreadState, global: u64) -> u64 {
+        let pre = st.pre_block.load(Ordering::Acquire);
+        st.local.load(Ordering::Acquire) + global.saturating_sub(pre)
+    }
+
+    #[test]
+    fn a_credit_that_lands_while_its_thread_waits_is_skipped_once() {
+        let ms = 1_000_000;
+        let st = ThreadState::default();
+        let block = |local: u64, global: u64| {
+            st.reset(local);
+            st.pre_block.store(global, Ordering::Release);
+            st.blocked.store(true, Ordering::Release);
+        };
+        // Even with the others (10 ms) when it blocks; the sample of its
+        // last read (2 ms of credit) is processed during the wait and
+        // raises the global delay to 12 ms: awake, it is even, not 2 ms
+        // ahead (which it would publish as a delay of its own).
+        block(10 * ms, 10 * ms);
+        credit_thread(&st, 2 * ms);
+        assert_eq!(woken(&st, 12 * ms), 12 * ms);
+        // Others added 5 ms meanwhile: it skips the 3 ms beyond its own.
+        block(10 * ms, 10 * ms);
+        credit_thread(&st, 2 * ms);
+        assert_eq!(woken(&st, 15 * ms), 15 * ms);
+        // Behind by 3 ms when it blocked: the credit pays 2 of them; the
+        // global delay did not move, and it still owes 1 ms.
+        block(7 * ms, 10 * ms);
+        credit_thread(&st, 2 * ms);
+        assert_eq!(woken(&st, 10 * ms), 9 * ms);
+        // Not waiting: the credit is its local delay's only.
+        st.blocked.store(false, Ordering::Release);
+        st.reset(10 * ms);
+        st.pre_block.store(10 * ms, Ordering::Release);
+        credit_thread(&st, 2 * ms);
+        assert_eq!(st.local.load(Ordering::Acquire), 12 * ms);
+        assert_eq!(st.pre_block.load(Ordering::Acquire), 10 * ms);
     }
 
     #[test]

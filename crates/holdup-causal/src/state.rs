@@ -60,6 +60,9 @@ pub struct State {
     /// Delay paid with sleeps and credited by target hits, for --verbose.
     pub paid: AtomicU64,
     pub credited: AtomicU64,
+    /// Waits for a CPU after those sleeps, for --verbose: the program lost
+    /// that time too, but it is neither paid nor published (see add_delays).
+    pub runq_after_sleeps: AtomicU64,
     pub threads: ThreadTable,
     pub profiler_tid: AtomicI32,
     pub profiler_thread: AtomicU64,
@@ -89,6 +92,7 @@ impl State {
             refused: AtomicU64::new(0),
             paid: AtomicU64::new(0),
             credited: AtomicU64::new(0),
+            runq_after_sleeps: AtomicU64::new(0),
             threads: ThreadTable::default(),
             profiler_tid: AtomicI32::new(0),
             profiler_thread: AtomicU64::new(0),
@@ -180,6 +184,8 @@ impl State {
                 (Some(a), Some(b)) => b.1.saturating_sub(a.1),
                 _ => 0,
             };
+            self.runq_after_sleeps
+                .fetch_add(runq_after, Ordering::Relaxed);
             let waited = slept
                 .saturating_sub(runq_after)
                 .clamp(need, need + MAX_OVERSHOOT_NS);
