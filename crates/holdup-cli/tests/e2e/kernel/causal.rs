@@ -279,31 +279,6 @@ fn barrier_mixed_compute_close_to_blocked_io() {
     });
 }
 
-/// I/O inside a critical section: two workers each write and fdatasync a
-/// record under one mutex, then compute 0.5 ms outside it. The sync line's
-/// blocked samples are its work; the other worker's wait for the mutex is
-/// settled at its wakeup. A faster sync is measured as the program gets it:
-/// fewer syncs need not take proportionally less of the disk's time, so the
-/// line speedup is that of the syncing time the program measures itself.
-#[test]
-#[ignore = "needs root and BPF"]
-fn lock_held_fsync_line() {
-    let _turn = turn();
-    let dir = scratch("causal_fsync");
-    let bin = build("causal_fsync", &[]);
-    let b = bin.to_str().unwrap();
-    let d = dir.to_str().unwrap();
-    let sync = line_of("causal_fsync", "sync");
-    let report = profile(&dir, &["--line", &sync], &[b, d, "4000", "2", "0.5"]);
-    check_prediction("fsync", &report, &sync, || {
-        let (base, faster) = compare(&bin, &[d, "300", "2", "0.5"], &[d, "300", "1", "0.5"], 3);
-        (
-            1.0 - get(&faster, "sync_ns") / get(&base, "sync_ns"),
-            1.0 - get(&faster, "iteration_ns") / get(&base, "iteration_ns"),
-        )
-    });
-}
-
 #[test]
 #[ignore = "needs root and BPF"]
 fn lock_critical_section() {
