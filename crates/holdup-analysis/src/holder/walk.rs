@@ -178,7 +178,7 @@ impl Walker {
                 emit(End::NotAlive, None, to, w.to);
             }
             let mut cursor = from;
-            for o in &tl.off[next.get()..] {
+            for (i, o) in tl.off.iter().enumerate().skip(next.get()) {
                 if o.start >= to {
                     break;
                 }
@@ -187,11 +187,12 @@ impl Walker {
                     emit(End::Cpu, None, cursor, o.start);
                     cursor = o.start;
                 }
-                let wait_to = o.wake.min(to);
+                let (wake, end) = tl.wake_end(i);
+                let wait_to = wake.min(to);
                 if cursor < wait_to {
-                    match (o.waker, o.waker_line) {
-                        (Waker::Thread(_), None) => {
-                            emit(End::Outside(o.class, o.waker), o.stack, cursor, wait_to)
+                    match index.waker(o) {
+                        (waker @ Waker::Thread(_), None) => {
+                            emit(End::Outside(o.class, waker), o.stack(), cursor, wait_to)
                         }
                         (Waker::Thread(t), Some(theirs))
                             if theirs != line && w.depth < MAX_DEPTH =>
@@ -206,15 +207,15 @@ impl Walker {
                                 depth: w.depth + 1,
                             })
                         }
-                        (Waker::Thread(_), _) => emit(End::Cut, o.stack, cursor, wait_to),
-                        (Waker::None, _) => emit(End::Unwoken(o.class), o.stack, cursor, wait_to),
-                        (irq, _) => emit(End::Outside(o.class, irq), o.stack, cursor, wait_to),
+                        (Waker::Thread(_), _) => emit(End::Cut, o.stack(), cursor, wait_to),
+                        (Waker::None, _) => emit(End::Unwoken(o.class), o.stack(), cursor, wait_to),
+                        (irq, _) => emit(End::Outside(o.class, irq), o.stack(), cursor, wait_to),
                     }
                     cursor = wait_to;
                 }
-                let run_to = o.end.min(to);
+                let run_to = end.min(to);
                 if cursor < run_to {
-                    emit(End::Runnable, o.stack, cursor, run_to);
+                    emit(End::Runnable, o.stack(), cursor, run_to);
                     cursor = run_to;
                 }
                 next.set(next.get() + 1);
