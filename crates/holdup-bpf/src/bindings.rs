@@ -195,11 +195,11 @@ mod tests {
                     f_instr, f_entry, co_adaptive, co_firstlineno, co_filename, co_name,
                     co_linetable, str_ascii_data, str_compact_data, frame_read, code_read,
                     check_from, gil, gil_in_interp, counter_in_interp, co_version, serial,
-                    code_counter
+                    code_counter, code_frees, frees_counted, _pad
                 }),
                 layout!(intf::py_counts {
                     samples, frames, no_tstate, stale_tstate, truncated, bad_pointer, loops, codes,
-                    not_code, cached, counter_wrong
+                    not_code, cached, counter_wrong, frees
                 }),
 
                 layout!(intf::kstack_counts { walked, reused, checked, differed, shared }),

@@ -196,6 +196,9 @@ pub struct Recorder {
     sys_exit: Option<Link>,
     /// The goroutine probes of each Go process followed.
     go_links: Vec<(u32, Vec<Link>)>,
+    /// The uprobes that count the code objects Python processes free, by
+    /// process.
+    py_links: Vec<(u32, Link)>,
     ring: RingReader,
     mmaps: MmapEvents,
     skel: RecorderSkel<'static>,
@@ -285,6 +288,7 @@ impl Recorder {
             .set_max_entries(options.ring_bytes)
             .map_err(load_err)?;
         open.progs.flush_open.set_autoattach(false);
+        open.progs.py_code_freed.set_autoattach(false);
         open.progs.on_sys_exit.set_autoattach(false);
         open.progs.on_syscall_enter.set_autoattach(false);
         open.progs.on_syscall_exit.set_autoattach(false);
@@ -361,6 +365,7 @@ impl Recorder {
             _links: links,
             sys_exit: None,
             go_links: Vec::new(),
+            py_links: Vec::new(),
             ring,
             mmaps,
             skel,
@@ -598,10 +603,34 @@ impl Recorder {
             .map_err(|e| Error::Load(format!("cannot set the interpreter of pid {pid}: {e}")))
     }
 
+    /// Count the code objects process `pid` frees: a uprobe on the code
+    /// type's deallocator, at file offset `at` of `binary`, the process's
+    /// alone. Then the recorder may trust what it learnt of a code object
+    /// from sample to sample (see py_code_known); the configuration given
+    /// to [`Recorder::set_python`] after it says so (`frees_counted`).
+    pub fn count_code_frees(&mut self, pid: u32, binary: &std::path::Path, at: u64) -> Result<()> {
+        // The links of processes the recorder forgot (they exited) go.
+        let procs = &self.skel.maps.py_procs;
+        self.py_links
+            .retain(|(p, _)| matches!(procs.lookup(&p.to_ne_bytes(), MapFlags::ANY), Ok(Some(_))));
+        let link = self
+            .skel
+            .progs
+            .py_code_freed
+            .attach_uprobe(false, pid as i32, binary, at as usize)
+            .map_err(|e| Error::Attach {
+                prog: "py_code_freed",
+                msg: e.to_string(),
+            })?;
+        self.py_links.push((pid, link));
+        Ok(())
+    }
+
     /// Process `pid` no longer runs the interpreter it was set (it exec'd
     /// or exited).
-    pub fn forget_python(&self, pid: u32) {
+    pub fn forget_python(&mut self, pid: u32) {
         let _ = self.skel.maps.py_procs.delete(&pid.to_ne_bytes());
+        self.py_links.retain(|(p, _)| *p != pid);
     }
 
     /// How the interpreter frame walks went so far, summed over CPUs.

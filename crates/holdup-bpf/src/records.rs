@@ -170,6 +170,7 @@ impl PyCounts {
             (&mut self.not_code, o.not_code),
             (&mut self.cached, o.cached),
             (&mut self.counter_wrong, o.counter_wrong),
+            (&mut self.frees, o.frees),
         ];
         for (sum, v) in fields {
             *sum += v;

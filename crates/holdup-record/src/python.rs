@@ -21,15 +21,21 @@ pub const PYTHON_DSO: &str = "[python]";
 /// check: addresses are reused) and where in it.
 type FrameKey = (u32, u64, u16, u32);
 
+/// Where a process's code objects' frees are counted: the interpreter's
+/// file and its code deallocator's offset in it.
+type FreesAt = (Rc<str>, u64);
+
 #[derive(Debug, Default)]
 pub struct PythonFrames {
     /// Interpreter files looked at, by path: the interpreter, none (not one),
     /// or why it cannot be walked.
     files: FxHashMap<String, Result<Option<Rc<Interpreter>>, python::Refusal>>,
-    /// Processes whose frames are walked, with their interpreter.
-    procs: FxHashMap<u32, (Rc<Interpreter>, PyConfig)>,
-    /// Configurations for the recorder, and processes it is to forget.
-    pending: Vec<(u32, PyConfig)>,
+    /// Processes whose frames are walked, with their interpreter and the
+    /// path of its file.
+    procs: FxHashMap<u32, (Rc<Interpreter>, PyConfig, Rc<str>)>,
+    /// Configurations for the recorder (with the file whose code objects'
+    /// frees it is to count), and processes it is to forget.
+    pending: Vec<(u32, PyConfig, Option<FreesAt>)>,
     forgotten: Vec<u32>,
     /// Code objects by process, address and check.
     codes: FxHashMap<(u32, u64, u16), PyCode>,
@@ -50,6 +56,10 @@ pub struct PythonFrames {
     pub walks: PyCounts,
     /// Processes the recorder had no room for.
     pub not_handed_over: u64,
+    /// Processes whose code objects' frees could not be counted (their
+    /// code objects are read at every sample), and the first error.
+    pub frees_uncounted: u64,
+    frees_error: Option<String>,
     /// Configurations handed over: the last one's serial.
     serial: u32,
 }
@@ -146,8 +156,10 @@ impl PythonFrames {
         self.evaluators
             .entry(path.to_string())
             .or_insert_with(|| interp.evaluator.clone());
-        self.pending.push((pid, cfg));
-        self.procs.insert(pid, (interp, cfg));
+        let path: Rc<str> = path.into();
+        let frees = interp.code_dealloc.map(|at| (path.clone(), at));
+        self.pending.push((pid, cfg, frees));
+        self.procs.insert(pid, (interp, cfg, path));
     }
 
     /// `pid` replaced its image: whatever interpreter it ran is gone.
@@ -155,6 +167,7 @@ impl PythonFrames {
         if self.procs.remove(&pid).is_some() {
             self.forgotten.push(pid);
         }
+        self.pending.retain(|(p, ..)| *p != pid);
         // Its next interpreter frames are another dso; the old one keeps
         // its names.
         self.dsos.remove(&pid);
@@ -162,18 +175,24 @@ impl PythonFrames {
 
     /// A forked child runs its parent's interpreter at the same addresses.
     pub fn fork(&mut self, parent: u32, child: u32) {
-        if let Some((interp, cfg)) = self.procs.get(&parent).cloned() {
-            self.pending.push((child, cfg));
-            self.procs.insert(child, (interp, cfg));
+        if let Some((interp, cfg, path)) = self.procs.get(&parent).cloned() {
+            // The parent's uprobe is its own: the child gets one of its own.
+            let frees = interp.code_dealloc.map(|at| (path.clone(), at));
+            self.pending.push((child, cfg, frees));
+            self.procs.insert(child, (interp, cfg, path));
         }
     }
 
     /// The interpreters recognised since the last call, to the recorder (it
     /// walks their frames from now on), and those gone. A process the
     /// recorder's table has no room for keeps its native frames only, and
-    /// is counted.
-    pub fn hand_over(&mut self, rec: &holdup_bpf::Recorder) {
-        for (pid, mut config) in std::mem::take(&mut self.pending) {
+    /// is counted. Those gone go first: a process that exec'd another
+    /// interpreter is in both.
+    pub fn hand_over(&mut self, rec: &mut holdup_bpf::Recorder) {
+        for pid in std::mem::take(&mut self.forgotten) {
+            rec.forget_python(pid);
+        }
+        for (pid, mut config, frees) in std::mem::take(&mut self.pending) {
             // The address events are the machine's: an interpreter outside
             // the recording needs no place in the recorder's table.
             if !rec.tracks(pid) {
@@ -181,12 +200,20 @@ impl PythonFrames {
             }
             self.serial += 1;
             config.serial = self.serial;
+            // Counted from before the recorder walks the process: a free
+            // it did not see would leave a replaced code object trusted.
+            if let Some((path, at)) = frees {
+                match rec.count_code_frees(pid, Path::new(&*path), at) {
+                    Ok(()) => config.frees_counted = 1,
+                    Err(e) => {
+                        self.frees_uncounted += 1;
+                        self.frees_error.get_or_insert_with(|| e.to_string());
+                    }
+                }
+            }
             if rec.set_python(pid, &config).is_err() {
                 self.not_handed_over += 1;
             }
-        }
-        for pid in std::mem::take(&mut self.forgotten) {
-            rec.forget_python(pid);
         }
     }
 
@@ -282,6 +309,13 @@ impl PythonFrames {
             notes.push(format!(
                 "python: {} processes show native frames only: the recorder's table of interpreters was full",
                 self.not_handed_over
+            ));
+        }
+        if self.frees_uncounted > 0 {
+            notes.push(format!(
+                "python: {} processes have their code objects read at every sample (the uprobe that counts their frees: {})",
+                self.frees_uncounted,
+                self.frees_error.as_deref().unwrap_or("")
             ));
         }
         let w = &self.walks;

@@ -422,7 +422,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
             d.goroutines.launched(pid, command);
         }
     }
-    d.python.hand_over(&rec);
+    d.python.hand_over(&mut rec);
     hand_over_go_processes(&mut rec, &mut d);
     drain_ahead_of_the_target();
     if let Err(e) = recording.start() {

@@ -325,7 +325,7 @@ pub fn record_windows(
     let pipe = Pipe::default();
     let mut d = session::start_trace(cfg, &session::header(cfg, start_ns), pipe.clone())?;
     d.set_waker_stacks(rec.waker_stacks());
-    d.python.hand_over(&rec);
+    d.python.hand_over(&mut rec);
     // The header is in the pipe already: the reader takes it now.
     let reader = Reader::new(pipe, "the trace in memory")?;
     let mut windows = Windows {

@@ -279,6 +279,15 @@ struct py_config {
 	 * child shares its parent's addresses). */
 	u32 serial;
 	u64 code_counter;
+	/* The code objects of this process freed since it was set, counted by
+	 * a uprobe on the code type's deallocator (py_code_freed) when
+	 * frees_counted: while it stays the same, no code object's memory was
+	 * given to another, so what a walk learnt of one still holds. Proves
+	 * what the count above does, for every version, without a read of the
+	 * process's memory; preferred to it. */
+	u32 code_frees;
+	u8 frees_counted;
+	u8 _pad[3];
 };
 
 #define PY_NO_CFRAME 0xffff
@@ -296,6 +305,7 @@ struct py_counts {
 	u64 not_code;		/* frames whose code is no code object */
 	u64 cached;		/* frames whose code object was known from a sample before */
 	u64 counter_wrong;	/* a code object newer than its interpreter's count of them */
+	u64 frees;		/* code objects freed in walked processes (py_code_freed) */
 };
 
 /*

@@ -5,7 +5,7 @@
 //! was made for. Anything else is refused with what is missing: offsets are
 //! never guessed.
 
-use object::{Object, ObjectSegment, ObjectSymbol};
+use object::{Object, ObjectSegment, ObjectSymbol, RelocationFlags, RelocationTarget};
 use std::ops::Range;
 use std::path::Path;
 
@@ -87,6 +87,9 @@ pub struct Interpreter {
     /// interpreter frames stand in for.
     pub evaluator: Vec<Range<u64>>,
     pub layout: Layout,
+    /// The file offset of the code type's deallocator (`code_dealloc`),
+    /// where a uprobe counts the code objects freed (see [`code_dealloc`]).
+    pub code_dealloc: Option<u64>,
     /// Loadable segments: (file offset, stated address, bytes in the file).
     pub loads: Vec<(u64, u64, u64)>,
 }
@@ -321,6 +324,50 @@ pub(crate) fn file_range(elf: &object::File<'_>, r: Range<u64>) -> Option<Range<
     })
 }
 
+/// Where `PyTypeObject` keeps `tp_dealloc`: after the object head
+/// (refcount, type, size) and `tp_name`, `tp_basicsize`, `tp_itemsize`.
+const TP_DEALLOC: u64 = 48;
+/// The file offset of the function `PyCode_Type.tp_dealloc` points to (the
+/// code type at stated address `code_type`), which every code object freed
+/// goes through: from the dynamic relocation that sets the pointer (a
+/// position-independent file), else from the address the file holds there
+/// (an executable at a fixed address, or relocations packed as RELR, which
+/// keep the address in place). It must lie in executable code, and be
+/// `code_dealloc` where the symbol table names it; else None, and the
+/// recorder does not count frees.
+pub(crate) fn code_dealloc(elf: &object::File<'_>, data: &[u8], code_type: u64) -> Option<u64> {
+    let at = code_type + TP_DEALLOC;
+    let relocated = elf.dynamic_relocations().and_then(|mut relocs| {
+        relocs.find_map(|(offset, r)| {
+            // "Load bias + addend": how a position-independent file's
+            // pointers are set.
+            let relative = r.flags()
+                == RelocationFlags::Elf {
+                    r_type: object::elf::R_X86_64_RELATIVE,
+                }
+                && r.target() == RelocationTarget::Absolute;
+            (offset == at && relative).then(|| r.addend() as u64)
+        })
+    });
+    let addr = match relocated {
+        Some(a) => a,
+        None => u64::from_le_bytes(file_bytes(elf, data, at, 8)?.try_into().ok()?),
+    };
+    let exec = elf.segments().find(|s| {
+        let executable = match s.flags() {
+            object::SegmentFlags::Elf { p_flags, .. } => p_flags.0 & object::elf::PF_X.0 != 0,
+            _ => false,
+        };
+        executable && s.address() <= addr && addr < s.address() + s.file_range().1
+    })?;
+    if let Some(sym) = elf.symbols().find(|s| s.name() == Ok("code_dealloc")) {
+        if sym.address() != addr {
+            return None;
+        }
+    }
+    Some(addr - exec.address() + exec.file_range().0)
+}
+
 /// Inspect a mapped file: None when it is no CPython interpreter (no
 /// `_PyRuntime`), a refusal when it is one whose frames cannot be walked.
 pub fn inspect(path: &Path) -> Result<Option<Interpreter>, Refusal> {
@@ -419,6 +466,7 @@ pub fn inspect(path: &Path) -> Result<Option<Interpreter>, Refusal> {
         code_type,
         evaluator,
         layout,
+        code_dealloc: code_dealloc(&elf, data, code_type),
         loads,
     }))
 }
@@ -460,6 +508,30 @@ mod tests {
             .contains("free-threaded"));
     }
 
+    /// A stripped interpreter (the distribution's, when it is one) has
+    /// its code deallocator found all the same, in its code.
+    #[test]
+    fn a_stripped_interpreter_has_its_code_deallocator() {
+        use object::ObjectSection;
+        let Ok(path) = std::fs::canonicalize("/usr/bin/python3") else {
+            return;
+        };
+        let path = path.as_path();
+        let Ok(Some(i)) = inspect(path) else {
+            eprintln!("skipped: no walkable /usr/bin/python3");
+            return;
+        };
+        let data = std::fs::read(path).unwrap();
+        let elf = object::File::parse(&*data).unwrap();
+        if elf.symbols().next().is_some() {
+            eprintln!("skipped: /usr/bin/python3 is not stripped");
+            return;
+        }
+        let at = i.code_dealloc.expect("found through PyCode_Type");
+        let text = elf.section_by_name(".text").unwrap().file_range().unwrap();
+        assert!((text.0..text.0 + text.1).contains(&at), "{at:#x}");
+    }
+
     /// The interpreters installed here (pyenv's), when there are.
     #[test]
     fn installed_interpreters_have_their_layouts() {
@@ -494,6 +566,17 @@ mod tests {
                 "{v}"
             );
             assert!(!i.evaluator.is_empty());
+            // Its deallocator, found through PyCode_Type, is the function
+            // the symbol table names (read here by itself).
+            let data = std::fs::read(&path).unwrap();
+            let elf = object::File::parse(&*data).unwrap();
+            let sym = elf
+                .symbols()
+                .find(|s| s.name() == Ok("code_dealloc"))
+                .expect("pyenv's builds have a symbol table");
+            let want = file_range(&elf, sym.address()..sym.address() + 1).map(|r| r.start);
+            assert_eq!(i.code_dealloc, want, "{v}");
+            assert!(want.is_some());
             // A shared library's first segment maps at its load address.
             assert_eq!(i.bias(0x7f00_0000_0000, 0), Some(0x7f00_0000_0000));
             if l == "3.13" {

@@ -15,7 +15,9 @@
  * from one read of the interpreter's data stack (see py_window), the others
  * from one read each; a code object is read (its identifying fields, see
  * py_code) only when no walk before proved it is the one at its address
- * (see py_code_known). Names and line tables are copied
+ * (see py_code_known: no code object of the process was freed since, or,
+ * without the uprobe that counts frees, none was made). Names and line
+ * tables are copied
  * once per code object and process, the first time a sample has it (an LRU
  * map remembers which were sent, and their check): at conversion time the
  * process may be gone. User space decodes lines and splices the frames
@@ -55,11 +57,18 @@ struct py_code_key {
 	u32 _pad;
 };
 
+/* A code object sent: the hash of its identifying fields (py_code_check),
+ * and the check its frames carry. */
+struct py_code_seen {
+	u16 hash;
+	u16 check;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, PY_CODES_SEEN_MAX);
 	__type(key, struct py_code_key);
-	__type(value, u16);		/* its check */
+	__type(value, struct py_code_seen);
 } py_codes_seen SEC(".maps");
 
 struct {
@@ -242,20 +251,32 @@ enum py_sent {
 	PY_NO_CODE,		/* no code object: the walk went astray */
 };
 
-/* Send the code object `code` of process `pid`, whose check is `check`,
- * unless sent before. */
+/* Send the code object `code` of process `pid`, whose fields hash to
+ * `hash`, unless sent before; `*check` is what its frames carry.
+ *
+ * Where the process's frees are counted, a code object freed takes its
+ * entry with it (py_code_freed), and the next one at its address gets a
+ * check of its own, the count of frees mixed in: the hash alone may be
+ * the same, the new object's name and line table having taken the memory
+ * of the old one's too (3.11, which numbers no code object). Elsewhere the
+ * check is the hash. */
 static __always_inline enum py_sent py_send_code(struct scratch *s, struct py_config *c, u32 pid,
-					 u64 code, u16 check)
+					 u64 code, u16 hash, u16 *check)
 {
 	struct py_code_key key = { .code = code, .pid = pid };
+	struct py_code_seen *seen, sent = { .hash = hash, .check = hash };
 	struct py_code_rec *r;
 	struct py_counts *n;
 	u64 table, size;
-	u16 *seen;
 
 	seen = bpf_map_lookup_elem(&py_codes_seen, &key);
-	if (seen && *seen == check)
+	if (seen && seen->hash == hash) {
+		*check = seen->check;
 		return PY_SENT;
+	}
+	if (c->frees_counted)
+		sent.check ^= (u16)((*(volatile u32 *)&c->code_frees * 0x9e3779b1U) >> 16);
+	*check = sent.check;
 	if (py_read(s->py_code_buf, c->code_read, code))
 		return PY_NO_CODE;
 	if (py_u64(s->py_code_buf, 8) != c->code_type) {
@@ -272,7 +293,7 @@ static __always_inline enum py_sent py_send_code(struct scratch *s, struct py_co
 	r->hdr.kind = REC_PY_CODE;
 	r->hdr.size = sizeof(*r);
 	r->code = code;
-	r->check = check;
+	r->check = sent.check;
 	__builtin_memset(r->_pad2, 0, sizeof(r->_pad2));
 	r->pid = pid;
 	r->version = c->version;
@@ -297,11 +318,38 @@ static __always_inline enum py_sent py_send_code(struct scratch *s, struct py_co
 			r->table_len = size;
 	}
 	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
-	bpf_map_update_elem(&py_codes_seen, &key, &check, BPF_ANY);
+	bpf_map_update_elem(&py_codes_seen, &key, &sent, BPF_ANY);
 	n = py_counts();
 	if (n)
 		n->codes++;
 	return PY_SENT;
+}
+
+/* The `counter` of a walk whose proof is the count of code objects freed
+ * (py_config.code_frees): no user-space address. */
+#define PY_FREES_PROOF 1
+
+/* code_dealloc(co), the code type's deallocator, in a process whose frames
+ * are walked: a code object is about to be freed, and its memory may then
+ * hold another one. Runs before the free, so a walk that reads the count
+ * unchanged afterwards knows that no code object it met was replaced. */
+SEC("uprobe")
+int py_code_freed(struct pt_regs *ctx)
+{
+	u32 pid = bpf_get_current_pid_tgid() >> 32;
+	struct py_config *c = bpf_map_lookup_elem(&py_procs, &pid);
+	struct py_code_key key = { .code = ctx->di, .pid = pid };
+	struct py_counts *n;
+
+	if (!c)
+		return 0;
+	__sync_fetch_and_add(&c->code_frees, 1);
+	/* The next object at this address is sent as a new one. */
+	bpf_map_delete_elem(&py_codes_seen, &key);
+	n = py_counts();
+	if (n)
+		n->frees++;
+	return 0;
 }
 
 /* ---- the frame chain ---- */
@@ -316,8 +364,9 @@ enum py_walk_end {
 
 /* What a walk knows of its process's code objects (py_code). */
 struct py_codes {
-	u64 counter;		/* where the count of code objects was read */
-	u32 count;		/* what it was (0: none) */
+	u64 counter;		/* where the count of code objects was read (0:
+				 * none; PY_FREES_PROOF: the count of frees) */
+	u32 count;		/* what it was */
 	u32 serial;
 	u32 walk;
 	u32 pid;
@@ -405,16 +454,17 @@ static __always_inline u8 *py_frame_at(struct scratch *s, struct py_config *c, u
 static __always_inline int py_code_read(struct scratch *s, struct py_config *c, u32 pid, u64 code,
 					u32 count)
 {
-	int check, flags = 0;
+	int hash, flags = 0;
+	u16 check = 0;
 
-	check = py_check_of(s, c, code);
-	if (check < 0)
+	hash = py_check_of(s, c, code);
+	if (hash < 0)
 		return -1;
 	/* The code objects on the thread's frames were made before the count
 	 * was read, so each has a lower number. */
 	if (count && c->co_version && py_u32(s->py_code_buf, c->co_version - c->check_from) >= count)
 		flags |= PY_COUNT_WRONG;
-	switch (py_send_code(s, c, pid, code, check)) {
+	switch (py_send_code(s, c, pid, code, hash, &check)) {
 	case PY_SENT:
 		return check | flags;
 	case PY_LOST:
@@ -428,13 +478,16 @@ static __always_inline int py_code_read(struct scratch *s, struct py_config *c, 
  * Whether the cache entry `e` is code object `code` of the walk's process.
  * The thread's frames hold references to their code objects and the thread
  * does not run during the walk, so an entry the same walk made is right.
- * One an earlier walk made is right when the interpreter's count of the
- * code objects it made is what it was then, at the same place: a code
- * object that took the memory of a freed one since was made after, and
- * bumped the count. (The count was read before the object, so one made in
- * between is refused too.) Without a count (3.10, 3.11, a build whose
- * count is not found, a count run out to 0) entries hold for one walk only,
- * and a recursion's code is read once per walk. What remains: a walk gone
+ * One an earlier walk made is right when the count that proves it is what
+ * it was then, at the same place: the process's count of freed code
+ * objects (py_code_freed; an object freed since, whose memory another may
+ * hold now, bumped it), or else the interpreter's count of the code
+ * objects it made (a code object that took the memory of a freed one since
+ * was made after, and bumped the count). (The count was read before the
+ * object, so a change in between is refused too.) Without either (the
+ * uprobe not attached, and 3.10, 3.11, a build whose count is not found, a
+ * count run out to 0) entries hold for one walk only, and a recursion's
+ * code is read once per walk. What remains: a walk gone
  * astray onto an address that held a code object is not caught by the
  * object's type (it was checked when the entry was made), and the count's
  * place in 3.13 comes from a table, refuted once (py_code_read) if a code
@@ -446,7 +499,7 @@ static __always_inline bool py_code_known(struct py_codes *k, struct py_cached *
 		return false;
 	if (e->walk == k->walk)
 		return true;
-	return k->count && e->count == k->count && e->counter == k->counter;
+	return k->counter && e->count == k->count && e->counter == k->counter;
 }
 
 /*
@@ -470,13 +523,14 @@ __noinline int py_code(struct scratch *s, struct py_config *c, struct py_codes *
 		k->cached += e->walk != k->walk;
 		return e->check;
 	}
-	check = py_code_read(s, c, k->pid, code, k->count);
+	check = py_code_read(s, c, k->pid, code, k->counter == PY_FREES_PROOF ? 0 : k->count);
 	if (check < 0)
 		return check;
 	if (check & PY_COUNT_WRONG) {
 		/* The count is not where it was taken to be: no more proofs
 		 * for this process. */
 		c->code_counter = 0;
+		k->counter = 0;
 		k->count = 0;
 		k->count_wrong = 1;
 	}
@@ -549,9 +603,10 @@ static long py_frame_step(u64 i, struct py_walk *w)
 	return w->frame ? 0 : 1;
 }
 
-/* The interpreter's count of the code objects it made, for the walk (see
- * py_code_known): one read per walk, where each code object not met in it
- * would have one. */
+/* The count that proves what earlier walks learnt (see py_code_known):
+ * the process's count of freed code objects, in the recorder's memory,
+ * or the interpreter's count of the code objects it made, one read per
+ * walk where each code object not met in it would have one. */
 static __always_inline void py_code_count(struct py_codes *k, struct py_config *c,
 					  struct thread_state *st)
 {
@@ -560,6 +615,11 @@ static __always_inline void py_code_count(struct py_codes *k, struct py_config *
 
 	k->counter = 0;
 	k->count = 0;
+	if (c->frees_counted) {
+		k->counter = PY_FREES_PROOF;
+		k->count = *(volatile u32 *)&c->code_frees;
+		return;
+	}
 	if (!at)
 		return;
 	if (c->counter_in_interp) {

@@ -333,6 +333,18 @@ fn reused_code_addresses_get_their_own_names(version: &str) {
 
 #[test]
 #[ignore = "needs root and BPF"]
+fn python_3_10_reused_code_addresses_get_their_own_names() {
+    reused_code_addresses_get_their_own_names("3.10.13");
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn python_3_11_reused_code_addresses_get_their_own_names() {
+    reused_code_addresses_get_their_own_names("3.11.7");
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
 fn python_3_12_reused_code_addresses_get_their_own_names() {
     reused_code_addresses_get_their_own_names("3.12.1");
 }
