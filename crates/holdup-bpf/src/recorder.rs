@@ -63,6 +63,9 @@ pub struct RecorderOptions {
     /// on the Go scheduler, attached per process with
     /// [`Recorder::follow_goroutines`].
     pub goroutines: bool,
+    /// Take the wakers' stacks at the wakeups of blocked samples
+    /// ([`Recorder::waker_stacks`]).
+    pub waker_stacks: bool,
 }
 
 /// A cgroup (v2) as the programs test membership: its id (the inode number
@@ -123,6 +126,7 @@ impl Default for RecorderOptions {
             cgroup: None,
             stack_budget: 0,
             goroutines: false,
+            waker_stacks: true,
         }
     }
 }
@@ -212,7 +216,8 @@ fn is_eperm(e: &libbpf_rs::Error) -> bool {
 
 impl Recorder {
     /// Load, configure and attach the recorder. Sampling starts at once for
-    /// the tasks in `options.target`.
+    /// the tasks in `options.target`. With `HOLDUP_NO_TASK_WORK` set in the
+    /// environment it does without BPF task work, as on kernels before 6.18.
     pub fn start(options: RecorderOptions) -> Result<Self> {
         if unsafe { libc::geteuid() } != 0 {
             // Without root the kernel refuses in many different ways; say it once.
@@ -241,7 +246,10 @@ impl Recorder {
                 .stack_copy_bytes
                 .min(crate::records::STACK_COPY_MAX as u32);
             ro.self_tgid = std::process::id();
+            // Tests of the path of kernels before 6.18, on any kernel.
+            ro.no_task_work = std::env::var_os("HOLDUP_NO_TASK_WORK").is_some();
             ro.own_preemption_is_delay = options.own_preemption_is_delay;
+            ro.wakers_stacks = options.waker_stacks;
             if options.stack_budget > 0 {
                 ro.budget_per_window = budget_per_window(options.stack_budget, cpus.len());
             }
@@ -271,6 +279,13 @@ impl Recorder {
         }
         if !options.goroutines {
             open.maps.go_gs.set_max_entries(1).map_err(load_err)?;
+        }
+        if !options.waker_stacks {
+            // 8 MiB of kernel memory otherwise.
+            open.maps
+                .waker_stacks
+                .set_max_entries(1)
+                .map_err(load_err)?;
         }
         for p in [
             &mut open.progs.go_park,
@@ -430,9 +445,15 @@ impl Recorder {
 
     /// Attach what the threads seen so far need: the sys_exit fallback that
     /// takes the user stacks of blocked samples for threads without rseq,
-    /// where no task work could (kernels before 6.18). Cheap to call on
-    /// every drain.
+    /// where no task work could (kernels before 6.18). Never with a stack
+    /// budget: the hook runs at every system call on the machine, which
+    /// costs a context-switch storm more than all the rest of the recorder;
+    /// those samples go without their user stack instead, counted
+    /// ([`Recorder::user_stacks_given_up`]). Cheap to call on every drain.
     pub fn attach_fallbacks(&mut self) -> Result<()> {
+        if self.options.stack_budget > 0 {
+            return Ok(());
+        }
         let (late, unserved) = self
             .skel
             .maps
@@ -465,6 +486,17 @@ impl Recorder {
             .bss_data
             .as_deref()
             .map_or(0, |b| b.park_works_run)
+    }
+
+    /// Blocked samples of threads without rseq written without their user
+    /// stack: no task work served them, and a stack budget attaches no
+    /// sys_exit fallback.
+    pub fn user_stacks_given_up(&self) -> u64 {
+        self.skel
+            .maps
+            .bss_data
+            .as_deref()
+            .map_or(0, |b| b.ustacks_given_up)
     }
 
     /// Whether the sys_exit fallback had to be attached.

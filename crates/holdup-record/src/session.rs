@@ -68,6 +68,10 @@ pub struct Summary {
     /// Blocked samples of threads without rseq given their user stack by
     /// a task work instead.
     pub task_work_stacks: u64,
+    /// Blocked samples of threads without rseq written without a user
+    /// stack (no task work served them; a stack budget attaches no
+    /// fallback).
+    pub user_stacks_given_up: u64,
     pub kstacks: holdup_bpf::KstackCounts,
     /// What loading the recorder's programs cost.
     pub load_cost: holdup_bpf::LoadCost,
@@ -477,6 +481,14 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     let lost = rec.lost();
     let fallback = rec.fallback_attached();
     let task_work_stacks = rec.task_work_stacks();
+    let user_stacks_given_up = rec.user_stacks_given_up();
+    if user_stacks_given_up > 0 {
+        d.writer
+            .write(&Record::Note(user_stacks_given_up_note(
+                user_stacks_given_up,
+            )))
+            .context("writing the trace")?;
+    }
     let kstacks = rec.kstack_counts();
     let load_cost = rec.load_cost().clone();
     let stack_budget = (cfg.options.stack_budget > 0).then(|| rec.stack_budget_counts());
@@ -535,11 +547,20 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         cached_addresses: sym.cached,
         fallback,
         task_work_stacks,
+        user_stacks_given_up,
         kstacks,
         load_cost,
         stack_budget,
         unwinds,
     })
+}
+
+/// What readers of a trace are told of the blocked samples written without
+/// their user stack (see [`Summary::user_stacks_given_up`]).
+pub fn user_stacks_given_up_note(n: u64) -> String {
+    format!(
+        "{n} blocked samples of threads without rseq have no user stack: no BPF task work took it (kernel before 6.18, or it failed), and with a stack budget no sys_exit hook runs at every system call to take it"
+    )
 }
 
 /// How the note of [`stack_budget_note`] begins, up to the ratio.

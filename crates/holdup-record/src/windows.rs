@@ -47,6 +47,9 @@ pub struct Window<'a> {
     /// every one had its stacks; R: the stack budget took 1 in R and scaled
     /// their weights by it).
     pub stack_sampling_ratio: f64,
+    /// Blocked samples of threads without rseq written without their user
+    /// stack in this window ([`holdup_bpf::Recorder::user_stacks_given_up`]).
+    pub user_stacks_given_up: u64,
     /// What the recording holds at the end of this window (before it
     /// forgets what the next ones do not need).
     pub held: Held,
@@ -111,7 +114,24 @@ struct Windows {
     start_ns: u64,
     start_unix_ns: u64,
     lost_before: u64,
-    budget_before: StackBudgetCounts,
+    counts_before: Counts,
+}
+
+/// What the recorder counted up to a window's last drain.
+#[derive(Clone, Copy, Default)]
+struct Counts {
+    budget: StackBudgetCounts,
+    user_stacks_given_up: u64,
+}
+
+impl Counts {
+    /// Read before a drain: every sample they counted is in the ring.
+    fn of(rec: &Recorder) -> Self {
+        Self {
+            budget: rec.stack_budget_counts(),
+            user_stacks_given_up: rec.user_stacks_given_up(),
+        }
+    }
 }
 
 fn wall_ns() -> u64 {
@@ -146,13 +166,12 @@ impl Windows {
     }
 
     /// Hand the window over, then forget its samples and what exited.
-    /// `budget` is what the stack budget counted up to the window's last
-    /// drain.
+    /// `counts` are the recorder's up to the window's last drain.
     fn close(
         &mut self,
         d: &mut Converter<Pipe>,
         last: bool,
-        budget: StackBudgetCounts,
+        counts: Counts,
         on_window: &mut impl FnMut(Window) -> anyhow::Result<()>,
     ) -> anyhow::Result<()> {
         self.read_window(d)?;
@@ -171,12 +190,14 @@ impl Windows {
             start_unix_ns: self.start_unix_ns,
             duration_ns: end_ns.saturating_sub(self.start_ns),
             lost_events: lost.saturating_sub(self.lost_before),
-            stack_sampling_ratio: window_ratio(&self.budget_before, &budget),
+            stack_sampling_ratio: window_ratio(&self.counts_before.budget, &counts.budget),
+            user_stacks_given_up: counts.user_stacks_given_up
+                - self.counts_before.user_stacks_given_up,
             held,
             last,
         })?;
         self.lost_before = lost;
-        self.budget_before = budget;
+        self.counts_before = counts;
         self.start_ns = end_ns;
         self.start_unix_ns = wall_ns();
         self.number += 1;
@@ -344,7 +365,7 @@ pub fn record_windows(
         start_ns,
         start_unix_ns: wall_ns(),
         lost_before: 0,
-        budget_before: StackBudgetCounts::default(),
+        counts_before: Counts::default(),
     };
     session::drain_ahead_of_the_target();
     recording.start()?;
@@ -356,15 +377,14 @@ pub fn record_windows(
     let mut next_window = Instant::now() + interval;
     let stop = recording.run(Duration::from_millis(50), &[], || {
         let closing = Instant::now() >= next_window;
-        // Read before the drain: every sample it counted is in the ring.
-        let budget = closing.then(|| rec.stack_budget_counts());
+        let counts = closing.then(|| Counts::of(&rec));
         if closing || policy.due(rec.ring_pending()) {
             session::drain(&mut rec, &mut d, &mut losses)?;
             policy.drained(rec.ring_pending());
             d.jit.refresh();
         }
-        if let Some(budget) = budget {
-            windows.close(&mut d, false, budget, &mut on_window)?;
+        if let Some(counts) = counts {
+            windows.close(&mut d, false, counts, &mut on_window)?;
             // A window that took long to close does not make the next ones
             // short.
             next_window = (next_window + interval).max(Instant::now() + interval / 2);
@@ -373,8 +393,8 @@ pub fn record_windows(
     })?;
     // Threads still off-CPU end the last window.
     rec.flush_open()?;
-    let budget = rec.stack_budget_counts();
+    let counts = Counts::of(&rec);
     session::drain(&mut rec, &mut d, &mut losses)?;
-    windows.close(&mut d, true, budget, &mut on_window)?;
+    windows.close(&mut d, true, counts, &mut on_window)?;
     Ok(stop)
 }

@@ -67,6 +67,10 @@ pub struct Args {
     /// Do not record block-device requests.
     #[arg(long)]
     pub no_block_io: bool,
+    /// Do not take the waker's stacks at the wakeups of blocked samples
+    /// (no `woken at:` stacks; less work at every wakeup).
+    #[arg(long)]
+    pub no_waker_stacks: bool,
     /// Bytes of user stack copied per sample for unwinding through code
     /// without frame pointers.
     #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u32).range(0..=4096))]
@@ -184,6 +188,7 @@ impl TryFrom<Args> for Config {
                 cgroup: cgroup.as_ref().map(|c| c.filter),
                 stack_budget: a.stack_budget.unwrap_or(0),
                 goroutines: a.goroutines,
+                waker_stacks: !a.no_waker_stacks,
             },
             target,
             cgroup,
@@ -286,7 +291,13 @@ fn print_details(s: &Summary) {
         t.symbolization.as_secs_f64() * 1e3,
         s.addresses,
         s.cached_addresses,
-        if s.fallback { "attached" } else { "not needed" },
+        if s.fallback {
+            "attached"
+        } else if s.stack_budget.is_some() {
+            "never attached with a stack budget"
+        } else {
+            "not needed"
+        },
         s.task_work_stacks,
     );
     let l = &s.load_cost;
@@ -366,6 +377,12 @@ fn print_summary(cfg: &Config, s: &Summary) -> ExitCode {
             b.intervals,
             b.ratio(),
             b.waker_stacks
+        );
+    }
+    if s.user_stacks_given_up > 0 {
+        eprintln!(
+            "holdup: {}",
+            holdup_record::session::user_stacks_given_up_note(s.user_stacks_given_up)
         );
     }
     if !dropped.is_empty() {

@@ -154,6 +154,7 @@ fn start_recorder(
         cgroup: None,
         stack_budget: 0,
         goroutines: false,
+        waker_stacks: true,
     })
     .context("starting the recorder")
 }

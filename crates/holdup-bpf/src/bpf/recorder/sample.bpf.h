@@ -86,6 +86,12 @@ static __always_inline void emit_pending(enum scratch_slot slot, struct thread_s
 	if ((flags & SF_LATE_USTACK) && !task->rseq &&
 	    task->se.sum_exec_runtime > RSEQ_STARTUP_NS)
 		__sync_fetch_and_add(&late_without_rseq, 1);
+	if (st->p_unserved && budget_per_window && how != USER_NONE) {
+		/* The thread has most likely been back in user space since:
+		 * its user stack now is not the one it blocked with. */
+		how = USER_NONE;
+		__sync_fetch_and_add(&ustacks_given_up, 1);
+	}
 	s = get_scratch(slot);
 	if (!s)
 		return;
@@ -182,35 +188,42 @@ static int emit_parked_work(struct bpf_map *map, void *key, void *value)
 	return 0;
 }
 
-/* Queue the work that emits the parked sample of `task` if it has no rseq.
- * A work still queued for the thread (EBUSY) will emit it as well. */
-static __always_inline void queue_park_work(struct task_struct *task)
+/* Behave as on a kernel without BPF task work (set by the loader, to test
+ * that path on any kernel). */
+const volatile bool no_task_work = false;
+
+/* Queue the work that emits the parked sample of `task` if it has no rseq:
+ * false if the sample is left unserved (no such kfunc, or no work could be
+ * queued). A work still queued for the thread (EBUSY) will emit it as well. */
+static __always_inline bool queue_park_work(struct task_struct *task)
 {
 	struct park_work zero = {}, *w;
 	u32 tid = task->pid;
 	int err;
 
 	if (task->rseq)
-		return;
-	if (!bpf_ksym_exists(bpf_task_work_schedule_resume_impl)) {
-		__sync_fetch_and_add(&park_works_unavailable, 1);
-		return;
-	}
+		return true;
+	if (no_task_work || !bpf_ksym_exists(bpf_task_work_schedule_resume_impl))
+		goto unserved;
 	w = bpf_map_lookup_elem(&park_works, &tid);
 	if (!w) {
 		bpf_map_update_elem(&park_works, &tid, &zero, BPF_NOEXIST);
 		w = bpf_map_lookup_elem(&park_works, &tid);
 		if (!w)
-			return;
+			goto unserved;
 	}
 	err = bpf_task_work_schedule_resume_impl(task, &w->tw, &park_works, emit_parked_work,
 						 NULL);
-	if (err && err != -EBUSY)
-		__sync_fetch_and_add(&park_works_unavailable, 1);
+	if (!err || err == -EBUSY)
+		return true;
+unserved:
+	__sync_fetch_and_add(&park_works_unavailable, 1);
+	return false;
 }
 
 /* The same for threads without rseq, on their way out of a system call:
- * attached only when such threads are seen and no task work serves them. */
+ * attached only when such threads are seen, no task work serves them and
+ * there is no stack budget. */
 SEC("tp_btf/sys_exit")
 int BPF_PROG(on_sys_exit)
 {

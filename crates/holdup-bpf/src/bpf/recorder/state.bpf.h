@@ -40,6 +40,12 @@ u64 start_ns = 0;
 u64 late_without_rseq = 0;
 #define RSEQ_STARTUP_NS 10000000ULL
 
+/* With a stack budget the sys_exit fallback is never attached (it would
+ * run at every system call on the machine, several times the cost of all
+ * the rest in a context-switch storm): a parked sample that neither rseq
+ * nor a task work serves is written without its user stack, counted here. */
+u64 ustacks_given_up = 0;
+
 /* Kernel stacks are reused when the return addresses of their first
  * KSTACK_KEY frames are where they were (see read_kstack). */
 #define KSTACK_KEY 4
@@ -105,6 +111,9 @@ struct thread_state {
 	u8 p_class;
 	u8 p_segment;		/* the sample stands for the interval's wait segment */
 	u8 p_waker_kind;
+	/* No rseq and no task work serves the parked sample: its user stack
+	 * can only be read once the thread has run on (sample.bpf.h). */
+	u8 p_unserved;
 	u16 p_cpu;
 	u32 p_waker_id;
 	u32 p_waker_kstack;

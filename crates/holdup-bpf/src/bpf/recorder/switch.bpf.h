@@ -137,6 +137,7 @@ static __always_inline bool close_interval(struct task_struct *task, struct thre
 	st->p_waker_pid = st->waker_pid;
 	st->p_cpu = cpu;
 	read_kstack(task, st, scratch_at(slot), slot == SCRATCH_TASK);
+	st->p_unserved = 0;
 	st->pending = 1;
 	return true;
 }
@@ -165,7 +166,7 @@ static __always_inline void switch_in(struct task_struct *prev, struct task_stru
 		parked = this_parked_tid();
 		if (parked)
 			*parked = next->pid;
-		queue_park_work(next);
+		st->p_unserved = !queue_park_work(next);
 	}
 }
 

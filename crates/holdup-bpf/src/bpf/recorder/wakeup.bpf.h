@@ -9,6 +9,10 @@
 #define EFAULT 14
 #endif
 
+/* Take the wakers' stacks (set by the loader): off when nothing reads them,
+ * and then a budget draws at the switch-in. */
+const volatile bool wakers_stacks = true;
+
 /* The waker's user stack at the wakeup of thread `wakee`, sent as a record
  * of its own that the wakee's blocked sample names by the number returned
  * (0: none sent). It is read like a sample's (registers, frame-pointer walk,
@@ -91,7 +95,8 @@ int BPF_PROG(on_waking, struct task_struct *p)
 		return 0;
 	st->wake = bpf_ktime_get_ns();
 	current_waker(&st->waker_kind, &st->waker_id);
-	take_waker_stacks(ctx, p, st, st->wake);
+	if (wakers_stacks)
+		take_waker_stacks(ctx, p, st, st->wake);
 	return 0;
 }
 

@@ -170,6 +170,12 @@ impl Agent {
                 w.stack_sampling_ratio
             );
         }
+        if w.user_stacks_given_up > 0 {
+            extra += &format!(
+                ", {} blocked samples of threads without rseq without user stack (no task work took it; no sys_exit hook under a stack budget)",
+                w.user_stacks_given_up
+            );
+        }
         if sent.capped_samples > 0 {
             extra += &format!(
                 ", {} samples left out of requests too large",
@@ -255,6 +261,8 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             cgroup: cgroup.as_ref().map(|c| c.filter),
             stack_budget: a.stack_budget,
             goroutines: false,
+            // The profiles sent name the waker, not its stacks.
+            waker_stacks: false,
         },
         cgroup,
         flight: None,

@@ -6,6 +6,7 @@
 use crate::support::*;
 use serde_json::Value;
 use std::path::PathBuf;
+use std::process::Command;
 
 /// Blocked time (ms: samples at the 1 kHz default) of a thread's function
 /// `name`, asleep and waiting for a CPU after the wakeup.
@@ -155,5 +156,94 @@ fn a_budget_takes_the_wakers_stacks_only_with_the_sleepers() {
         with_stack * 10 >= woken.len() * 8 && woken.len() >= 20,
         "{with_stack} of {} lock samples woken by a thread carry its stack",
         woken.len()
+    );
+}
+
+/// A process killed when the test is done with it, or panics.
+struct Beside(std::process::Child);
+
+impl Drop for Beside {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Threads without rseq get no rseq_update to have their blocked stacks
+/// taken on the way back to user space. Without BPF task work (kernels
+/// before 6.18; `HOLDUP_NO_TASK_WORK` makes any kernel look so) a recording
+/// without a budget hooks sys_exit for them, which runs at every system
+/// call on the machine; a machine-wide recording with a budget must not:
+/// those samples go without user stack, keep their kernel stack and
+/// weight, and every one of them is counted and said.
+#[test]
+#[ignore = "needs root and BPF"]
+fn a_budget_hooks_no_system_call_and_counts_the_user_stacks_it_gives_up() {
+    let _serial = serial();
+    let dir = scratch("budget-no-rseq");
+    let data = dir.join("holdup.data");
+    // 10 ms on the CPU, 10 ms asleep, for about 8 s, without rseq.
+    let sleeper = Beside(
+        Command::new("env")
+            .arg("GLIBC_TUNABLES=glibc.pthread.rseq=0")
+            .arg(workload("half_sleeper"))
+            .arg("400")
+            .spawn()
+            .unwrap(),
+    );
+    let pid = sleeper.0.id();
+    // A budget loose enough that each of its sleeps (a point at 100 Hz)
+    // has its stacks taken.
+    let out = holdup()
+        .env("HOLDUP_NO_TASK_WORK", "1")
+        .args(["record", "-a", "-v", "-F", "100", "--stack-budget", "20000"])
+        .args(["--duration", "2", "-o", data.to_str().unwrap()])
+        .bounded_output();
+    drop(sleeper);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("sys_exit fallback never attached with a stack budget"),
+        "{stderr}"
+    );
+    let said = " blocked samples of threads without rseq have no user stack";
+    let given_up: u64 = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("holdup: ")?.split(said).next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no count of the stacks given up in: {stderr}"));
+
+    let trace = holdup_trace::Trace::load(&data).unwrap();
+    let blocked: Vec<_> = trace
+        .samples
+        .iter()
+        .filter(|s| s.pid == pid && s.class != holdup_trace::Class::Cpu)
+        .filter(|s| s.weight + s.sched_weight > 0)
+        .collect();
+    let frames = |s: &holdup_trace::Sample| trace.stacks.get(&s.stack).cloned().unwrap_or_default();
+    let kernel_only = blocked
+        .iter()
+        .filter(|s| {
+            let f = frames(s);
+            !f.is_empty() && f.iter().all(|f| f.is_kernel())
+        })
+        .count();
+    // About 100 sleeps in 2 s; on an idle CPU or after another process
+    // a thread's user stack cannot be read at its switch-in.
+    assert!(blocked.len() >= 40, "{} blocked samples", blocked.len());
+    assert!(
+        kernel_only * 10 >= blocked.len() * 7,
+        "{kernel_only} of {} blocked samples with their kernel stack alone",
+        blocked.len()
+    );
+    assert!(
+        given_up >= kernel_only as u64,
+        "{given_up} said given up, {kernel_only} of one thread seen"
+    );
+    // Readers of the trace are told.
+    let out = run_ok(&["report", "-i", data.to_str().unwrap()]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(said),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
 }
