@@ -323,6 +323,16 @@ pub use holdup_testkit::{assert_golden, scratch};
 
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// Kills the process when dropped, so a failing test leaves nothing.
+pub struct Running(pub std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Tests that measure time must not run beside each other on a 2-core
 /// machine: hold this guard for the whole test.
 pub fn serial() -> std::sync::MutexGuard<'static, ()> {

@@ -13,7 +13,7 @@ use holdup_testkit::scratch;
 use serde_json::Value;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn otelcol_dir() -> PathBuf {
@@ -54,16 +54,6 @@ fn wait_for_port(port: u16, what: &str) {
     while TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(Instant::now() < until, "{what} did not listen on {port}");
         std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// Kills the process when dropped, so a failing test leaves nothing.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
     }
 }
 

@@ -159,16 +159,6 @@ fn a_budget_takes_the_wakers_stacks_only_with_the_sleepers() {
     );
 }
 
-/// A process killed when the test is done with it, or panics.
-struct Beside(std::process::Child);
-
-impl Drop for Beside {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Threads without rseq get no rseq_update to have their blocked stacks
 /// taken on the way back to user space. Without BPF task work (kernels
 /// before 6.18; `HOLDUP_NO_TASK_WORK` makes any kernel look so) a recording
@@ -183,7 +173,7 @@ fn a_budget_hooks_no_system_call_and_counts_the_user_stacks_it_gives_up() {
     let dir = scratch("budget-no-rseq");
     let data = dir.join("holdup.data");
     // 10 ms on the CPU, 10 ms asleep, for about 8 s, without rseq.
-    let sleeper = Beside(
+    let sleeper = Running(
         Command::new("env")
             .arg("GLIBC_TUNABLES=glibc.pthread.rseq=0")
             .arg(workload("half_sleeper"))
