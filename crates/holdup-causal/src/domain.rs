@@ -19,6 +19,7 @@
 
 use crate::clock::{now_ns, retry_until};
 use crate::counter::{Counter, BEGIN, THROUGHPUT};
+use crate::late_credits::LateCredits;
 use holdup_coz::DOMAIN_BYTES;
 use std::cell::UnsafeCell;
 use std::os::fd::{AsRawFd, BorrowedFd};
@@ -74,6 +75,8 @@ pub struct Delays {
     delay: AtomicU64,
     /// COZ's global delay, ns.
     pub global: AtomicU64,
+    /// The credits that raised it, for waiters that woke before them.
+    pub late: LateCredits,
 }
 
 impl Delays {

@@ -19,6 +19,7 @@ pub mod config;
 pub mod counter;
 pub mod domain;
 pub mod fork;
+pub mod late_credits;
 pub mod lockword;
 pub mod modules;
 pub use holdup_coz::points;

@@ -2,6 +2,7 @@
 //! location and into delay credit for the running experiment's target.
 
 use crate::clock::{now_ns, seeded_rng, Rng};
+use crate::domain::Delays;
 use crate::lines::{self, LineTable, Locations, Place};
 use crate::modules::{Modules, Role};
 use crate::points::points_of;
@@ -315,9 +316,8 @@ impl Processor {
                     let g = rt.global();
                     if let Some(st) = self.thread(&rt.threads, r.tid as i32, g) {
                         let ns = credit.saturating_mul(delay);
-                        credit_thread(st, ns);
+                        credit_thread(st, ns, rt.delays, r.start.max(r.end));
                         rt.credited.fetch_add(ns, Ordering::Relaxed);
-                        rt.delays.global.fetch_max(st.published(), Ordering::AcqRel);
                     }
                 }
             }
@@ -400,19 +400,32 @@ impl Processor {
     }
 }
 
-/// Credit thread `st` with `ns` of its target's virtual speedup: it is that
-/// much ahead of the others. A sample reaches the ring after the fact (a
-/// blocked one when the wait it records has ended) and is processed up to
-/// a tick later, so the thread may be waiting in a pthread call by then. Its
-/// credit then raises the global delay that its wakeup skips (COZ's skip of
-/// the delays added while it waited), and is counted into the delays it
-/// waited through: otherwise the skip would add it to its local delay a
-/// second time, and the thread would publish it again as a delay of its own.
-pub(crate) fn credit_thread(st: &ThreadState, ns: u64) {
-    if st.blocked.load(Ordering::Acquire) {
-        st.pre_block.fetch_add(ns, Ordering::AcqRel);
-    }
+/// Credit thread `st` with `ns` of its target's virtual speedup, for its
+/// sample at `time_ns`, and raise the global delay to what it is then ahead
+/// by. A sample reaches the ring after the fact (a blocked one when the
+/// wait it records has ended) and is processed up to a tick later:
+/// - the thread may be waiting in a pthread call by then, and its wakeup
+///   skips the rise of the global delay during the wait (COZ's catch-up);
+///   the part of that rise that is its own credit is not skipped too:
+///   counted twice, it would be published again as a delay of its own.
+///   Only the rise counts, not the credit: a thread that was behind when it
+///   blocked pays its debt with the credit.
+/// - threads whose wait it ended may have woken already: the rise is
+///   logged for them (see `late_credits`).
+pub(crate) fn credit_thread(st: &ThreadState, ns: u64, delays: &Delays, time_ns: u64) {
     st.local.fetch_add(ns, Ordering::AcqRel);
+    let ahead = st.published();
+    let before = delays.global.fetch_max(ahead, Ordering::AcqRel);
+    let rise = ahead.saturating_sub(before).min(ns);
+    if rise == 0 {
+        return;
+    }
+    if st.blocked.load(Ordering::Acquire) {
+        st.pre_block.fetch_add(rise, Ordering::AcqRel);
+    }
+    delays
+        .late
+        .log(st.tid.load(Ordering::Relaxed), time_ns, rise);
 }
 
 /// The code of a wrapper that forwards the program's call to libc.
@@ -590,44 +603,44 @@ mod tests {
         assert!(runtimes_own(1, None, records::CLASS_SCHED));
     }
 
-    /// What a woken thread's local delay becomes: COZ's skip of the delays
-    /// added while it waited (`State::post_block`).
-    fn woken(st: &ThreadState, global: u64) -> u64 {
-        let pre = st.pre_block.load(Ordering::Acquire);
-        st.local.load(Ordering::Acquire) + global.saturating_sub(pre)
-    }
-
     #[test]
     fn a_credit_that_lands_while_its_thread_waits_is_skipped_once() {
         let ms = 1_000_000;
         let st = ThreadState::default();
-        let block = |local: u64, global: u64| {
+        let delays = Delays::default();
+        let global = &delays.global;
+        // The thread blocks with local delay `local` while the global one is
+        // `g`, a credit of 2 ms is processed during the wait, then the
+        // others add `more`: its local delay once woken.
+        let woken = |local: u64, g: u64, more: u64| {
             st.reset(local);
-            st.pre_block.store(global, Ordering::Release);
+            global.store(g, Ordering::Release);
+            st.pre_block.store(g, Ordering::Release);
             st.blocked.store(true, Ordering::Release);
+            credit_thread(&st, 2 * ms, &delays, 1);
+            let g = global.fetch_add(more, Ordering::AcqRel) + more;
+            let pre = st.pre_block.load(Ordering::Acquire);
+            st.local.load(Ordering::Acquire) + g.saturating_sub(pre)
         };
-        // Even with the others (10 ms) when it blocks; the sample of its
-        // last read (2 ms of credit) is processed during the wait and
-        // raises the global delay to 12 ms: awake, it is even, not 2 ms
-        // ahead (which it would publish as a delay of its own).
-        block(10 * ms, 10 * ms);
-        credit_thread(&st, 2 * ms);
-        assert_eq!(woken(&st, 12 * ms), 12 * ms);
-        // Others added 5 ms meanwhile: it skips the 3 ms beyond its own.
-        block(10 * ms, 10 * ms);
-        credit_thread(&st, 2 * ms);
-        assert_eq!(woken(&st, 15 * ms), 15 * ms);
-        // Behind by 3 ms when it blocked: the credit pays 2 of them; the
-        // global delay did not move, and it still owes 1 ms.
-        block(7 * ms, 10 * ms);
-        credit_thread(&st, 2 * ms);
-        assert_eq!(woken(&st, 10 * ms), 9 * ms);
-        // Not waiting: the credit is its local delay's only.
+        // Even with the others (10 ms): the credit raises the global delay
+        // to 12 ms; awake it is even, not 2 ms ahead (which it would
+        // publish as a delay of its own), and skips what the others add.
+        assert_eq!(woken(10 * ms, 10 * ms, 0), 12 * ms);
+        assert_eq!(woken(10 * ms, 10 * ms, 5 * ms), 17 * ms);
+        // Behind by 3 ms: the credit pays 2 of them and the global delay
+        // does not move; it still owes 1 ms, also when the others add 5 ms.
+        assert_eq!(woken(7 * ms, 10 * ms, 0), 9 * ms);
+        assert_eq!(woken(7 * ms, 10 * ms, 5 * ms), 14 * ms);
+        // Behind by 1 ms: the credit pays it and raises the global by 1 ms.
+        assert_eq!(woken(9 * ms, 10 * ms, 5 * ms), 16 * ms);
+        // Not waiting: the credit is its local delay's, and published.
         st.blocked.store(false, Ordering::Release);
         st.reset(10 * ms);
+        global.store(10 * ms, Ordering::Release);
         st.pre_block.store(10 * ms, Ordering::Release);
-        credit_thread(&st, 2 * ms);
+        credit_thread(&st, 2 * ms, &delays, 1);
         assert_eq!(st.local.load(Ordering::Acquire), 12 * ms);
+        assert_eq!(global.load(Ordering::Acquire), 12 * ms);
         assert_eq!(st.pre_block.load(Ordering::Acquire), 10 * ms);
     }
 

@@ -157,6 +157,7 @@ impl State {
         if st.blocked.load(Ordering::Acquire) {
             return;
         }
+        self.skip_late_credits(st);
         let local = st.local.load(Ordering::Acquire);
         if local > g {
             self.delays
@@ -206,6 +207,27 @@ impl State {
         }
     }
 
+    /// Skip the credits of samples taken during this thread's last wait
+    /// that were processed after it woke (see `late_credits`).
+    fn skip_late_credits(&self, st: &ThreadState) {
+        let (from, to) = (
+            st.wait_from.load(Ordering::Acquire),
+            st.wait_to.load(Ordering::Acquire),
+        );
+        if from >= to {
+            return;
+        }
+        let seen = st.late_seen.load(Ordering::Acquire);
+        let (skip, next) = self
+            .delays
+            .late
+            .skipped(st.tid.load(Ordering::Relaxed), seen, from, to);
+        st.late_seen.store(next, Ordering::Release);
+        if skip > 0 {
+            st.local.fetch_add(skip, Ordering::AcqRel);
+        }
+    }
+
     /// Share of its runnable time this thread spent waiting for a CPU since
     /// it last paid a delay.
     fn runqueue_share(&self, st: &ThreadState, now: Option<(u64, u64)>) -> f64 {
@@ -222,6 +244,7 @@ impl State {
     pub fn pre_block(&self) {
         if let Some(st) = threads::current() {
             st.pre_block.store(self.global(), Ordering::Release);
+            st.blocked_at.store(now_ns(), Ordering::Release);
             st.blocked.store(true, Ordering::Release);
         }
     }
@@ -231,6 +254,14 @@ impl State {
     pub fn post_block(&self, woken: bool) {
         if let Some(st) = threads::current() {
             if woken {
+                // The credits logged from here on were not in the global
+                // delay read below (the log is read first: a credit raises
+                // the global delay before it is logged).
+                st.late_seen
+                    .store(self.delays.late.head(), Ordering::Release);
+                st.wait_from
+                    .store(st.blocked_at.load(Ordering::Acquire), Ordering::Release);
+                st.wait_to.store(now_ns(), Ordering::Release);
                 let g = self.global();
                 let pre = st.pre_block.load(Ordering::Acquire);
                 if g > pre && self.plausible(g) {

@@ -33,6 +33,14 @@ pub struct ThreadState {
     pub pre_block: AtomicU64,
     /// Inside a blocking pthread call: delays are settled by post_block.
     pub blocked: AtomicBool,
+    /// When it last blocked (CLOCK_MONOTONIC ns); its last wait that
+    /// another thread ended, `[wait_from, wait_to)` (empty: none); the
+    /// number of the first late credit it has not looked at (see
+    /// `late_credits`).
+    pub blocked_at: AtomicU64,
+    pub wait_from: AtomicU64,
+    pub wait_to: AtomicU64,
+    pub late_seen: AtomicU64,
     /// Inside the runtime: the delay signal and nested interposed calls
     /// must not re-enter it.
     pub busy: AtomicBool,
@@ -55,6 +63,7 @@ impl ThreadState {
     pub fn reset(&self, g: u64) {
         self.local.store(g, Ordering::Release);
         self.free.store(0, Ordering::Release);
+        self.wait_to.store(0, Ordering::Release);
     }
 }
 
@@ -104,6 +113,8 @@ impl ThreadTable {
                 s.last_runq.store(0, Ordering::Relaxed);
                 s.pre_block.store(local, Ordering::Relaxed);
                 s.blocked.store(false, Ordering::Relaxed);
+                s.wait_from.store(0, Ordering::Relaxed);
+                s.wait_to.store(0, Ordering::Relaxed);
                 s.busy.store(false, Ordering::Relaxed);
                 s.timer.store(0, Ordering::Relaxed);
                 s.schedstat.store(0, Ordering::Relaxed);
