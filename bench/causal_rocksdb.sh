@@ -83,7 +83,7 @@ after=$(reads "$db" 0 "$secs")
 echo "plain, right after: $after ops/s"
 # Plain: the runs just before and just after the profiled ones.
 plain=$(awk -v a="${base_ops[ram]}" -v b="$after" 'BEGIN { print (a + b) / 2 }')
-[ -z "${KEEP:-}" ] || cp "$work/rdb.coz" "$work/zero.coz" "$KEEP/"
+[ -z "${KEEP:-}" ] || { mkdir -p "$KEEP" && cp "$work/rdb.coz" "$work/zero.coz" "$KEEP/"; }
 
 "$holdup" causal report -i "$work/rdb.coz" >"$work/report.txt"
 "$holdup" causal report --json -i "$work/rdb.coz" >"$work/report.json"

@@ -39,6 +39,17 @@ fn blocking(call: impl FnOnce() -> c_int, woken: impl FnOnce(c_int) -> bool) -> 
     }
 }
 
+/// Take a lock: at once where it is free (no wait, so nothing to settle:
+/// most calls of a program, at the price of a plain lock), else as a
+/// blocking call.
+#[inline]
+fn locking(take_free: impl FnOnce() -> c_int, wait: impl FnOnce() -> c_int) -> c_int {
+    if take_free() == 0 {
+        return 0;
+    }
+    blocking(wait, |_| true)
+}
+
 #[inline]
 fn waking(call: impl FnOnce() -> c_int) -> c_int {
     if let Some(rt) = rt() {
@@ -224,7 +235,10 @@ pub unsafe extern "C" fn pthread_timedjoin_np(
 
 #[no_mangle]
 pub unsafe extern "C" fn pthread_mutex_lock(m: *mut libc::pthread_mutex_t) -> c_int {
-    blocking(|| (real().pthread_mutex_lock)(m), |_| true)
+    locking(
+        || (real().pthread_mutex_trylock)(m),
+        || (real().pthread_mutex_lock)(m),
+    )
 }
 
 #[no_mangle]
@@ -288,7 +302,10 @@ pub unsafe extern "C" fn pthread_barrier_wait(b: *mut libc::pthread_barrier_t) -
 
 #[no_mangle]
 pub unsafe extern "C" fn pthread_rwlock_rdlock(l: *mut libc::pthread_rwlock_t) -> c_int {
-    blocking(|| (real().pthread_rwlock_rdlock)(l), |_| true)
+    locking(
+        || (real().pthread_rwlock_tryrdlock)(l),
+        || (real().pthread_rwlock_rdlock)(l),
+    )
 }
 
 #[no_mangle]
@@ -301,7 +318,10 @@ pub unsafe extern "C" fn pthread_rwlock_timedrdlock(
 
 #[no_mangle]
 pub unsafe extern "C" fn pthread_rwlock_wrlock(l: *mut libc::pthread_rwlock_t) -> c_int {
-    blocking(|| (real().pthread_rwlock_wrlock)(l), |_| true)
+    locking(
+        || (real().pthread_rwlock_trywrlock)(l),
+        || (real().pthread_rwlock_wrlock)(l),
+    )
 }
 
 #[no_mangle]

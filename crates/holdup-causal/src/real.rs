@@ -58,6 +58,8 @@ real_table! {
     pthread_rwlock_rdlock: fn(*mut libc::pthread_rwlock_t) -> c_int;
     pthread_rwlock_timedrdlock: fn(*mut libc::pthread_rwlock_t, *const timespec) -> c_int;
     pthread_rwlock_wrlock: fn(*mut libc::pthread_rwlock_t) -> c_int;
+    pthread_rwlock_tryrdlock: fn(*mut libc::pthread_rwlock_t) -> c_int;
+    pthread_rwlock_trywrlock: fn(*mut libc::pthread_rwlock_t) -> c_int;
     pthread_rwlock_timedwrlock: fn(*mut libc::pthread_rwlock_t, *const timespec) -> c_int;
     pthread_rwlock_unlock: fn(*mut libc::pthread_rwlock_t) -> c_int;
     pthread_spin_lock: fn(*mut libc::pthread_spinlock_t) -> c_int;
