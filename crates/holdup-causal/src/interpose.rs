@@ -41,13 +41,14 @@ fn blocking(call: impl FnOnce() -> c_int, woken: impl FnOnce(c_int) -> bool) -> 
 
 /// Take a lock: at once where it is free (no wait, so nothing to settle:
 /// most calls of a program, at the price of a plain lock), else as a
-/// blocking call.
+/// blocking call. Only EBUSY means held: any other answer of the try is
+/// the lock's (EOWNERDEAD: a robust mutex whose owner died is now ours).
 #[inline]
 fn locking(take_free: impl FnOnce() -> c_int, wait: impl FnOnce() -> c_int) -> c_int {
-    if take_free() == 0 {
-        return 0;
+    match take_free() {
+        libc::EBUSY => blocking(wait, |_| true),
+        r => r,
     }
-    blocking(wait, |_| true)
 }
 
 #[inline]

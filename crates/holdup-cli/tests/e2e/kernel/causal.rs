@@ -1008,6 +1008,34 @@ fn a_program_that_unloads_libraries_is_not_crashed() {
     }
 }
 
+/// The runtime wraps the lock calls (a free lock is taken at once, a held
+/// one waited for): what the C library answers reaches the program as it
+/// is, a dead owner's robust mutex and a relock by the owner included.
+#[test]
+#[ignore = "needs root and BPF"]
+fn lock_calls_answer_under_the_runtime_as_without_it() {
+    let _turn = turn();
+    let dir = scratch("causal_lockresults");
+    let bin = build("causal_lockresults", &[]);
+    let coz = dir.join("profile.coz");
+    let bin = bin.to_str().unwrap();
+    let plain = Command::new(bin).arg("300").bounded_output();
+    let profiled = run_ok(&[
+        "causal",
+        "run",
+        "-o",
+        coz.to_str().unwrap(),
+        "--",
+        bin,
+        "1500",
+    ]);
+    let want = "robust=EOWNERDEAD errorcheck=EDEADLK recursive=0 rdlock=0";
+    for (how, out) in [("plain", &plain), ("profiled", &profiled)] {
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.starts_with(want), "{how}: {text}");
+    }
+}
+
 #[test]
 #[ignore = "needs root and BPF"]
 fn progress_point_that_does_not_exist_is_one_clear_error() {
