@@ -353,19 +353,22 @@ pub(crate) fn code_dealloc(elf: &object::File<'_>, data: &[u8], code_type: u64) 
         Some(a) => a,
         None => u64::from_le_bytes(file_bytes(elf, data, at, 8)?.try_into().ok()?),
     };
-    let exec = elf.segments().find(|s| {
+    let in_code = elf.segments().any(|s| {
         let executable = match s.flags() {
             object::SegmentFlags::Elf { p_flags, .. } => p_flags.0 & object::elf::PF_X.0 != 0,
             _ => false,
         };
         executable && s.address() <= addr && addr < s.address() + s.file_range().1
-    })?;
+    });
+    if !in_code {
+        return None;
+    }
     if let Some(sym) = elf.symbols().find(|s| s.name() == Ok("code_dealloc")) {
         if sym.address() != addr {
             return None;
         }
     }
-    Some(addr - exec.address() + exec.file_range().0)
+    file_range(elf, addr..addr + 1).map(|r| r.start)
 }
 
 /// Inspect a mapped file: None when it is no CPython interpreter (no

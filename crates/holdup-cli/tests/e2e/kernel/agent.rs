@@ -348,7 +348,6 @@ fn unix_ns() -> u64 {
         .as_nanos() as u64
 }
 
-/// A process's resident memory in KiB.
 /// The process's own memory in KiB (`RssAnon`): what it holds. Not `VmRSS`,
 /// which also counts file pages (holdup's code, the 32 MB BPF ring it maps)
 /// as they are first touched: it rose by 14 MB during the outage in two
