@@ -14,7 +14,9 @@
 //! So every credit that raised the global delay is logged with the time of
 //! its sample, and a thread that runs again after a wait takes the ones
 //! logged after its wakeup whose sample fell inside that wait, as if they
-//! had been there when it woke. The log is a small ring in the `Delays`
+//! had been there when it woke; and those whose sample came before the
+//! wait, as part of what it owed when it blocked (see
+//! `ThreadState::settle_wait`). The log is a small ring in the `Delays`
 //! (shared by all processes with `--system`, so a waiter in one process
 //! skips a holder's credit in another): an entry overwritten before a
 //! thread read it is a skip missed, never a wrong one.
@@ -60,12 +62,15 @@ impl LateCredits {
         e.seq.store(n + 1, Ordering::Release);
     }
 
-    /// What thread `tid` skips of the entries from number `from` on whose
-    /// sample fell in its wait `[wait_from, wait_to)`, and the number from
-    /// which to read next time.
-    pub fn skipped(&self, tid: i32, from: u64, wait_from: u64, wait_to: u64) -> (u64, u64) {
+    /// The others' entries from number `from` on whose sample came before
+    /// the end of thread `tid`'s wait `[wait_from, wait_to)`, in it or
+    /// before it, and the number from which to read next time.
+    pub fn skipped(&self, tid: i32, from: u64, wait_from: u64, wait_to: u64) -> Skipped {
         let head = self.head();
-        let mut skip = 0u64;
+        let mut skip = Skipped {
+            next: head,
+            ..Skipped::default()
+        };
         for n in from.max(head.saturating_sub(SLOTS as u64))..head {
             let e = &self.slots[n as usize % SLOTS];
             if e.seq.load(Ordering::Acquire) != n + 1 {
@@ -80,12 +85,29 @@ impl LateCredits {
             if e.seq.load(Ordering::Acquire) != n + 1 {
                 continue;
             }
-            if who != tid && (wait_from..wait_to).contains(&time) {
-                skip = skip.saturating_add(rise.min(MAX_RISE_NS));
+            let rise = rise.min(MAX_RISE_NS);
+            if who == tid || time >= wait_to {
+                continue;
+            }
+            if time >= wait_from {
+                skip.during = skip.during.saturating_add(rise);
+            } else {
+                skip.before = skip.before.saturating_add(rise);
             }
         }
-        (skip, head)
+        skip
     }
+}
+
+/// Late credits of the others, read after a wait (`LateCredits::skipped`).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Skipped {
+    /// Of samples taken during the wait.
+    pub during: u64,
+    /// Of samples taken before it.
+    pub before: u64,
+    /// The number of the next entry to read.
+    pub next: u64,
 }
 
 #[cfg(test)]
@@ -101,9 +123,15 @@ mod tests {
         log.log(8, 160, 4_000); // the waiter's own
         log.log(9, 199, 8_000); // another, inside
         log.log(9, 200, 16_000); // at its wakeup: after the wait
-        assert_eq!(log.skipped(8, from, 100, 200), (9_000, from + 5));
+        let skip = |from| log.skipped(8, from, 100, 200);
+        let want = |during, before, next| Skipped {
+            during,
+            before,
+            next,
+        };
+        assert_eq!(skip(from), want(9_000, 2_000, from + 5));
         // Read once: the next look starts after them.
-        assert_eq!(log.skipped(8, from + 5, 100, 200), (0, from + 5));
+        assert_eq!(skip(from + 5), want(0, 0, from + 5));
     }
 
     #[test]
@@ -113,8 +141,8 @@ mod tests {
             log.log(1, 100 + i, 1);
         }
         // The first three are gone; the rest count once each.
-        let (skip, next) = log.skipped(2, 0, 0, u64::MAX);
-        assert_eq!((skip, next), (SLOTS as u64, SLOTS as u64 + 3));
+        let skip = log.skipped(2, 0, 0, u64::MAX);
+        assert_eq!((skip.during, skip.next), (SLOTS as u64, SLOTS as u64 + 3));
     }
 
     #[test]
@@ -122,6 +150,6 @@ mod tests {
         let log = LateCredits::default();
         log.log(1, 10, u64::MAX);
         log.log(1, 10, u64::MAX);
-        assert_eq!(log.skipped(2, 0, 0, 20).0, 2 * MAX_RISE_NS);
+        assert_eq!(log.skipped(2, 0, 0, 20).during, 2 * MAX_RISE_NS);
     }
 }

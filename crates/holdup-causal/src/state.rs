@@ -11,7 +11,9 @@
 //! sample of T in L adds P·s to T's local and raises G to it; a thread whose
 //! local is behind G sleeps the difference. A thread that blocks in a pthread
 //! call and is woken by another thread skips the delays added meanwhile
-//! (its waker paid them before waking it — COZ's catch-up).
+//! (its waker paid them before waking it — COZ's catch-up), and what it
+//! owed when it blocked, as far as the wait outlasted those delays (see
+//! `ThreadState::settle_wait`).
 //!
 //! Blocked samples (BCOZ): a blocked sample of weight w whose user stack
 //! contains L counts as w points of L (lock waits excepted: waiting is no
@@ -218,13 +220,13 @@ impl State {
             return;
         }
         let seen = st.late_seen.load(Ordering::Acquire);
-        let (skip, next) = self
+        let late = self
             .delays
             .late
             .skipped(st.tid.load(Ordering::Relaxed), seen, from, to);
-        st.late_seen.store(next, Ordering::Release);
-        if skip > 0 {
-            st.local.fetch_add(skip, Ordering::AcqRel);
+        st.late_seen.store(late.next, Ordering::Release);
+        if late.during > 0 || late.before > 0 {
+            st.late_for_wait(late.during, late.before);
         }
     }
 
@@ -243,8 +245,7 @@ impl State {
 
     pub fn pre_block(&self) {
         if let Some(st) = threads::current() {
-            st.pre_block.store(self.global(), Ordering::Release);
-            st.blocked_at.store(now_ns(), Ordering::Release);
+            st.enter_block(self.global(), now_ns());
             st.blocked.store(true, Ordering::Release);
         }
     }
@@ -259,14 +260,14 @@ impl State {
                 // the global delay before it is logged).
                 st.late_seen
                     .store(self.delays.late.head(), Ordering::Release);
-                st.wait_from
-                    .store(st.blocked_at.load(Ordering::Acquire), Ordering::Release);
-                st.wait_to.store(now_ns(), Ordering::Release);
                 let g = self.global();
                 let pre = st.pre_block.load(Ordering::Acquire);
-                if g > pre && self.plausible(g) {
-                    st.local.fetch_add(g - pre, Ordering::AcqRel);
-                }
+                let during = if self.plausible(g) {
+                    g.saturating_sub(pre)
+                } else {
+                    0
+                };
+                st.woken(during, now_ns());
             }
             st.blocked.store(false, Ordering::Release);
         }

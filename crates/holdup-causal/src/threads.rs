@@ -29,8 +29,10 @@ pub struct ThreadState {
     /// Run and runqueue time (schedstat) at the last delay paid.
     pub last_run: AtomicU64,
     pub last_runq: AtomicU64,
-    /// Global delay when it last (possibly) blocked in a pthread call.
+    /// Global delay when it last (possibly) blocked in a pthread call, and
+    /// what it owed then (global − local).
     pub pre_block: AtomicU64,
+    pub pre_block_debt: AtomicU64,
     /// Inside a blocking pthread call: delays are settled by post_block.
     pub blocked: AtomicBool,
     /// When it last blocked (CLOCK_MONOTONIC ns); its last wait that
@@ -41,6 +43,12 @@ pub struct ThreadState {
     pub wait_from: AtomicU64,
     pub wait_to: AtomicU64,
     pub late_seen: AtomicU64,
+    /// Of that wait (see `settle_wait`): the others' delays added during
+    /// it, what it owed when it began (late credits of samples before it
+    /// included), and what of both its local delay has taken so far.
+    pub wait_during: AtomicU64,
+    pub wait_debt: AtomicU64,
+    pub wait_settled: AtomicU64,
     /// Inside the runtime: the delay signal and nested interposed calls
     /// must not re-enter it.
     pub busy: AtomicBool,
@@ -64,6 +72,64 @@ impl ThreadState {
         self.local.store(g, Ordering::Release);
         self.free.store(0, Ordering::Release);
         self.wait_to.store(0, Ordering::Release);
+    }
+
+    /// About to block at global delay `g`, at time `now`.
+    pub fn enter_block(&self, g: u64, now: u64) {
+        let debt = g.saturating_sub(self.local.load(Ordering::Acquire));
+        self.pre_block.store(g, Ordering::Release);
+        self.pre_block_debt.store(debt, Ordering::Release);
+        self.blocked_at.store(now, Ordering::Release);
+    }
+
+    /// Another thread ended the wait at time `now`, `during` the delays the
+    /// others added meanwhile (the global delay's rise since it blocked, its
+    /// own credit aside).
+    pub fn woken(&self, during: u64, now: u64) {
+        self.wait_from
+            .store(self.blocked_at.load(Ordering::Acquire), Ordering::Release);
+        self.wait_to.store(now, Ordering::Release);
+        self.wait_during.store(during, Ordering::Release);
+        self.wait_debt.store(
+            self.pre_block_debt.load(Ordering::Acquire),
+            Ordering::Release,
+        );
+        self.wait_settled.store(0, Ordering::Release);
+        self.settle_wait();
+    }
+
+    /// Credits of the others processed after the wakeup: of samples taken
+    /// `during` the wait, and `before` it (owed when it began).
+    pub fn late_for_wait(&self, during: u64, before: u64) {
+        self.wait_during.fetch_add(during, Ordering::AcqRel);
+        self.wait_debt.fetch_add(before, Ordering::AcqRel);
+        self.settle_wait();
+    }
+
+    /// What a wait ended by another thread takes off this thread's debt:
+    /// - the delays the others added during it (COZ's skip: its waker was
+    ///   in the target meanwhile, which the virtual speedup removes);
+    /// - what it owed when the wait began, as far as the wait was longer
+    ///   than those delays. Paid before the call, those sleeps would have
+    ///   made the wait shorter, not ended it later, since the waker ended
+    ///   it; but no shorter than nothing: the time the wait lasted beyond
+    ///   the delays skipped is all it could absorb. Kept, that debt is paid
+    ///   with the thread's own next credit or with a sleep inside its next
+    ///   critical section, and a line others wait for predicts less than its
+    ///   speedup gives (a lock's critical section 6-8 points low); forgiven
+    ///   whole, a thread that computes while the target runs elsewhere
+    ///   would never pay for it.
+    fn settle_wait(&self) {
+        let waited = self
+            .wait_to
+            .load(Ordering::Acquire)
+            .saturating_sub(self.wait_from.load(Ordering::Acquire));
+        let during = self.wait_during.load(Ordering::Acquire);
+        let debt = self.wait_debt.load(Ordering::Acquire);
+        let total = during.max(during.saturating_add(debt).min(waited));
+        let settled = self.wait_settled.swap(total, Ordering::AcqRel);
+        self.local
+            .fetch_add(total.saturating_sub(settled), Ordering::AcqRel);
     }
 }
 
@@ -112,9 +178,13 @@ impl ThreadTable {
                 s.last_run.store(0, Ordering::Relaxed);
                 s.last_runq.store(0, Ordering::Relaxed);
                 s.pre_block.store(local, Ordering::Relaxed);
+                s.pre_block_debt.store(0, Ordering::Relaxed);
                 s.blocked.store(false, Ordering::Relaxed);
                 s.wait_from.store(0, Ordering::Relaxed);
                 s.wait_to.store(0, Ordering::Relaxed);
+                s.wait_during.store(0, Ordering::Relaxed);
+                s.wait_debt.store(0, Ordering::Relaxed);
+                s.wait_settled.store(0, Ordering::Relaxed);
                 s.busy.store(false, Ordering::Relaxed);
                 s.timer.store(0, Ordering::Relaxed);
                 s.schedstat.store(0, Ordering::Relaxed);
@@ -221,6 +291,42 @@ fn parse_schedstat(text: &[u8]) -> Option<(u64, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_woken_thread_skips_the_delays_of_its_wait_and_the_debt_the_rest_of_it_absorbed() {
+        let ms = 1_000_000;
+        let st = ThreadState::default();
+        // Local delay 1 ms, blocks at a global 4 ms (owing 3) for `waited`,
+        // while the others add `during`: what its local delay takes.
+        let woken = |during: u64, waited: u64| {
+            st.reset(ms);
+            st.enter_block(4 * ms, 0);
+            st.woken(during, waited);
+            st.local.load(Ordering::Acquire) - ms
+        };
+        // A long wait: the others' 6 ms and the whole debt.
+        assert_eq!(woken(6 * ms, 10 * ms), 9 * ms);
+        // 8 ms: the 2 ms it waited beyond the others' delays pay 2 of the 3.
+        assert_eq!(woken(6 * ms, 8 * ms), 8 * ms);
+        // A wait no longer than the others' delays absorbs none of it.
+        assert_eq!(woken(6 * ms, 5 * ms), 6 * ms);
+        // Late credits: 1 ms more during the wait leaves 1 ms of room for
+        // the debt, and a credit from before it is owed, not forgiven.
+        assert_eq!(woken(6 * ms, 8 * ms), 8 * ms);
+        st.late_for_wait(ms, 0);
+        assert_eq!(st.local.load(Ordering::Acquire) - ms, 8 * ms);
+        st.late_for_wait(0, ms);
+        assert_eq!(st.local.load(Ordering::Acquire) - ms, 8 * ms);
+        // After a long one, a late credit from before the wait is forgiven.
+        assert_eq!(woken(2 * ms, 10 * ms), 5 * ms);
+        st.late_for_wait(0, 2 * ms);
+        assert_eq!(st.local.load(Ordering::Acquire) - ms, 7 * ms);
+        // Ahead when it blocks: it owes nothing, only the skip.
+        st.reset(5 * ms);
+        st.enter_block(4 * ms, 0);
+        st.woken(6 * ms, 10 * ms);
+        assert_eq!(st.local.load(Ordering::Acquire), 11 * ms);
+    }
 
     #[test]
     fn schedstat_runqueue_field() {
