@@ -209,8 +209,9 @@ impl State {
         }
     }
 
-    /// Skip the credits of samples taken during this thread's last wait
-    /// that were processed after it woke (see `late_credits`).
+    /// Settle the others' credits processed after this thread woke from its
+    /// last wait whose samples came before its end: skipped if taken during
+    /// it, a debt the wait may absorb if taken before (see `late_credits`).
     fn skip_late_credits(&self, st: &ThreadState) {
         let (from, to) = (
             st.wait_from.load(Ordering::Acquire),
