@@ -13,7 +13,9 @@
  * subclass, the part after is runqueue time. On-CPU points are turned into
  * samples at the next tick of a cpu-clock perf event that finds the thread
  * running (the tick is where its stack can be taken), weighted by the
- * points its on-CPU clock passed since its last sample.
+ * points its on-CPU clock passed since its last sample; a point passed in a
+ * short run between two waits (a system call's work before it blocks
+ * again) is sampled where that run ends instead.
  *
  * Under a hypervisor a running thread's virtual CPU may itself not run
  * (steal time). The thread's own CPU time excludes it, and so must its
@@ -60,9 +62,9 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #include "recorder/sleep.bpf.h"
 #include "recorder/syscalls.bpf.h"
 #include "recorder/kernel_stack.bpf.h"
+#include "recorder/on_cpu.bpf.h"
 #include "recorder/switch.bpf.h"
 #include "recorder/wakeup.bpf.h"
-#include "recorder/on_cpu.bpf.h"
 #include "recorder/tasks.bpf.h"
 #include "recorder/block_io.bpf.h"
 #include "recorder/flush.bpf.h"

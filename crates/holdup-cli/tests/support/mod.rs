@@ -268,6 +268,14 @@ pub fn printed_value(stdout: &str, key: &str) -> f64 {
         .unwrap_or_else(|| panic!("no '{key}' in the workload's output:\n{stdout}"))
 }
 
+/// The number after `key=` that a workload printed (`key=value` pairs).
+pub fn printed_field(stdout: &str, key: &str) -> f64 {
+    stdout
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix(key)?.strip_prefix('=')?.parse().ok())
+        .unwrap_or_else(|| panic!("no '{key}=' in the workload's output:\n{stdout}"))
+}
+
 /// `holdup report --json` of a trace.
 pub fn report(data: &Path) -> serde_json::Value {
     json(&["report", "--json", "-i", data.to_str().unwrap()])

@@ -14,14 +14,15 @@
 /* Internal class of an interval the tool's delay took: no points, no sample. */
 #define CLASS_DELAY 0xff
 
-static __always_inline void switch_out(struct task_struct *prev, struct thread_state *st,
-				       struct task_struct *next, bool preempt,
-				       unsigned int prev_state, u64 now, u64 steal)
+static __always_inline void switch_out(void *ctx, struct task_struct *prev,
+				       struct thread_state *st, struct task_struct *next,
+				       bool preempt, unsigned int prev_state, u64 now, u64 steal)
 {
 	st->seen = 1;
 	if (st->pending)
 		emit_pending(SCRATCH_TASK, st, prev, USER_LOADED, SF_LATE_USTACK);
 	resume_if_switch_in_missed(st);
+	sample_short_run(ctx, prev, st, now, steal);
 	stop_cpu_clock(st, now);
 	take_steal(st, steal);
 	if (prev_state & TASK_DEAD) {
@@ -191,7 +192,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	if (is_tracked(prev)) {
 		st = state_of(prev, true);
 		if (st)
-			switch_out(prev, st, next, preempt, prev_state, now, steal);
+			switch_out(ctx, prev, st, next, preempt, prev_state, now, steal);
 		else
 			count_lost(LOST_NO_STATE, REC_SEGMENT);
 	}

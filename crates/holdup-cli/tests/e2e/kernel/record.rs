@@ -185,6 +185,51 @@ fn o_direct_reads_are_io_under_the_calling_function() {
     assert_coverage(&r);
 }
 
+/// fdatasync works on a CPU in short bursts between its two waits (for the
+/// write, for the flush). That CPU time is the call's: sampled where a
+/// burst ends, not at the next tick that finds the thread running (mostly
+/// in the loop it computes in between, which got 40% of the calls' CPU
+/// time that way, and the calls 92% of their time in all).
+#[test]
+#[ignore = "needs root and BPF"]
+fn the_cpu_time_of_a_system_call_between_its_waits_is_the_calls() {
+    let _serial = serial();
+    let dir = scratch("sync_bursts");
+    let bin = workload("causal_fsync");
+    // Two threads, each 1500 times: under a mutex, 4 × (pwrite +
+    // fdatasync); outside it, 0.3 ms of computing.
+    let (data, out) = record_with_output(
+        &dir,
+        &[],
+        &[
+            bin.to_str().unwrap(),
+            dir.to_str().unwrap(),
+            "1500",
+            "4",
+            "0.3",
+        ],
+    );
+    let visits = 3000.0;
+    let sync_s = printed_field(&out, "sync_ns") * visits / 1e9;
+    let sync_cpu_s = printed_field(&out, "sync_cpu_ns") * visits / 1e9;
+    let r = report(&data);
+    let period_s = r["period_ns"].as_f64().unwrap() / 1e9;
+    let workers = threads_with(&r, "log_record");
+    assert_eq!(workers.len(), 2, "both workers log");
+    let (mut all, mut cpu) = (0.0, 0.0);
+    for t in workers {
+        let f = function(t, "log_record");
+        all += total(&f["total"]) * period_s;
+        cpu += f["total"]["cpu"].as_f64().unwrap() * period_s;
+    }
+    assert_near("seconds in log_record", all, sync_s, 0.05 * sync_s);
+    assert!(
+        (0.8 * sync_cpu_s..=1.15 * sync_cpu_s).contains(&cpu),
+        "log_record on a CPU for {cpu:.3} s, {sync_cpu_s:.3} s by the thread's own clock"
+    );
+    assert_coverage(&r);
+}
+
 #[test]
 #[ignore = "needs root and BPF"]
 fn threads_serialized_on_one_mutex_wait_on_the_lock_under_the_caller() {
