@@ -91,8 +91,8 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 
 /* The longest run whose stacks at its end stand for all of it (see below).
  * Longer, the end of a run that computed before it blocked took the points
- * of that computing: with 100 us, a loop of fdatasync calls got 109% of the
- * time it measured itself; with 25 us, 96% (left to the ticks: 92%). */
+ * of that computing: with 100 us, a loop of fdatasync calls got 108% of the
+ * time it measured itself; with 25 us, 100-101% (left to the ticks: 92%). */
 #define SHORT_RUN_NS 25000ULL
 
 /* The run of `prev`, ending now, if it is a short burst between waits (a
