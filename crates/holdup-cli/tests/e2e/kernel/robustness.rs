@@ -273,19 +273,28 @@ fn ctrl_c_stops_cleanly_and_keeps_the_trace() {
     let data = dir.join("c.data");
     let bin = workload("half_sleeper");
     // As a terminal would: SIGINT to the whole foreground process group.
-    let child = holdup()
-        .args([
-            "record",
-            "-o",
-            data.to_str().unwrap(),
-            "--",
-            bin.to_str().unwrap(),
-            "500",
-        ])
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .unwrap();
+    // A foreground job has SIGINT's default action; a suite started as a
+    // background job of a script inherits it ignored, and so would the
+    // command (an ignored signal stays ignored across exec, as nohup needs).
+    let child = unsafe {
+        holdup()
+            .args([
+                "record",
+                "-o",
+                data.to_str().unwrap(),
+                "--",
+                bin.to_str().unwrap(),
+                "500",
+            ])
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .pre_exec(|| {
+                libc::signal(libc::SIGINT, libc::SIG_DFL);
+                Ok(())
+            })
+            .spawn()
+            .unwrap()
+    };
     std::thread::sleep(Duration::from_millis(2000));
     unsafe { libc::kill(-(child.id() as i32), libc::SIGINT) };
     let out = child.wait_with_output().unwrap();
