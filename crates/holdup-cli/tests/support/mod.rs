@@ -268,12 +268,22 @@ pub fn printed_value(stdout: &str, key: &str) -> f64 {
         .unwrap_or_else(|| panic!("no '{key}' in the workload's output:\n{stdout}"))
 }
 
-/// The number after `key=` that a workload printed (`key=value` pairs).
-pub fn printed_field(stdout: &str, key: &str) -> f64 {
+/// The `key=value` numbers a workload printed.
+pub fn printed_fields(stdout: &str) -> Vec<(String, f64)> {
     stdout
         .split_whitespace()
-        .find_map(|w| w.strip_prefix(key)?.strip_prefix('=')?.parse().ok())
-        .unwrap_or_else(|| panic!("no '{key}=' in the workload's output:\n{stdout}"))
+        .filter_map(|kv| kv.split_once('='))
+        .filter_map(|(k, v)| Some((k.to_string(), v.parse().ok()?)))
+        .collect()
+}
+
+/// The value of `key` among [`printed_fields`].
+pub fn field(fields: &[(String, f64)], key: &str) -> f64 {
+    fields
+        .iter()
+        .find(|(k, _)| k == key)
+        .unwrap_or_else(|| panic!("no {key} in {fields:?}"))
+        .1
 }
 
 /// `holdup report --json` of a trace.

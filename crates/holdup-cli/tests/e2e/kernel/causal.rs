@@ -56,14 +56,6 @@ fn line_of(name: &str, marker: &str) -> String {
     format!("{name}.c:{n}")
 }
 
-/// `key=value` numbers printed by a workload.
-fn values(out: &str) -> Vec<(String, f64)> {
-    out.split_whitespace()
-        .filter_map(|kv| kv.split_once('='))
-        .filter_map(|(k, v)| Some((k.to_string(), v.parse().ok()?)))
-        .collect()
-}
-
 /// `key=value` numbers of one run.
 type Values = Vec<(String, f64)>;
 
@@ -75,14 +67,14 @@ fn run_workload(bin: &Path, args: &[&str]) -> Values {
         bin.display(),
         String::from_utf8_lossy(&out.stderr)
     );
-    values(&String::from_utf8_lossy(&out.stdout))
+    printed_fields(&String::from_utf8_lossy(&out.stdout))
 }
 
 fn medians(runs: &[Vec<(String, f64)>]) -> Vec<(String, f64)> {
     runs[0]
         .iter()
         .map(|(k, _)| {
-            let mut v: Vec<f64> = runs.iter().map(|r| get(r, k)).collect();
+            let mut v: Vec<f64> = runs.iter().map(|r| field(r, k)).collect();
             v.sort_by(f64::total_cmp);
             (k.clone(), v[v.len() / 2])
         })
@@ -99,13 +91,6 @@ fn compare(bin: &Path, base: &[&str], faster: &[&str], n: usize) -> (Values, Val
         f.push(run_workload(bin, faster));
     }
     (medians(&b), medians(&f))
-}
-
-fn get(vals: &[(String, f64)], key: &str) -> f64 {
-    vals.iter()
-        .find(|(k, _)| k == key)
-        .unwrap_or_else(|| panic!("no {key} in {vals:?}"))
-        .1
 }
 
 /// `holdup causal run` then `holdup causal report --json`.
@@ -245,8 +230,8 @@ fn barrier_odirect_reads_critical() {
         let (base, faster) = compare(&bin, &[d, "200", "20", "0.5"], &[d, "200", "10", "0.5"], 5);
         // The reads' own time tells how much faster they got.
         (
-            1.0 - get(&faster, "read_ns") / get(&base, "read_ns"),
-            1.0 - get(&faster, "round_ns") / get(&base, "round_ns"),
+            1.0 - field(&faster, "read_ns") / field(&base, "read_ns"),
+            1.0 - field(&faster, "round_ns") / field(&base, "round_ns"),
         )
     });
     check_prediction("faster disk", &report, "subclass:io", || {
@@ -275,7 +260,10 @@ fn barrier_mixed_compute_close_to_blocked_io() {
             &[d, "300", "1.5", "0.8", "8"],
             3,
         );
-        (0.5, 1.0 - get(&faster, "round_ns") / get(&base, "round_ns"))
+        (
+            0.5,
+            1.0 - field(&faster, "round_ns") / field(&base, "round_ns"),
+        )
     });
 }
 
@@ -294,7 +282,7 @@ fn lock_critical_section() {
         let (base, faster) = compare(&bin, &["400", "2", "1"], &["400", "1", "1"], 5);
         (
             0.5,
-            1.0 - get(&faster, "iteration_ns") / get(&base, "iteration_ns"),
+            1.0 - field(&faster, "iteration_ns") / field(&base, "iteration_ns"),
         )
     });
 }
@@ -318,8 +306,8 @@ fn pool_oversubscribed_more_cores() {
             let (one, two) = compare(&bin, &["250", "1", "2"], &["250", "2", "2"], 5);
             // What a second core did to the runqueue time is the "line speedup".
             (
-                1.0 - get(&two, "runq_ns") / get(&one, "runq_ns"),
-                1.0 - get(&two, "round_ns") / get(&one, "round_ns"),
+                1.0 - field(&two, "runq_ns") / field(&one, "runq_ns"),
+                1.0 - field(&two, "round_ns") / field(&one, "round_ns"),
             )
         });
     };
@@ -336,7 +324,10 @@ fn pool_oversubscribed_more_cores() {
 /// The round time of causal_barrier when line a's 8 ms are halved.
 fn barrier_measure(bin: &Path) -> (f64, f64) {
     let (base, faster) = compare(bin, &["250", "8", "5"], &["250", "4", "5"], 5);
-    (0.5, 1.0 - get(&faster, "round_ns") / get(&base, "round_ns"))
+    (
+        0.5,
+        1.0 - field(&faster, "round_ns") / field(&base, "round_ns"),
+    )
 }
 
 /// Sum of a field over the profile's records of one progress point.
@@ -465,7 +456,10 @@ fn system_pipe_reader_line_across_processes() {
     assert!(report["experiments"].as_u64().unwrap() >= 50, "{report}");
     check_prediction("pipe reader", &report, &r, || {
         let (base, faster) = compare(&bin, &["600"], &["600", "1"], 5);
-        (0.5, 1.0 - get(&faster, "item_ns") / get(&base, "item_ns"))
+        (
+            0.5,
+            1.0 - field(&faster, "item_ns") / field(&base, "item_ns"),
+        )
     });
     // Each process wrote the sample counts of its lines, named with the
     // binary: the reader's line r and the writer's line w.
@@ -513,7 +507,10 @@ fn system_process_target_predicts_a_faster_reader_process() {
     check_prediction("reader process", &reader, "process:reader", || {
         // Both of the reader's lines at half their time.
         let (base, faster) = compare(Path::new(bin), &["600"], &["600", "1", "0.5"], 5);
-        (0.5, 1.0 - get(&faster, "item_ns") / get(&base, "item_ns"))
+        (
+            0.5,
+            1.0 - field(&faster, "item_ns") / field(&base, "item_ns"),
+        )
     });
     let writer = profile(
         &scratch("causal_process_writer"),
@@ -760,7 +757,7 @@ fn system_prefork_pool_ranks_the_shared_lock_line_first() {
         let (base, faster) = compare(&bin, &["1500"], &["1500", "2", "0.5", "0.75"], 5);
         (
             0.5,
-            1.0 - get(&faster, "request_ns") / get(&base, "request_ns"),
+            1.0 - field(&faster, "request_ns") / field(&base, "request_ns"),
         )
     });
     // The workers' own line has slack: less than the lock line at any speedup.
@@ -820,7 +817,10 @@ fn attach_pipe_reader_line_with_core_level_delays() {
     assert!(report["experiments"].as_u64().unwrap() >= 50, "{report}");
     check_prediction("pipe reader, -p", &report, &r, || {
         let (base, faster) = compare(&bin, &["600"], &["600", "1"], 5);
-        (0.5, 1.0 - get(&faster, "item_ns") / get(&base, "item_ns"))
+        (
+            0.5,
+            1.0 - field(&faster, "item_ns") / field(&base, "item_ns"),
+        )
     });
 }
 
@@ -910,7 +910,8 @@ fn attach_kernel_function_under_several_lines_predicts_more_than_each() {
         let shallow: Vec<Values> = (0..5)
             .map(|_| run_workload(&bin, &[d, "40000", "2", "1"]))
             .collect();
-        let [deep, half, floor] = [&base, &faster, &medians(&shallow)].map(|v| get(v, "round_ns"));
+        let [deep, half, floor] =
+            [&base, &faster, &medians(&shallow)].map(|v| field(v, "round_ns"));
         ((deep - half) / (deep - floor), 1.0 - half / deep)
     });
 }
@@ -955,8 +956,8 @@ fn faster_disk(bin: &Path, dir: &str) -> (f64, f64) {
         5,
     );
     (
-        1.0 - get(&faster, "read_wait_ns") / get(&base, "read_wait_ns"),
-        1.0 - get(&faster, "round_ns") / get(&base, "round_ns"),
+        1.0 - field(&faster, "read_wait_ns") / field(&base, "read_wait_ns"),
+        1.0 - field(&faster, "round_ns") / field(&base, "round_ns"),
     )
 }
 

@@ -210,8 +210,9 @@ fn the_cpu_time_of_a_system_call_between_its_waits_is_the_calls() {
         ],
     );
     let visits = 3000.0;
-    let sync_s = printed_field(&out, "sync_ns") * visits / 1e9;
-    let sync_cpu_s = printed_field(&out, "sync_cpu_ns") * visits / 1e9;
+    let printed = printed_fields(&out);
+    let sync_s = field(&printed, "sync_ns") * visits / 1e9;
+    let sync_cpu_s = field(&printed, "sync_cpu_ns") * visits / 1e9;
     let r = report(&data);
     let period_s = r["period_ns"].as_f64().unwrap() / 1e9;
     let workers = threads_with(&r, "log_record");
