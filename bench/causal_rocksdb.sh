@@ -90,7 +90,7 @@ plain=$(awk -v a="${base_ops[ram]}" -v b="$after" 'BEGIN { print (a + b) / 2 }')
 echo "== holdup's top targets"
 head -24 "$work/report.txt"
 # target, best fitted speedup, low end of its best interval, flag
-show='"\(.target)\t" + if .enough_data | not then "too few experiments (\(.experiments))" else "best \(.max_program_speedup * 1000 | round / 10)%\tsurely ≥ \(if .best_interval then (.best_interval[0] * 1000 | round / 10 | tostring) + "%" else "?" end)\t\(if .no_measurable_effect then "no measurable effect" else "" end)" end'
+show='"\(.target)\t" + if .enough_data | not then "too few experiments (\(.experiments))" else "best \(.max_program_speedup * 1000 | round / 10)%\tsurely ≥ \(if .best_interval then (.best_interval[0] * 1000 | round / 10 | tostring) + "%" else "?" end)\t\(if .no_measurable_effect then "no measurable effect" elif .encloses_program then "encloses \(.program_share * 100 | round)% of the program" else "" end)" end'
 echo "== code targets, ranked (first 8)"
 jq -r "[.targets[] | select(.kind != \"subclass\" and .kind != \"process\")][:8][] | $show" "$work/report.json"
 echo "== block-cache targets"

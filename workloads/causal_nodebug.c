@@ -1,11 +1,14 @@
 /*
  * Built without debug information (no line table, symbols kept), as most
  * distribution binaries are: a causal profiler can only name functions.
- * Two threads run rounds of hot() (HOT_MS of work) then cool() (COOL_MS),
- * each round a visit of progress point "round". hot() is two thirds of a
- * round by default, so halving it should speed the program up by a third.
+ * Two threads run rounds of one_round(), which does OUTER_MS of work of its
+ * own and calls hot() (HOT_MS of work) then cool() (COOL_MS), each round a
+ * visit of progress point "round". hot() is about two thirds of a round by
+ * default, so halving it should speed the program up by a third.
+ * one_round() is the outer frame of nearly all the work, little of it its
+ * own: a target whose speedup is everything's.
  *
- * usage: causal_nodebug ROUNDS [HOT_MS=6] [COOL_MS=3]
+ * usage: causal_nodebug ROUNDS [HOT_MS=6] [COOL_MS=3] [OUTER_MS=0.3]
  * Prints the time per round; with ROUNDS 0, the spin iterations per ms
  * (for CAUSAL_ITERS_PER_MS, so that compared runs do the same work). Built with -DHALF_HOT, hot() does half its
  * work: the measured effect of making that function twice as fast.
@@ -20,7 +23,7 @@
 #define HOT_SHARE 1.0
 #endif
 
-static long rounds, hot_iters, cool_iters;
+static long rounds, hot_iters, cool_iters, outer_iters;
 
 __attribute__((noinline)) static void hot(void)
 {
@@ -32,12 +35,18 @@ __attribute__((noinline)) static void cool(void)
 	SPIN(cool_iters);
 }
 
+__attribute__((noinline)) static void one_round(void)
+{
+	SPIN(outer_iters);
+	hot();
+	cool();
+}
+
 static void *worker(void *arg)
 {
 	(void)arg;
 	for (long r = 0; r < rounds; r++) {
-		hot();
-		cool();
+		one_round();
 		COZ_PROGRESS_NAMED("round");
 	}
 	return NULL;
@@ -53,6 +62,7 @@ int main(int argc, char **argv)
 	}
 	hot_iters = (long)(arg_d(argc, argv, 2, 6) * per_ms);
 	cool_iters = (long)(arg_d(argc, argv, 3, 3) * per_ms);
+	outer_iters = (long)(arg_d(argc, argv, 4, 0.3) * per_ms);
 	pthread_t t[2];
 	long long t0 = now_ns();
 	for (int i = 0; i < 2; i++)

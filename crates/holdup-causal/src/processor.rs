@@ -35,6 +35,9 @@ pub struct Experiment {
     pub start_ns: u64,
     pub delay_ns: u64,
     pub selected: u64,
+    /// The line points of all of this process's samples meanwhile: what a
+    /// code target's `selected` is a part of.
+    pub program: u64,
 }
 
 /// Everything needed to turn ring records into delays, behind one lock.
@@ -298,6 +301,9 @@ impl Processor {
         if let Some(exp) = &self.exp {
             let (target, start, delay) = (exp.target, exp.start_ns, exp.delay_ns);
             let p = points_of(&r, start);
+            if let Some(e) = self.exp.as_mut() {
+                e.program += p.line;
+            }
             let credit = match target {
                 SpeedupTarget::Code(_) if hit => p.line,
                 SpeedupTarget::Code(_) => 0,
@@ -537,6 +543,7 @@ fn follow_experiment(st: &State, p: &mut Processor) {
         start_ns: d.start_ns(now_ns()),
         delay_ns: st.delays.delay(st.cfg.period_ns),
         selected: 0,
+        program: 0,
     });
     p.pick = None;
     p.pick_total = 0;

@@ -342,6 +342,7 @@ impl Profiler {
                 start_ns,
                 delay_ns,
                 selected: 0,
+                program: 0,
             });
             p.pick = None;
             p.pick_total = 0;
@@ -369,11 +370,15 @@ impl Profiler {
         let end_ns = now_ns();
         let global = rt.global();
         s.observe(end_ns, global);
-        let selected = match self.samples.processor.lock() {
+        let (selected, program) = match self.samples.processor.lock() {
             Ok(mut p) => {
-                let here = p.exp.take().map_or(0, |e| e.selected);
-                rt.domain
-                    .map_or(here, |d| d.selected.load(Ordering::Acquire))
+                let (here, program) = p.exp.take().map_or((0, 0), |e| (e.selected, e.program));
+                // A domain's processes add up their targets' points, not
+                // their programs'.
+                match rt.domain {
+                    Some(d) => (d.selected.load(Ordering::Acquire), None),
+                    None => (here, Some(program)),
+                }
             }
             Err(_) => return,
         };
@@ -395,6 +400,7 @@ impl Profiler {
             elapsed_ns: end_ns - s.start_ns,
             delay_ns: global.saturating_sub(s.global),
             selected_samples: selected,
+            program_samples: program,
         }
         .records(counts);
         drop(points);

@@ -29,6 +29,9 @@ pub mod key {
     /// Elapsed time minus the delay inserted: the virtual duration.
     pub const DURATION: &str = "duration";
     pub const SELECTED_SAMPLES: &str = "selected-samples";
+    /// Sample points of the whole program in the experiment, counted as
+    /// `selected-samples` counts a code target's (holdup's own field).
+    pub const PROGRAM_SAMPLES: &str = "program-samples";
     pub const ELAPSED: &str = "elapsed";
     pub const DELAY: &str = "delay";
     pub const KIND: &str = "kind";
@@ -139,6 +142,8 @@ pub struct Experiment<'a> {
     pub delay_ns: u64,
     /// Sample points of the target.
     pub selected_samples: u64,
+    /// Sample points of the whole program, where they are known.
+    pub program_samples: Option<u64>,
 }
 
 impl Experiment<'_> {
@@ -158,8 +163,11 @@ impl Experiment<'_> {
             .field(key::SELECTED_SAMPLES, self.selected_samples)
             .field(key::ELAPSED, self.elapsed_ns)
             .field(key::DELAY, self.delay_ns)
-            .field(key::KIND, self.target.kind())
-            .end();
+            .field(key::KIND, self.target.kind());
+        if let Some(n) = self.program_samples {
+            text = text.field(key::PROGRAM_SAMPLES, n);
+        }
+        let mut text = text.end();
         let mut min_delta = usize::MAX;
         for p in points {
             let (a, b) = (
@@ -214,6 +222,7 @@ mod tests {
             elapsed_ns: 9_000,
             delay_ns: 2_000,
             selected_samples: 4,
+            program_samples: Some(9),
         };
         let (text, min_delta) = exp.records([
             PointCounts {
@@ -233,7 +242,7 @@ mod tests {
         ]);
         assert_eq!(
             text,
-            "experiment\tselected=kernel:ext4_sync_file\tspeedup=0.25\tduration=7000\tselected-samples=4\telapsed=9000\tdelay=2000\tkind=kernel\n\
+            "experiment\tselected=kernel:ext4_sync_file\tspeedup=0.25\tduration=7000\tselected-samples=4\telapsed=9000\tdelay=2000\tkind=kernel\tprogram-samples=9\n\
              throughput-point\tname=round\tdelta=11\twindow-delta=8\twindow-duration=3000\n\
              latency-point\tname=request\tarrivals=4\tdepartures=5\tdifference=1\n"
         );

@@ -43,6 +43,16 @@ pub const MAX_LINE: usize = 64 << 10;
 /// `holdup_coz::selection`) gives every target that matters as many.
 pub const MIN_EXPERIMENTS: u64 = holdup_coz::selection::FLOOR;
 
+/// A function target encloses the program when its experiments took in at
+/// least this share of the program's sample points (what it calls
+/// included; `program-samples`), and its own samples are at most
+/// [`ENCLOSING_SELF`] of that share: an outer frame of nearly all the work
+/// (RocksDB's `BlockBasedTable::Get`, 88%, around the cache `Lookup` at
+/// 40%), whose speedup is everything's and names no place to fix. A
+/// function that does the work itself is not one.
+pub const ENCLOSING_SHARE: f64 = 0.75;
+pub const ENCLOSING_SELF: f64 = 0.25;
+
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -85,6 +95,8 @@ pub struct Experiment {
     /// Elapsed time minus inserted delay, ns.
     pub duration: u64,
     pub selected_samples: u64,
+    /// The whole program's sample points meanwhile, where the profile says.
+    pub program_samples: Option<u64>,
     pub measures: Vec<Measure>,
 }
 
@@ -214,6 +226,7 @@ impl CozProfile {
                         speedup: (speedup * 100.0).round() / 100.0,
                         duration,
                         selected_samples: int(key::SELECTED_SAMPLES).unwrap_or(0),
+                        program_samples: int(key::PROGRAM_SAMPLES),
                         measures: Vec::new(),
                     });
                 }
@@ -319,6 +332,12 @@ pub struct TargetCurve {
     /// Every point's interval holds 0: whatever its curve shows, it is
     /// noise (COZ's curves of lines that do not matter wander).
     pub no_measurable_effect: bool,
+    /// The share of the program's sample points its experiments took in,
+    /// what it calls included (None: the profile does not say).
+    pub program_share: Option<f64>,
+    /// A function around nearly all the program's work, mostly in what it
+    /// calls (see [`ENCLOSING_SHARE`]): ranked after the places.
+    pub encloses_program: bool,
 }
 
 impl TargetCurve {
@@ -570,8 +589,11 @@ pub fn analyze(profile: &CozProfile) -> CausalProfile {
             spread: interquartile_range(residuals),
             best_interval: None,
             no_measurable_effect: false,
+            program_share: None,
+            encloses_program: false,
         });
     }
+    add_program_shares(profile, &mut out.targets);
     interval::add_intervals(&profile.experiments, &primary, &mut out.targets);
     // Targets with an effect first, by what they surely buy (the low end
     // of their best interval), not by their noisiest point.
@@ -580,11 +602,38 @@ pub fn analyze(profile: &CozProfile) -> CausalProfile {
         b.enough_data
             .cmp(&a.enough_data)
             .then(a.no_measurable_effect.cmp(&b.no_measurable_effect))
+            .then(a.encloses_program.cmp(&b.encloses_program))
             .then(surely(b).total_cmp(&surely(a)))
             .then(b.max_program_speedup.total_cmp(&a.max_program_speedup))
             .then(b.samples.cmp(&a.samples))
     });
     out
+}
+
+/// Each target's share of the program's sample points over its
+/// experiments, and whether a function encloses the program: its own
+/// samples' share of all samples is small beside that share.
+fn add_program_shares(profile: &CozProfile, targets: &mut [TargetCurve]) {
+    let mut took: HashMap<&str, (u64, u64)> = HashMap::new();
+    for e in &profile.experiments {
+        if let Some(program) = e.program_samples.filter(|&n| n > 0) {
+            let t = took.entry(e.selected.as_str()).or_default();
+            t.0 += e.selected_samples;
+            t.1 += program;
+        }
+    }
+    let all: u64 = profile.samples.values().sum();
+    for t in targets {
+        let Some(&(selected, program)) = took.get(t.location.as_str()) else {
+            continue;
+        };
+        let share = selected as f64 / program as f64;
+        let own = t.samples as f64 / all.max(1) as f64;
+        t.program_share = Some(share);
+        t.encloses_program = t.kind == TargetKind::Function
+            && share >= ENCLOSING_SHARE
+            && own <= ENCLOSING_SELF * share;
+    }
 }
 
 /// Q3 − Q1 (linear interpolation between order statistics), from four values.
@@ -814,5 +863,63 @@ throughput-point\tname=p\tdelta=1\n";
             short_name("reader:/x/a.c:1", &["reader:/x/a.c:1", "writer:/x/b.c:2"]),
             "reader:a.c:1"
         );
+    }
+
+    /// Experiments on function targets (name, kind, program speedup at
+    /// 100%, share of the program's samples its experiments take in, its
+    /// own samples), with or without `program-samples`.
+    fn nested_profile(with_program: bool) -> CozProfile {
+        let targets = [
+            ("db:outer", "function", 0.8, 0.9, 10),
+            ("db:inner", "function", 0.4, 0.4, 100),
+            ("db:work", "function", 0.9, 0.9, 690),
+            ("/src/a.c:5", "line", 0.85, 0.9, 200),
+        ];
+        let mut text = String::from("startup\ttime=1\n");
+        for _ in 0..4 {
+            for (name, kind, effect, share, _) in targets {
+                for pct in [0u32, 25, 50, 75, 100] {
+                    let s = pct as f64 / 100.0;
+                    let visits = (100.0 / (1.0 - effect * s)).round() as u64;
+                    let program = if with_program {
+                        "\tprogram-samples=1000"
+                    } else {
+                        ""
+                    };
+                    text.push_str(&format!(
+                        "experiment\tselected={name}\tspeedup={s:.2}\tduration=1000000\tselected-samples={}\tkind={kind}{program}\n\
+                         throughput-point\tname=p\tdelta={visits}\n",
+                        (share * 1000.0) as u64
+                    ));
+                }
+            }
+        }
+        for (name, _, _, _, own) in targets {
+            text.push_str(&format!("samples\tlocation={name}\tcount={own}\n"));
+        }
+        CozProfile::parse(text.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn a_function_around_the_programs_work_ranks_after_the_places_in_it() {
+        let c = analyze(&nested_profile(true));
+        let order: Vec<&str> = c.targets.iter().map(|t| t.target.as_str()).collect();
+        // The outer frame's +80% is true and names no place: last. A
+        // function that does its 90% itself, and a call line, are places.
+        assert_eq!(order, ["db:work", "a.c:5", "db:inner", "db:outer"]);
+        let outer = &c.targets[3];
+        assert!(outer.encloses_program, "{outer:?}");
+        assert!((outer.program_share.unwrap() - 0.9).abs() < 1e-9);
+        assert!((outer.max_program_speedup - 0.8).abs() < 0.02, "{outer:?}");
+        assert!(c.targets[..3].iter().all(|t| !t.encloses_program));
+        // A profile that does not count the program's samples ranks by the
+        // effect alone, as before.
+        let c = analyze(&nested_profile(false));
+        let order: Vec<&str> = c.targets.iter().map(|t| t.target.as_str()).collect();
+        assert_eq!(order, ["db:work", "a.c:5", "db:outer", "db:inner"]);
+        assert!(c
+            .targets
+            .iter()
+            .all(|t| !t.encloses_program && t.program_share.is_none()));
     }
 }

@@ -211,6 +211,7 @@ impl Run {
             elapsed_ns: end_ns - r.start_ns,
             delay_ns: self.cores.global() - r.global,
             selected_samples: r.selected,
+            program_samples: None,
         }
         .records(counts);
         self.out.write_all(text.as_bytes())?;

@@ -138,9 +138,17 @@ pub fn write_text(p: &CausalProfile, mut w: impl Write) -> io::Result<()> {
             continue;
         }
         let at = |s: f64| t.predict(s).map_or("-".to_string(), pct);
+        // An outer frame of nearly all the work: its number is true, and
+        // says that everything faster is faster.
+        let encloses = match t.program_share {
+            Some(share) if t.encloses_program => {
+                format!("   encloses {:.0}% of the program", share * 100.0)
+            }
+            _ => String::new(),
+        };
         writeln!(
             w,
-            "{:>3}  {:<width$}  {:>8} {:>5} {:>6}  {:>6} {:>11}   {:>5} {:>5} {:>5} {:>5}   {}",
+            "{:>3}  {:<width$}  {:>8} {:>5} {:>6}  {:>6} {:>11}   {:>5} {:>5} {:>5} {:>5}   {}{}",
             i + 1,
             t.target,
             t.samples,
@@ -153,12 +161,23 @@ pub fn write_text(p: &CausalProfile, mut w: impl Write) -> io::Result<()> {
             at(0.75),
             at(1.0),
             sparkline(t, top),
+            encloses,
         )?;
     }
     writeln!(w)?;
     writeln!(w, "Program speedup predicted if the target were made faster by 25–100%; samples are weighted sample points;")?;
     writeln!(w, "exp: experiments on the target (ranked from 10, at three speedups); spread: half the interquartile range of single experiments around the curve;")?;
     writeln!(w, "sure: the 95% interval (bootstrap over experiments) of the point whose low end is highest, which ranks the targets.")?;
+    if p.targets
+        .iter()
+        .any(|t| t.encloses_program && t.enough_data && !t.no_measurable_effect)
+    {
+        writeln!(w, "encloses: a function whose experiments took in most of the program's samples, nearly all in what it calls;")?;
+        writeln!(
+            w,
+            "making it faster makes everything faster: ranked after the places inside it."
+        )?;
+    }
     Ok(())
 }
 
@@ -192,5 +211,35 @@ throughput-point\tname=p\tdelta=15\n";
         // One non-zero speedup is no curve: no number is printed for it.
         assert!(s.contains("too few experiments to predict"), "{s}");
         assert!(t["spread"].is_null(), "{t}");
+    }
+
+    #[test]
+    fn a_function_around_the_program_says_so() {
+        let mut text = String::from("startup\ttime=1\n");
+        for _ in 0..4 {
+            for pct in [0u32, 25, 50, 75, 100] {
+                let visits = (100.0 / (1.0 - 0.8 * pct as f64 / 100.0)).round();
+                text.push_str(&format!(
+                    "experiment\tselected=db:outer\tspeedup={:.2}\tduration=1000000\tselected-samples=90\tkind=function\tprogram-samples=100\n\
+                     throughput-point\tname=p\tdelta={visits}\n",
+                    pct as f64 / 100.0
+                ));
+            }
+        }
+        text.push_str(
+            "samples\tlocation=db:outer\tcount=1\nsamples\tlocation=db:inner\tcount=99\n",
+        );
+        let p = analyze(&CozProfile::parse(text.as_bytes()).unwrap());
+        let v = json(&p);
+        assert_eq!(v["targets"][0]["encloses_program"], true);
+        assert!((v["targets"][0]["program_share"].as_f64().unwrap() - 0.9).abs() < 1e-9);
+        let mut out = Vec::new();
+        write_text(&p, &mut out).unwrap();
+        let s = String::from_utf8(out).unwrap();
+        assert!(
+            s.contains("+80%") && s.contains("encloses 90% of the program"),
+            "{s}"
+        );
+        assert!(s.contains("ranked after the places inside it"), "{s}");
     }
 }

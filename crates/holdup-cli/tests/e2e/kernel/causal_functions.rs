@@ -85,8 +85,30 @@ fn a_function_of_a_binary_without_lines_is_the_target_and_predicts_halving_it() 
         "{:?}",
         code.iter().map(|t| name(t)).collect::<Vec<_>>()
     );
+    let named = |f: &str| {
+        let want = format!("{binary}:{f}");
+        *code
+            .iter()
+            .find(|t| name(t) == want)
+            .unwrap_or_else(|| panic!("no {want}: {report}"))
+    };
+    // one_round() holds all the work, 3% its own: it predicts more than
+    // hot() and names no place, so it ranks after it.
     assert_eq!(name(code[0]), format!("{binary}:hot"), "{report}");
-    assert!(code.iter().any(|t| name(t) == format!("{binary}:cool")));
+    let (outer, hot, cool) = (named("one_round"), named("hot"), named("cool"));
+    let share = |t: &Value| t["program_share"].as_f64().unwrap();
+    eprintln!(
+        "shares of the program's samples: one_round {:.3}, hot {:.3}, cool {:.3}",
+        share(outer),
+        share(hot),
+        share(cool)
+    );
+    assert_eq!(outer["encloses_program"], true, "{report}");
+    assert!(share(outer) > 0.9, "{report}");
+    // By construction hot() is 6 of the 9.3 ms of a round, cool() 3.
+    assert_near("hot's share of the samples", share(hot), 6.0 / 9.3, 0.08);
+    assert_near("cool's share of the samples", share(cool), 3.0 / 9.3, 0.08);
+    assert_eq!(hot["encloses_program"], false);
 
     let predicted = at_half(code[0]);
     let mut tries = Vec::new();
