@@ -24,6 +24,9 @@ pub struct ThreadState {
     /// The part of `local` paid with sleeps that cost the program nothing
     /// (see Runtime::add_delays); it is never published to the global delay.
     pub free: AtomicU64,
+    /// Times the state was started over (`reset`, at each experiment's
+    /// start): a delay being slept meanwhile was settled by it.
+    pub resets: AtomicU64,
     /// Delay paid with sleeps in the running experiment, for --verbose.
     pub paid: AtomicU64,
     /// Run and runqueue time (schedstat) at the last delay paid.
@@ -69,6 +72,7 @@ impl ThreadState {
 
     /// Start over from global delay `g`.
     pub fn reset(&self, g: u64) {
+        self.resets.fetch_add(1, Ordering::AcqRel);
         self.local.store(g, Ordering::Release);
         self.free.store(0, Ordering::Release);
         self.wait_to.store(0, Ordering::Release);
