@@ -207,7 +207,7 @@ impl State {
             // for. Added on top, the sleep would read as a delay of its own
             // and be published to every thread, whose longer sleeps across
             // the next start would do it again: on RocksDB, global delays
-            // of 0.5-2 s within a 200 ms experiment, the program stalled
+            // of 0.3-2 s within a 200 ms experiment, the program stalled
             // for the next ones, in 2% of the experiments.
             if st.resets.load(Ordering::Acquire) != resets {
                 return;
