@@ -630,7 +630,9 @@ fn add_program_shares(profile: &CozProfile, targets: &mut [TargetCurve]) {
         let share = selected as f64 / program as f64;
         let own = t.samples as f64 / all.max(1) as f64;
         t.program_share = Some(share);
+        // Without sample counts (a run cut short) its own share is unknown.
         t.encloses_program = t.kind == TargetKind::Function
+            && all > 0
             && share >= ENCLOSING_SHARE
             && own <= ENCLOSING_SELF * share;
     }
