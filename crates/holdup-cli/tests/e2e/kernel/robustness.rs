@@ -136,6 +136,19 @@ fn a_reader_that_goes_away_early_is_no_error() {
     }
 }
 
+/// `holdup record -o DATA -- half_sleeper ROUNDS`, to be stopped early.
+fn record_half_sleeper(
+    bin: &std::path::Path,
+    data: &std::path::Path,
+    rounds: &str,
+) -> std::process::Command {
+    let mut cmd = holdup();
+    cmd.args(["record", "-o", data.to_str().unwrap(), "--"])
+        .arg(bin)
+        .arg(rounds);
+    cmd
+}
+
 #[test]
 #[ignore = "needs root and BPF"]
 fn a_recorder_killed_with_sigkill_leaves_a_readable_trace() {
@@ -143,15 +156,7 @@ fn a_recorder_killed_with_sigkill_leaves_a_readable_trace() {
     let dir = scratch("sigkill");
     let data = dir.join("k.data");
     let bin = workload("half_sleeper");
-    let mut child = holdup()
-        .args([
-            "record",
-            "-o",
-            data.to_str().unwrap(),
-            "--",
-            bin.to_str().unwrap(),
-            "300",
-        ])
+    let mut child = record_half_sleeper(&bin, &data, "300")
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
@@ -277,15 +282,7 @@ fn ctrl_c_stops_cleanly_and_keeps_the_trace() {
     // background job of a script inherits it ignored, and so would the
     // command (an ignored signal stays ignored across exec, as nohup needs).
     let child = unsafe {
-        holdup()
-            .args([
-                "record",
-                "-o",
-                data.to_str().unwrap(),
-                "--",
-                bin.to_str().unwrap(),
-                "500",
-            ])
+        record_half_sleeper(&bin, &data, "500")
             .stderr(Stdio::piped())
             .process_group(0)
             .pre_exec(|| {
