@@ -15,7 +15,8 @@
  * running (the tick is where its stack can be taken), weighted by the
  * points its on-CPU clock passed since its last sample; a point passed in a
  * short run between two waits (a system call's work before it blocks
- * again) is sampled where that run ends instead.
+ * again) is sampled where that run ends instead, and a tick in a run's
+ * first moments takes nothing (see on_cpu.bpf.h).
  *
  * Under a hypervisor a running thread's virtual CPU may itself not run
  * (steal time). The thread's own CPU time excludes it, and so must its

@@ -92,6 +92,7 @@ struct thread_state {
 	u8 early_waker_kind;
 	/* The two clocks: time not yet turned into sampling points. */
 	u64 run_mark;		/* on-CPU time counted up to here; 0 while off */
+	u64 run_start;		/* the current run's switch-in */
 	u64 cpu_credit;
 	u64 steal_credit;
 	/* The steal time of the thread's CPU at its last look while it ran,

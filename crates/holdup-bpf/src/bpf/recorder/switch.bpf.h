@@ -150,6 +150,7 @@ static __always_inline void switch_in(struct task_struct *prev, struct task_stru
 	u32 *parked;
 
 	st->run_mark = now;
+	st->run_start = now;
 	mark_steal(st, steal);
 	first_sight(next, st, true);
 	if (!st->out)

@@ -223,9 +223,12 @@ fn the_cpu_time_of_a_system_call_between_its_waits_is_the_calls() {
         all += total(&f["total"]) * period_s;
         cpu += f["total"]["cpu"].as_f64().unwrap() * period_s;
     }
-    assert_near("seconds in log_record", all, sync_s, 0.05 * sync_s);
+    // Measured 0.96-1.04 of the workload's clock and 0.79-1.03 of its CPU
+    // time; without the burst sampling 0.92 and 0.60, with ticks also
+    // charging the bursts up to 1.12 and 1.38.
+    assert_near("seconds in log_record", all, sync_s, 0.06 * sync_s);
     assert!(
-        (0.8 * sync_cpu_s..=1.15 * sync_cpu_s).contains(&cpu),
+        (0.75 * sync_cpu_s..=1.15 * sync_cpu_s).contains(&cpu),
         "log_record on a CPU for {cpu:.3} s, {sync_cpu_s:.3} s by the thread's own clock"
     );
     assert_coverage(&r);
