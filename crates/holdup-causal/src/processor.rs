@@ -298,23 +298,19 @@ impl Processor {
         self.io_points += all.io;
         self.sched_points += all.sched;
 
-        if let Some(exp) = &self.exp {
-            let (target, start, delay) = (exp.target, exp.start_ns, exp.delay_ns);
-            let p = points_of(&r, start);
-            if let Some(e) = self.exp.as_mut() {
-                e.program += p.line;
-            }
-            let credit = match target {
+        if let Some(exp) = self.exp.as_mut() {
+            let p = points_of(&r, exp.start_ns);
+            let credit = match exp.target {
                 SpeedupTarget::Code(_) if hit => p.line,
                 SpeedupTarget::Code(_) => 0,
                 SpeedupTarget::Process => p.line,
                 SpeedupTarget::Subclass(Subclass::Io) => p.io,
                 SpeedupTarget::Subclass(Subclass::Sched) => p.sched,
             };
+            exp.program += p.line;
+            exp.selected += credit;
+            let delay = exp.delay_ns;
             if credit > 0 {
-                if let Some(e) = self.exp.as_mut() {
-                    e.selected += credit;
-                }
                 if let Some(d) = rt.domain {
                     d.selected.fetch_add(credit, Ordering::AcqRel);
                 }
