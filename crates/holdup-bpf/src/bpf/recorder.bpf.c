@@ -13,10 +13,10 @@
  * subclass, the part after is runqueue time. On-CPU points are turned into
  * samples at the next tick of a cpu-clock perf event that finds the thread
  * running (the tick is where its stack can be taken), weighted by the
- * points its on-CPU clock passed since its last sample; a point passed in a
- * short run between two waits (a system call's work before it blocks
- * again) is sampled where that run ends instead, and a tick in a run's
- * first moments takes nothing (see on_cpu.bpf.h).
+ * points its on-CPU clock passed since its last sample; the points a
+ * system call's work between two waits passed (a run's kernel part, from
+ * its switch-in to its return to user space, or a short run that ends in
+ * a wait) are sampled there instead, its own points only (see on_cpu.bpf.h).
  *
  * Under a hypervisor a running thread's virtual CPU may itself not run
  * (steal time). The thread's own CPU time excludes it, and so must its

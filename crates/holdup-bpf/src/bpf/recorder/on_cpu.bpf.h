@@ -5,13 +5,17 @@
  * be read). Steal time rides on it as runqueue points.
  */
 
+/* `kskip` of a sample that takes no kernel stack. */
+#define KSTACK_NONE (~0ULL)
+
 /* Turn what the on-CPU and steal clocks of the running `task` hold into an
  * on-CPU sample at its current stacks, if that is a sampling point or more,
  * leaving `keep` on-CPU points on the clock for a later sample. `kflags`
  * says how to read the kernel stack's first frame and `kskip` how many of
- * its frames are the tracing's own; `flags` are the sample's own (an exit
- * tail takes no kernel stack: it would be the exit path and this program's
- * own frames, where none of that time was spent). */
+ * its frames are the tracing's own (KSTACK_NONE: take none); `flags` are
+ * the sample's own (an exit tail takes no kernel stack: it would be the
+ * exit path and this program's own frames, where none of that time was
+ * spent). */
 static __always_inline void take_cpu_sample(void *ctx, enum scratch_slot slot,
 					    struct task_struct *task, struct thread_state *st,
 					    u16 kflags, u64 kskip, u16 flags, u64 steal, u32 keep)
@@ -51,9 +55,9 @@ static __always_inline void take_cpu_sample(void *ctx, enum scratch_slot slot,
 	s->rec.cpu = bpf_get_smp_processor_id();
 	s->rec.flags = flags;
 	/* Empty when the sample hit user mode. */
-	n = flags & SF_EXIT_TAIL ? 0 :
-				   bpf_get_stack(ctx, s->kstack, sizeof(s->kstack),
-						 kskip & BPF_F_SKIP_FIELD_MASK);
+	n = (flags & SF_EXIT_TAIL) || kskip == KSTACK_NONE ?
+		    0 :
+		    bpf_get_stack(ctx, s->kstack, sizeof(s->kstack), kskip & BPF_F_SKIP_FIELD_MASK);
 	if (n > 0) {
 		s->rec.kstack_len = (u64)n / 8;
 		s->rec.flags |= kflags;
@@ -65,11 +69,56 @@ static __always_inline void take_cpu_sample(void *ctx, enum scratch_slot slot,
 	submit_sample(s, s->kstack);
 }
 
-/* The longest run whose stacks at its end stand for all of it (see below).
+/*
+ * Where a tick is not the place to sample. A thread that runs in bursts
+ * shorter than a period between its waits (a system call's own work
+ * between two of its waits) is rarely found running by a tick: the points
+ * of its bursts would be charged by the next tick that finds it running,
+ * to its longest stretches of computing, never to the system call whose
+ * work they were. So a run's points are sampled where the run's own
+ * stacks stand for them:
+ * - a run's kernel part (from its switch-in to its return to user space,
+ *   or to its switch-out if it never returns: a system call's or fault's
+ *   work) is sampled at its end, or by the ticks within it, for the points
+ *   it passed itself; the points carried from before it are left for the
+ *   ticks. The return is seen for threads with rseq (glibc registers it);
+ * - a short run in user space that ends in a wait (SHORT_RUN_NS or less:
+ *   a few calls between two system calls) is sampled at its end, where it
+ *   blocked; a tick in its first SHORT_RUN_NS takes nothing, since the run
+ *   may end short and be sampled then;
+ * - longer runs are left to the ticks, which find them running where their
+ *   time went, and so are the points carried.
+ */
+
+/* The longest user-space run whose stacks at its end stand for all of it.
  * Longer, the end of a run that computed before it blocked took the points
  * of that computing: with 100 us, a loop of fdatasync calls got 108% of the
- * time it measured itself; with 25 us, 100-101% (left to the ticks: 92%). */
+ * time it measured itself. */
 #define SHORT_RUN_NS 25000ULL
+
+/* `task` is switched in: its run starts in the kernel (where it blocked or
+ * was preempted), and its return to user space will be seen if it has
+ * rseq. */
+static __always_inline void start_kernel_part(struct task_struct *task, struct thread_state *st)
+{
+	struct switch_hints *h;
+
+	st->kernel_part = 0;
+	if (!task->rseq)
+		return;
+	h = this_switch_hints();
+	if (!h)
+		return;
+	h->kernel_part = task->pid;
+	st->kernel_part = 1;
+}
+
+/* The on-CPU points `task`'s clock holds from before the current run part:
+ * not the part's own. */
+static __always_inline u32 carried_points(struct thread_state *st)
+{
+	return st->cpu_credit / period_ns;
+}
 
 SEC("perf_event")
 int on_cpu_sample(struct bpf_perf_event_data *ctx)
@@ -77,6 +126,7 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 	struct task_struct *task = bpf_get_current_task_btf();
 	u64 steal = rq_steal(task);
 	struct thread_state *st;
+	u32 keep = 0;
 
 	if (!is_tracked(task))
 		return 0;
@@ -87,16 +137,16 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 	}
 	if (st->pending)
 		emit_pending(SCRATCH_IRQ, st, task, USER_LOADED, SF_LATE_USTACK);
-	/* A tick in a run's first SHORT_RUN_NS leaves the points on the clock.
-	 * Were the run to end short, its own point is sampled at its end
-	 * (sample_short_run), and this tick would have charged it the points
-	 * the thread's earlier computing left for the ticks as well: a loop of
-	 * fdatasync calls got 102-112% of the time it measured itself, its CPU
-	 * time up to 138%; skipped, 96-104%, and CPU 79-103% (the first moments
-	 * of longer runs are now seen by no tick). */
-	if (st->run_mark && st->run_start && bpf_ktime_get_ns() - st->run_start < SHORT_RUN_NS)
+	/* In a kernel part the tick takes the part's own points; early in a
+	 * user-space run, none (see above). Either way the tick charges a
+	 * burst the points the thread's earlier computing left for the ticks
+	 * no more: a loop of fdatasync calls got up to 112% of the time it
+	 * measured itself, and up to 138% of its CPU time. */
+	if (st->kernel_part && st->run_mark)
+		keep = carried_points(st);
+	else if (st->run_mark && st->run_start && bpf_ktime_get_ns() - st->run_start < SHORT_RUN_NS)
 		return 0;
-	take_cpu_sample(ctx, SCRATCH_IRQ, task, st, SF_KSTACK_LEAF_IS_IP, 0, 0, steal, 0);
+	take_cpu_sample(ctx, SCRATCH_IRQ, task, st, SF_KSTACK_LEAF_IS_IP, 0, 0, steal, keep);
 	return 0;
 }
 
@@ -104,27 +154,59 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
  * the tracing's own (the program, bpf_trace_run4): it starts at __schedule. */
 #define SWITCH_TRACE_FRAMES 2
 
-/* The run of `prev`, ending now, if it is a short burst between waits (a
- * system call's own work between two of its waits) that passed a sampling
- * point: sampled here, at the stacks it leaves with. The next
- * tick that finds the thread running would charge those points to a later
- * run, elsewhere: to its longest stretches of computing, since those are
- * where the ticks find it, and never to the system call whose work it was.
- * A longer run is left to the ticks, which find it running where its time
- * went; so are points a longer run left unsampled (`keep`). */
+/* The run of `prev`, ending now: sampled at the stacks it leaves with if
+ * it passed a sampling point and is a kernel part or a short run (see
+ * above), for its own points. */
 static __always_inline void sample_short_run(void *ctx, struct task_struct *prev,
 					     struct thread_state *st, u64 now, u64 steal)
 {
-	u64 run, carried;
+	u64 run;
+	u32 carried;
 
 	if (!st->run_mark || now <= st->run_mark)
 		return;
 	run = now - st->run_mark;
-	if (run > SHORT_RUN_NS)
+	if (run > SHORT_RUN_NS && !st->kernel_part)
 		return;
-	carried = st->cpu_credit / period_ns;
+	carried = carried_points(st);
 	if ((st->cpu_credit + run) / period_ns == carried)
 		return;
-	take_cpu_sample(ctx, SCRATCH_TASK, prev, st, 0, SWITCH_TRACE_FRAMES, 0, steal,
-			(u32)carried);
+	take_cpu_sample(ctx, SCRATCH_TASK, prev, st, 0, SWITCH_TRACE_FRAMES, 0, steal, carried);
+}
+
+/* The current thread returns to user space: the end of its run's kernel
+ * part, sampled for its own points at its user stack, which is still the
+ * system call's (its kernel stack is the way out, where none of the time
+ * went). A short run in user space is timed from here. */
+static __always_inline void end_kernel_part(void *ctx)
+{
+	struct switch_hints *h = this_switch_hints();
+	struct task_struct *task;
+	struct thread_state *st;
+
+	if (!h || !h->kernel_part || h->kernel_part != (u32)bpf_get_current_pid_tgid())
+		return;
+	h->kernel_part = 0;
+	task = bpf_get_current_task_btf();
+	st = state_of(task, false);
+	if (!st || !st->kernel_part)
+		return;
+	st->kernel_part = 0;
+	if (!st->run_mark)
+		return;
+	take_cpu_sample(ctx, SCRATCH_TASK, task, st, 0, KSTACK_NONE, 0, rq_steal(task),
+			carried_points(st));
+	st->run_start = st->run_mark;
+}
+
+/* The thread is on its way back to user space after being switched in (rseq
+ * notifies every switched-out task that has registered rseq, as glibc does):
+ * its user stack is still the one it blocked with, and its run's kernel
+ * part ends. */
+SEC("tp_btf/rseq_update")
+int BPF_PROG(on_rseq_update, struct task_struct *t)
+{
+	emit_parked();
+	end_kernel_part(ctx);
+	return 0;
 }

@@ -138,15 +138,6 @@ static __always_inline void emit_parked(void)
 		emit_pending(SCRATCH_TASK, st, task, USER_LOADED, 0);
 }
 
-/* The thread is on its way back to user space after being switched in (rseq
- * notifies every switched-out task that has registered rseq, as glibc does):
- * its user stack is still the one it blocked with. */
-SEC("tp_btf/rseq_update")
-int BPF_PROG(on_rseq_update, struct task_struct *t)
-{
-	emit_parked();
-	return 0;
-}
 
 /* Threads without rseq (Go's, static and musl programs') get no
  * rseq_update. Where the kernel has BPF task work (6.18+), a work queued at

@@ -92,7 +92,11 @@ struct thread_state {
 	u8 early_waker_kind;
 	/* The two clocks: time not yet turned into sampling points. */
 	u64 run_mark;		/* on-CPU time counted up to here; 0 while off */
-	u64 run_start;		/* the current run's switch-in */
+	u64 run_start;		/* the current run's switch-in, or its return to user space */
+	/* The current run has not been back in user space since its switch-in:
+	 * all of it is kernel work, the rest of a system call (or a fault).
+	 * Known only for threads with rseq, whose returns are traced. */
+	u8 kernel_part;
 	u64 cpu_credit;
 	u64 steal_credit;
 	/* The steal time of the thread's CPU at its last look while it ran,
@@ -236,17 +240,23 @@ struct {
 	__type(value, struct scratch);
 } scratch_map SEC(".maps");
 
-/* The thread whose blocked sample was parked at the CPU's last switch-in
- * (0: none): the hooks on the way back to user space, which run at every
- * return of every thread, look here before looking up the thread's state.
- * A thread that leaves the CPU first has its sample emitted at the
- * switch-out. */
+/* What the CPU's last switch-in left for the hooks on the way back to user
+ * space, which run at every return of every thread and look here before
+ * looking up the thread's state (0: nothing): the thread whose blocked
+ * sample was parked (a thread that leaves the CPU first has its sample
+ * emitted at the switch-out), and the thread whose run is in its kernel
+ * part (see on_cpu.bpf.h). */
+struct switch_hints {
+	u32 parked;
+	u32 kernel_part;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, u32);
-	__type(value, u32);
-} parked_tid SEC(".maps");
+	__type(value, struct switch_hints);
+} switch_hints SEC(".maps");
 
 /* Records not written, per cause and record kind (see enum lost_cause). */
 struct {
@@ -256,11 +266,18 @@ struct {
 	__type(value, u64);
 } lost SEC(".maps");
 
-static __always_inline u32 *this_parked_tid(void)
+static __always_inline struct switch_hints *this_switch_hints(void)
 {
 	u32 zero = 0;
 
-	return bpf_map_lookup_elem(&parked_tid, &zero);
+	return bpf_map_lookup_elem(&switch_hints, &zero);
+}
+
+static __always_inline u32 *this_parked_tid(void)
+{
+	struct switch_hints *h = this_switch_hints();
+
+	return h ? &h->parked : NULL;
 }
 
 static __always_inline void count_lost(enum lost_cause cause, u32 kind)

@@ -151,6 +151,7 @@ static __always_inline void switch_in(struct task_struct *prev, struct task_stru
 
 	st->run_mark = now;
 	st->run_start = now;
+	start_kernel_part(next, st);
 	mark_steal(st, steal);
 	first_sight(next, st, true);
 	if (!st->out)
@@ -178,7 +179,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 {
 	u64 now = bpf_ktime_get_ns(), steal = rq_steal(prev);	/* prev is still on this CPU */
 	struct irq_context *ic = this_irq_ctx();
-	u32 *parked = this_parked_tid();
+	struct switch_hints *hints = this_switch_hints();
 	struct thread_state *st;
 
 	/* No interrupt handler runs across a context switch: whatever the
@@ -186,8 +187,8 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	 * not name the wakers of the rest of the recording. */
 	if (ic)
 		__builtin_memset(ic, 0, sizeof(*ic));
-	if (parked)
-		*parked = 0;
+	if (hints)
+		__builtin_memset(hints, 0, sizeof(*hints));
 	/* Without its state a thread's interval is not seen starting or
 	 * ending: its wait segment and blocked sample are lost. */
 	if (is_tracked(prev)) {
