@@ -12,10 +12,10 @@
  * on-CPU sample at its current stacks, if that is a sampling point or more,
  * leaving `keep` on-CPU points on the clock for a later sample. `kflags`
  * says how to read the kernel stack's first frame and `kskip` how many of
- * its frames are the tracing's own (KSTACK_NONE: take none); `flags` are
- * the sample's own (an exit tail takes no kernel stack: it would be the
- * exit path and this program's own frames, where none of that time was
- * spent). */
+ * its frames are the tracing's own (KSTACK_NONE: take none, where the
+ * kernel stack is the way out and this program's own frames, none of the
+ * time spent there: a return to user space, an exit tail); `flags` are the
+ * sample's own. */
 static __always_inline void take_cpu_sample(void *ctx, enum scratch_slot slot,
 					    struct task_struct *task, struct thread_state *st,
 					    u16 kflags, u64 kskip, u16 flags, u64 steal, u32 keep)
@@ -55,7 +55,7 @@ static __always_inline void take_cpu_sample(void *ctx, enum scratch_slot slot,
 	s->rec.cpu = bpf_get_smp_processor_id();
 	s->rec.flags = flags;
 	/* Empty when the sample hit user mode. */
-	n = (flags & SF_EXIT_TAIL) || kskip == KSTACK_NONE ?
+	n = kskip == KSTACK_NONE ?
 		    0 :
 		    bpf_get_stack(ctx, s->kstack, sizeof(s->kstack), kskip & BPF_F_SKIP_FIELD_MASK);
 	if (n > 0) {
@@ -63,7 +63,8 @@ static __always_inline void take_cpu_sample(void *ctx, enum scratch_slot slot,
 		s->rec.flags |= kflags;
 	}
 	capture_user(s, task, USER_LOADED);
-	/* An exit tail's stack is not used (see above). */
+	/* An exit tail's stack is not used (user space puts its points at
+	 * the thread's last on-CPU sample). */
 	if (!(flags & SF_EXIT_TAIL))
 		capture_python(s, st, task);
 	submit_sample(s, s->kstack);

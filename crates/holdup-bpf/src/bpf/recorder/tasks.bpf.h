@@ -87,7 +87,7 @@ int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
 	 * sample fired at all). User space puts them where its last on-CPU
 	 * sample was. */
 	if (st)
-		take_cpu_sample(ctx, SCRATCH_TASK, p, st, 0, 0, SF_EXIT_TAIL, steal, 0);
+		take_cpu_sample(ctx, SCRATCH_TASK, p, st, 0, KSTACK_NONE, SF_EXIT_TAIL, steal, 0);
 	emit_task_rec(REC_EXIT, p, p->comm);
 	if (group_dead)
 		forget_python(p->tgid);
