@@ -200,9 +200,10 @@ pub struct Recorder {
     sys_exit: Option<Link>,
     /// The goroutine probes of each Go process followed.
     go_links: Vec<(u32, Vec<Link>)>,
-    /// The uprobes that count the code objects Python processes free, by
-    /// process.
-    py_links: Vec<(u32, Link)>,
+    /// The uprobes that count the code objects Python processes free: one
+    /// per interpreter file and deallocator offset, for every process that
+    /// maps it (see [`Recorder::count_code_frees`]).
+    py_links: Vec<((std::path::PathBuf, u64), Link)>,
     ring: RingReader,
     mmaps: MmapEvents,
     skel: RecorderSkel<'static>,
@@ -618,6 +619,18 @@ impl Recorder {
         out
     }
 
+    /// Whether process `pid`'s CPython frames are walked already: a forked
+    /// child of a walked process is, from its fork (py_inherit).
+    pub fn walks_python(&self, pid: u32) -> bool {
+        matches!(
+            self.skel
+                .maps
+                .py_procs
+                .lookup(&pid.to_ne_bytes(), MapFlags::ANY),
+            Ok(Some(_))
+        )
+    }
+
     /// Walk the CPython frames of process `pid`'s samples, with the
     /// layout of its interpreter.
     pub fn set_python(&self, pid: u32, config: &PyConfig) -> Result<()> {
@@ -636,25 +649,36 @@ impl Recorder {
     }
 
     /// Count the code objects process `pid` frees: a uprobe on the code
-    /// type's deallocator, at file offset `at` of `binary`, the process's
-    /// alone. Then the recorder may trust what it learnt of a code object
-    /// from sample to sample (see py_code_known); the configuration given
-    /// to [`Recorder::set_python`] after it says so (`frees_counted`).
-    pub fn count_code_frees(&mut self, pid: u32, binary: &std::path::Path, at: u64) -> Result<()> {
-        // The links of processes the recorder forgot (they exited) go.
-        let procs = &self.skel.maps.py_procs;
-        self.py_links
-            .retain(|(p, _)| matches!(procs.lookup(&p.to_ne_bytes(), MapFlags::ANY), Ok(Some(_))));
+    /// type's deallocator, at file offset `at` of `binary`. Then the
+    /// recorder may trust what it learnt of a code object from sample to
+    /// sample (see py_code_known); the configuration given to
+    /// [`Recorder::set_python`] after it says so (`frees_counted`).
+    ///
+    /// The uprobe is the file's, for every process that maps it, and is
+    /// attached once: it counts only in the processes the recorder walks
+    /// (py_procs), and a code object is freed rarely. One per process
+    /// would cost each process that exits a detach, and the kernel runs
+    /// those one at a time, each waiting for a grace period: a program
+    /// that forks hundreds of interpreters left the recording seconds
+    /// after its end.
+    pub fn count_code_frees(&mut self, binary: &std::path::Path, at: u64) -> Result<()> {
+        if self
+            .py_links
+            .iter()
+            .any(|((b, a), _)| b == binary && *a == at)
+        {
+            return Ok(());
+        }
         let link = self
             .skel
             .progs
             .py_code_freed
-            .attach_uprobe(false, pid as i32, binary, at as usize)
+            .attach_uprobe(false, -1, binary, at as usize)
             .map_err(|e| Error::Attach {
                 prog: "py_code_freed",
                 msg: e.to_string(),
             })?;
-        self.py_links.push((pid, link));
+        self.py_links.push(((binary.to_path_buf(), at), link));
         Ok(())
     }
 
@@ -662,7 +686,6 @@ impl Recorder {
     /// or exited).
     pub fn forget_python(&mut self, pid: u32) {
         let _ = self.skel.maps.py_procs.delete(&pid.to_ne_bytes());
-        self.py_links.retain(|(p, _)| *p != pid);
     }
 
     /// How the interpreter frame walks went so far, summed over CPUs.

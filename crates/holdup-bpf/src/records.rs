@@ -171,6 +171,7 @@ impl PyCounts {
             (&mut self.cached, o.cached),
             (&mut self.counter_wrong, o.counter_wrong),
             (&mut self.frees, o.frees),
+            (&mut self.forks, o.forks),
         ];
         for (sum, v) in fields {
             *sum += v;

@@ -176,7 +176,9 @@ impl PythonFrames {
     /// A forked child runs its parent's interpreter at the same addresses.
     pub fn fork(&mut self, parent: u32, child: u32) {
         if let Some((interp, cfg, path)) = self.procs.get(&parent).cloned() {
-            // The parent's uprobe is its own: the child gets one of its own.
+            // The recorder copied the parent's registration at the fork if
+            // it had one; if not yet, the child is handed over as a new
+            // process is.
             let frees = interp.code_dealloc.map(|at| (path.clone(), at));
             self.pending.push((child, cfg, frees));
             self.procs.insert(child, (interp, cfg, path));
@@ -198,12 +200,17 @@ impl PythonFrames {
             if !rec.tracks(pid) {
                 continue;
             }
+            // A forked child has its parent's registration since its fork;
+            // another would start its count of frees again.
+            if rec.walks_python(pid) {
+                continue;
+            }
             self.serial += 1;
             config.serial = self.serial;
             // Counted from before the recorder walks the process: a free
             // it did not see would leave a replaced code object trusted.
             if let Some((path, at)) = frees {
-                match rec.count_code_frees(pid, Path::new(&*path), at) {
+                match rec.count_code_frees(Path::new(&*path), at) {
                     Ok(()) => config.frees_counted = 1,
                     Err(e) => {
                         self.frees_uncounted += 1;

@@ -306,6 +306,7 @@ struct py_counts {
 	u64 cached;		/* frames whose code object was known from a sample before */
 	u64 counter_wrong;	/* a code object newer than its interpreter's count of them */
 	u64 frees;		/* code objects freed in walked processes (py_code_freed) */
+	u64 forks;		/* registrations copied to a forked child (py_inherit) */
 };
 
 /*

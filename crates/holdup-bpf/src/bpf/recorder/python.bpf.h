@@ -760,8 +760,38 @@ static __always_inline void py_gil_holder(struct scratch *s, struct task_struct 
 	s->rec.waker_pid = pid;
 }
 
-/* Process `tgid` is gone: its interpreter with it. */
+/* Process `tgid` is gone, or replaced its image: its interpreter with it. */
 static __always_inline void forget_python(u32 tgid)
 {
 	bpf_map_delete_elem(&py_procs, &tgid);
+}
+
+/* The serials of the registrations forks make (py_inherit), apart from
+ * those user space gives, which count up from 1: the CPU, and its count of
+ * forks so far. */
+#define PY_FORK_SERIAL 0x80000000u
+#define PY_FORK_CPU_SHIFT 23
+
+/* Process `child` was forked from `parent`: if the parent's frames are
+ * walked, so are the child's, from its first sample, with a copy of the
+ * parent's registration (the same interpreter at the same addresses).
+ * User space learns of the fork only when it next drains the ring, up to
+ * a second later: a worker forked to compute had shown native frames for
+ * that long. The copy gets a serial of its own: what the parent learnt of
+ * a code object stops holding for the child once either frees one. The
+ * count of frees goes on from the parent's; the code-free uprobe is the
+ * file's, so it counts the child's from its start. */
+static __always_inline void py_inherit(u32 parent, u32 child)
+{
+	struct py_config *c = bpf_map_lookup_elem(&py_procs, &parent);
+	struct py_counts *n = py_counts();
+	struct py_config copy;
+
+	if (!c || !n)
+		return;
+	copy = *c;
+	copy.serial = PY_FORK_SERIAL | (bpf_get_smp_processor_id() << PY_FORK_CPU_SHIFT) |
+		      (n->forks & ((1u << PY_FORK_CPU_SHIFT) - 1));
+	n->forks++;
+	bpf_map_update_elem(&py_procs, &child, &copy, BPF_ANY);
 }

@@ -18,6 +18,8 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 			return 0;
 		track_tgid(child_tgid);
 	}
+	if (child_tgid != BPF_CORE_READ(parent, tgid))
+		py_inherit(BPF_CORE_READ(parent, tgid), child_tgid);
 	r = reserve(REC_FORK, sizeof(*r));
 	if (!r)
 		return 0;
@@ -38,6 +40,9 @@ int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 
 	if (!is_tracked(p))
 		return 0;
+	/* The new image is not the interpreter (user space registers it
+	 * again if it is one). */
+	forget_python(BPF_CORE_READ(p, tgid));
 	r = reserve(REC_EXEC, sizeof(*r));
 	if (!r)
 		return 0;
