@@ -99,9 +99,11 @@ pub fn serve(answers: Vec<Vec<u8>>) -> (String, std::sync::mpsc::Receiver<Receiv
             let Some((mut conn, got)) = read_request(conn.unwrap()) else {
                 continue;
             };
+            // Told before answered: the client may count the requests as
+            // soon as it has its answer.
+            let _ = tx.send(got);
             let answer = &answers[n.min(answers.len() - 1)];
             conn.get_mut().write_all(answer).unwrap();
-            let _ = tx.send(got);
         }
     });
     (url, rx)

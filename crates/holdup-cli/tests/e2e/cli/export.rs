@@ -322,13 +322,14 @@ fn serve_tls(answers: Vec<Vec<u8>>, cert: &Path) -> (String, std::sync::mpsc::Re
             let Some((mut conn, got)) = read_request(tls) else {
                 continue;
             };
+            // Told before answered, as in `serve`.
+            let _ = tx.send(got);
             let answer = &answers[n.min(answers.len() - 1)];
             n += 1;
             let tls = conn.get_mut();
             tls.write_all(answer).unwrap();
             tls.conn.send_close_notify();
             let _ = tls.flush();
-            let _ = tx.send(got);
         }
     });
     (url, rx)
