@@ -121,20 +121,6 @@ fn profile_and_notes(dir: &Path, extra: &[&str], cmd: &[&str]) -> (Value, String
     )
 }
 
-/// Run `test` (a profile and its checks) once more if it fails. A profile
-/// is an estimate from its experiments, and a short one next to the rest of
-/// the suite now and then draws a point far off (a line's interval reaching
-/// 0 from 12 experiments, a prediction 13 points from the measured speedup
-/// that the same profile alone gets within 1). A wrong prediction fails both
-/// times; the first failure stays printed above the second try.
-fn with_second_profile(test: impl Fn()) {
-    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(&test)).is_ok() {
-        return;
-    }
-    eprintln!("the first profile failed (above): profiling again");
-    test();
-}
-
 fn top_target(report: &Value) -> String {
     report["targets"][0]["target"].as_str().unwrap().to_string()
 }
@@ -223,7 +209,7 @@ fn barrier_compute_critical_line() {
 #[ignore = "needs root and BPF"]
 fn barrier_odirect_reads_critical() {
     let _turn = turn();
-    with_second_profile(barrier_odirect_reads_critical_once);
+    with_second_try(barrier_odirect_reads_critical_once);
 }
 
 fn barrier_odirect_reads_critical_once() {
@@ -851,7 +837,7 @@ fn attach_pipe_reader_line_with_core_level_delays() {
 #[ignore = "needs root and BPF"]
 fn attach_kernel_function_under_several_lines_predicts_more_than_each() {
     let _turn = turn();
-    with_second_profile(attach_kernel_function_under_several_lines_once);
+    with_second_try(attach_kernel_function_under_several_lines_once);
 }
 
 fn attach_kernel_function_under_several_lines_once() {
