@@ -199,7 +199,7 @@ mod tests {
                 }),
                 layout!(intf::py_counts {
                     samples, frames, no_tstate, stale_tstate, truncated, bad_pointer, loops, codes,
-                    not_code, cached, counter_wrong, frees
+                    not_code, cached, counter_wrong, frees, forks
                 }),
 
                 layout!(intf::kstack_counts { walked, reused, checked, differed, shared }),

@@ -696,7 +696,7 @@ impl<W: Write> Converter<W> {
             RawRecord::Fork(f) => {
                 if f.pid != f.parent_pid {
                     self.spaces.fork(f.parent_pid, f.pid);
-                    self.python.fork(f.parent_pid, f.pid);
+                    self.python.fork(f);
                     // The pid may be a reused one.
                     self.mapping_dsos.clear();
                 }

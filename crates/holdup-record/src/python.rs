@@ -5,7 +5,7 @@
 //! `function (file.py:LINE)` at the end of the recording.
 
 use holdup_bpf::perf::AddressEvent;
-use holdup_bpf::records::{self as raw, PyCode, PyCodeRec, PyConfig, PyCounts, PyFrame};
+use holdup_bpf::records::{self as raw, ForkRec, PyCode, PyCodeRec, PyConfig, PyCounts, PyFrame};
 use holdup_symbolize::python::{self, lines, Interpreter};
 use holdup_trace::fxhash::FxHashMap;
 use holdup_trace::{DsoId, Frame, SymFrame};
@@ -62,7 +62,14 @@ pub struct PythonFrames {
     frees_error: Option<String>,
     /// Configurations handed over: the last one's serial.
     serial: u32,
+    /// Images replaced lately, by pid, with when (see [`PythonFrames::fork`]).
+    execs: FxHashMap<u32, u64>,
 }
+
+/// How many replaced images [`PythonFrames`] keeps before it forgets those
+/// older than [`EXECS_FOR_NS`] before the newest.
+const EXECS_KEPT: usize = 4096;
+const EXECS_FOR_NS: u64 = 30_000_000_000;
 
 /// The recorder's view of an interpreter mapped with load bias `bias`.
 fn config(i: &Interpreter, bias: u64) -> PyConfig {
@@ -128,7 +135,7 @@ impl PythonFrames {
     pub fn note(&mut self, ev: &AddressEvent) {
         match ev {
             AddressEvent::Mmap(m) => self.mapped(m.pid, &m.path, m.start, m.pgoff),
-            AddressEvent::Exec { pid, .. } => self.exec(*pid),
+            AddressEvent::Exec { pid, time } => self.exec(*pid, *time),
         }
     }
 
@@ -162,8 +169,15 @@ impl PythonFrames {
         self.procs.insert(pid, (interp, cfg, path));
     }
 
-    /// `pid` replaced its image: whatever interpreter it ran is gone.
-    pub fn exec(&mut self, pid: u32) {
+    /// `pid` replaced its image at `time`: whatever interpreter it ran is
+    /// gone.
+    pub fn exec(&mut self, pid: u32, time: u64) {
+        // Kept for the fork that made `pid`, which may come after (see
+        // fork); that comes within a drain of the ring, seconds at most.
+        if self.execs.len() >= EXECS_KEPT {
+            self.execs.retain(|_, t| *t + EXECS_FOR_NS >= time);
+        }
+        self.execs.insert(pid, time);
         if self.procs.remove(&pid).is_some() {
             self.forgotten.push(pid);
         }
@@ -174,14 +188,23 @@ impl PythonFrames {
     }
 
     /// A forked child runs its parent's interpreter at the same addresses.
-    pub fn fork(&mut self, parent: u32, child: u32) {
-        if let Some((interp, cfg, path)) = self.procs.get(&parent).cloned() {
-            // The recorder copied the parent's registration at the fork if
-            // it had one; if not yet, the child is handed over as a new
-            // process is.
-            let frees = interp.code_dealloc.map(|at| (path.clone(), at));
-            self.pending.push((child, cfg, frees));
-            self.procs.insert(child, (interp, cfg, path));
+    /// If the recorder copied the parent's registration at the fork
+    /// (py_inherited), it walks the child already; else the child is handed
+    /// over as a new process is (the parent was not registered yet, or it
+    /// was not walked). Address events come as soon as they happen, forks
+    /// with the ring's records, later: a child that exec'd since the fork
+    /// (a subprocess) runs another program, whose addresses this
+    /// interpreter's would be walked in.
+    pub fn fork(&mut self, f: &ForkRec) {
+        if self.execs.get(&f.pid).is_some_and(|&t| t >= f.time) {
+            return;
+        }
+        if let Some((interp, cfg, path)) = self.procs.get(&f.parent_pid).cloned() {
+            if f.py_inherited == 0 {
+                let frees = interp.code_dealloc.map(|at| (path.clone(), at));
+                self.pending.push((f.pid, cfg, frees));
+            }
+            self.procs.insert(f.pid, (interp, cfg, path));
         }
     }
 

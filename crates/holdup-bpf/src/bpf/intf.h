@@ -169,6 +169,10 @@ struct fork_rec {
 	u32 pid;
 	u32 tid;
 	u8 comm[COMM_LEN];
+	/* The recorder walks the child's Python frames from its fork, with a
+	 * copy of its parent's registration (py_inherit). */
+	u8 py_inherited;
+	u8 _pad[7];
 };
 
 struct exec_rec {

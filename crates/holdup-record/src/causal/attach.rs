@@ -267,7 +267,7 @@ impl Run {
             RawRecord::Sample(s) => self.sample(s),
             RawRecord::Exec(e) => self.resolver.forget(e.pid),
             RawRecord::PyCode(c) => self.resolver.code(c),
-            RawRecord::Fork(f) => self.python.fork(f.parent_pid, f.pid),
+            RawRecord::Fork(f) => self.python.fork(f),
             _ => {}
         });
         self.python.update(rec);

@@ -7,6 +7,7 @@
 
 use crate::python::PythonFrames;
 use holdup_bpf::perf::AddressEvent;
+use holdup_bpf::records::ForkRec;
 use holdup_bpf::Recorder;
 use std::collections::HashSet;
 
@@ -41,9 +42,10 @@ impl Interpreters {
         }
     }
 
-    /// A forked child runs its parent's interpreter.
-    pub fn fork(&mut self, parent: u32, child: u32) {
-        self.frames.fork(parent, child);
+    /// A forked child runs its parent's interpreter (see
+    /// [`PythonFrames::fork`]).
+    pub fn fork(&mut self, f: &ForkRec) {
+        self.frames.fork(f);
     }
 
     /// The recorded processes' new mappings and images since the last

@@ -254,7 +254,7 @@ fn system_loop(
     let wake = [ring.as_fd(), channel.as_fd()];
     let mut python = Interpreters::default();
     let stop = recording.run(tick, &wake, || {
-        fwd.pump(&mut |parent, child| python.fork(parent, child));
+        fwd.pump(&mut |f| python.fork(f));
         python.update(rec);
         points.watch.check(&points.probes)?;
         Ok(Flow::Continue)

@@ -17,7 +17,7 @@
 
 use super::peers::{Peer, Peers};
 use anyhow::Context;
-use holdup_bpf::records::{self, RawRecord};
+use holdup_bpf::records::{self, ForkRec, RawRecord};
 use holdup_bpf::ringbuf::RingReader;
 use holdup_coz::handoff;
 use std::fs::File;
@@ -86,8 +86,8 @@ impl Forwarder {
     }
 
     /// Hand out the ring's records and take in the announcements; the
-    /// forks the ring tells of go to `on_fork` (parent, child).
-    pub fn pump(&mut self, on_fork: &mut dyn FnMut(u32, u32)) {
+    /// forks the ring tells of go to `on_fork`.
+    pub fn pump(&mut self, on_fork: &mut dyn FnMut(&ForkRec)) {
         self.accept();
         let peers = &mut self.peers;
         let (mut sent, mut lost) = (0, 0);
@@ -107,7 +107,7 @@ impl Forwarder {
                 Ok(RawRecord::PyCode(c)) => {
                     peers.route(c.pid, holdup_bpf::monotonic_ns(), bytes);
                 }
-                Ok(RawRecord::Fork(f)) => on_fork(f.parent_pid, f.pid),
+                Ok(RawRecord::Fork(f)) => on_fork(&f),
                 _ => {}
             }
         });
@@ -134,7 +134,7 @@ impl Forwarder {
     /// The command ended: take what every process sent so far, and give
     /// the output back. Processes still running reach nobody from now on.
     pub fn finish(mut self) -> (File, Summary) {
-        self.pump(&mut |_, _| {});
+        self.pump(&mut |_| {});
         self.peers.finish(&mut |frame| self.profile.append(frame));
         let summary = Summary {
             forwarded: self.forwarded,

@@ -781,17 +781,19 @@ static __always_inline void forget_python(u32 tgid)
  * a code object stops holding for the child once either frees one. The
  * count of frees goes on from the parent's; the code-free uprobe is the
  * file's, so it counts the child's from its start. */
-static __always_inline void py_inherit(u32 parent, u32 child)
+static __always_inline bool py_inherit(u32 parent, u32 child)
 {
 	struct py_config *c = bpf_map_lookup_elem(&py_procs, &parent);
 	struct py_counts *n = py_counts();
 	struct py_config copy;
 
 	if (!c || !n)
-		return;
+		return false;
 	copy = *c;
 	copy.serial = PY_FORK_SERIAL | (bpf_get_smp_processor_id() << PY_FORK_CPU_SHIFT) |
 		      (n->forks & ((1u << PY_FORK_CPU_SHIFT) - 1));
+	if (bpf_map_update_elem(&py_procs, &child, &copy, BPF_ANY))
+		return false;
 	n->forks++;
-	bpf_map_update_elem(&py_procs, &child, &copy, BPF_ANY);
+	return true;
 }

@@ -9,6 +9,7 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 {
 	struct fork_rec *r;
 	u32 child_tgid;
+	bool inherited = false;
 
 	if (!is_tracked(parent))
 		return 0;
@@ -19,7 +20,7 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 		track_tgid(child_tgid);
 	}
 	if (child_tgid != BPF_CORE_READ(parent, tgid))
-		py_inherit(BPF_CORE_READ(parent, tgid), child_tgid);
+		inherited = py_inherit(BPF_CORE_READ(parent, tgid), child_tgid);
 	r = reserve(REC_FORK, sizeof(*r));
 	if (!r)
 		return 0;
@@ -29,6 +30,7 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 	r->pid = child_tgid;
 	r->tid = BPF_CORE_READ(child, pid);
 	BPF_CORE_READ_STR_INTO(&r->comm, child, comm);
+	r->py_inherited = inherited;
 	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
 	return 0;
 }
