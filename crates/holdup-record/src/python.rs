@@ -62,14 +62,17 @@ pub struct PythonFrames {
     frees_error: Option<String>,
     /// Configurations handed over: the last one's serial.
     serial: u32,
-    /// Images replaced lately, by pid, with when (see [`PythonFrames::fork`]).
+    /// Images replaced lately, by pid, with when (see [`PythonFrames::fork`]),
+    /// and the size at which those older than [`EXECS_FOR_NS`] go.
     execs: FxHashMap<u32, u64>,
+    execs_prune_at: usize,
 }
 
-/// How many replaced images [`PythonFrames`] keeps before it forgets those
-/// older than [`EXECS_FOR_NS`] before the newest.
-const EXECS_KEPT: usize = 4096;
+/// How long a replaced image is kept for the fork that made its process;
+/// the fork comes within a drain of the ring, seconds at most.
 const EXECS_FOR_NS: u64 = 30_000_000_000;
+/// The least size at which they are pruned.
+const EXECS_PRUNE_AT: usize = 4096;
 
 /// The recorder's view of an interpreter mapped with load bias `bias`.
 fn config(i: &Interpreter, bias: u64) -> PyConfig {
@@ -173,9 +176,11 @@ impl PythonFrames {
     /// gone.
     pub fn exec(&mut self, pid: u32, time: u64) {
         // Kept for the fork that made `pid`, which may come after (see
-        // fork); that comes within a drain of the ring, seconds at most.
-        if self.execs.len() >= EXECS_KEPT {
+        // fork). Pruned at twice the size the last pruning left, so that a
+        // machine that execs more than that in the window prunes rarely.
+        if self.execs.len() >= self.execs_prune_at.max(EXECS_PRUNE_AT) {
             self.execs.retain(|_, t| *t + EXECS_FOR_NS >= time);
+            self.execs_prune_at = 2 * self.execs.len();
         }
         self.execs.insert(pid, time);
         if self.procs.remove(&pid).is_some() {
@@ -459,6 +464,23 @@ mod tests {
         // The same frame again is the same address.
         let again = p.groups(7, 5, frames[..1].iter().copied());
         assert_eq!(again[0][0].addr, addrs[0]);
+    }
+
+    /// A process's exec is kept until its fork comes (seconds at most),
+    /// and a machine that execs all the time does not grow the table
+    /// without bound.
+    #[test]
+    fn execs_are_kept_a_window_long() {
+        let mut p = PythonFrames::default();
+        let ms = 1_000_000;
+        // 200 s of execs, one every 10 ms.
+        for pid in 0..20_000u32 {
+            p.exec(pid, u64::from(pid) * 10 * ms);
+        }
+        // At most twice the window's 3001, and the one just added.
+        assert!(p.execs.len() <= 2 * 3001 + 1, "{}", p.execs.len());
+        // The last 30 s are all there.
+        assert!((17_000..20_000).all(|pid| p.execs.contains_key(&pid)));
     }
 
     #[test]
