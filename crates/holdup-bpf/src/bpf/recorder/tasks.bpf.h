@@ -8,24 +8,27 @@ SEC("tp_btf/sched_process_fork")
 int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 {
 	struct fork_rec *r;
-	u32 child_tgid;
+	u32 parent_tgid, child_tgid;
 	bool inherited = false;
 
 	if (!is_tracked(parent))
 		return 0;
+	parent_tgid = BPF_CORE_READ(parent, tgid);
 	child_tgid = BPF_CORE_READ(child, tgid);
-	if (!trace_all && child_tgid != BPF_CORE_READ(parent, tgid)) {
-		if (!follow_children)
-			return 0;
-		track_tgid(child_tgid);
+	/* A new process, not a thread. */
+	if (child_tgid != parent_tgid) {
+		if (!trace_all) {
+			if (!follow_children)
+				return 0;
+			track_tgid(child_tgid);
+		}
+		inherited = py_inherit(parent_tgid, child_tgid);
 	}
-	if (child_tgid != BPF_CORE_READ(parent, tgid))
-		inherited = py_inherit(BPF_CORE_READ(parent, tgid), child_tgid);
 	r = reserve(REC_FORK, sizeof(*r));
 	if (!r)
 		return 0;
 	r->time = bpf_ktime_get_ns();
-	r->parent_pid = BPF_CORE_READ(parent, tgid);
+	r->parent_pid = parent_tgid;
 	r->parent_tid = BPF_CORE_READ(parent, pid);
 	r->pid = child_tgid;
 	r->tid = BPF_CORE_READ(child, pid);
