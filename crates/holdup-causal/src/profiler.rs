@@ -295,7 +295,13 @@ impl Profiler {
             Some(SpeedupTarget::Subclass(s))
         } else {
             let mut p = self.samples.processor.lock().ok()?;
-            let t = p.floor.next().or_else(|| p.pick.take())?;
+            let t = match p.floor.next() {
+                Some(t) => t,
+                None => {
+                    let drawn = p.pick.take()?;
+                    p.floor.instead_of(drawn)
+                }
+            };
             p.floor.ran(t);
             Some(t)
         }?;
