@@ -18,7 +18,9 @@
 #    machine's load drifts: each speedup is of its own pair);
 #  - the throughput of the profiled run itself (its delays included) and
 #    of one whose experiments all speed up by 0% (what sampling and
-#    counting cost alone);
+#    counting cost alone), and within the profiled run, its progress rate
+#    over all experiments against that in its 0% experiments (what the
+#    delays cost, free of the drift between runs);
 #  - holdup's top code targets, its predictions for the block-cache
 #    functions (LRU cache shard, its mutex, the table reader's cache
 #    lookups) and for subclass:io, next to the measured program speedups
@@ -108,3 +110,14 @@ done
 echo "RAM disk: $(speedup "${base_ops[ram]}" "${fixed_ops[ram]}")%   (holdup, subclass:io: ${io_best})"
 echo "throughput under causal run: $causal_ops ops/s, $(awk -v a="$causal_ops" -v b="$plain" 'BEGIN { printf "%.0f", 100 * a / b }')% of plain"
 echo "throughput at 0% speedups: $zero_ops ops/s, $(awk -v a="$zero_ops" -v b="$plain" 'BEGIN { printf "%.0f", 100 * a / b }')% of plain"
+# The same split inside the profiled run, where the machine's drift between
+# runs takes no part: progress per real second over all its experiments
+# against its 0% experiments (the delays the experiments insert, alone).
+awk -F'\t' '
+	$1 == "experiment" { for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+		zero = f["speedup"] + 0 == 0; el = f["elapsed"]; all_t += el; if (zero) zero_t += el }
+	$1 == "throughput-point" { for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+		all_v += f["delta"]; if (zero) zero_v += f["delta"] }
+	END { if (zero_t > 0 && zero_v > 0 && all_t > 0)
+		printf "progress rate over all experiments: %.0f%% of its 0%% experiments'"'"' (the delays alone)\n",
+			100 * (all_v / all_t) / (zero_v / zero_t) }' "$work/rdb.coz"
