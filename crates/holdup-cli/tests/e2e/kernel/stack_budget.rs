@@ -43,6 +43,13 @@ fn naps(name: &str, extra: &[&str]) -> ([f64; 2], [f64; 2], String, PathBuf) {
 #[ignore = "needs root and BPF"]
 fn a_tight_budget_keeps_the_blocked_shares() {
     let _serial = serial();
+    // The stacks taken are a random draw: at 1 in ~4, a nap's estimate
+    // read 0.85 of its time once in a whole suite, where other tests'
+    // processes load the machine (within 0.15 alone, every time).
+    with_second_try(a_tight_budget_keeps_the_blocked_shares_once);
+}
+
+fn a_tight_budget_keeps_the_blocked_shares_once() {
     let (full, full_truth, _, _) = naps("budget-none", &[]);
     let (sampled, truth, stderr, data) = naps("budget-tight", &["--stack-budget", "400"]);
     // The ratio is said, and the budget did bite.
@@ -67,6 +74,7 @@ fn a_tight_budget_keeps_the_blocked_shares() {
     // intervals, always taken, included).
     let taken = between("stacks taken for ", ' ');
     assert!(taken <= 1.25 * 400.0 * 3.0, "within the budget: {line}");
+    eprintln!("{line}\nnaps (ms): {full:?} of {full_truth:?} without budget, {sampled:?} of {truth:?} with it");
     for (i, nap) in ["nap_short", "nap_long"].iter().enumerate() {
         // Each nap's blocked time is what the program measured, with every
         // stack and with the sampled ones weighted by the ratio.
