@@ -67,9 +67,7 @@ impl<T: Copy + Eq + Hash + Ord> Floor<T> {
         self.targets.entry(t).or_default().1 += 1;
     }
 
-    /// The frequent target below the floor that goes next, if any: the one
-    /// with the fewest experiments, then the most points (then the least
-    /// target, so that the choice does not depend on the map's order).
+    /// The frequent target below the floor that goes next, if any.
     pub fn next(&self) -> Option<T> {
         self.fewest_below(FLOOR)
     }
