@@ -120,10 +120,9 @@ echo "throughput at 0% speedups: $zero_ops ops/s, $(awk -v a="$zero_ops" -v b="$
 # runs takes no part: progress per real second over all its experiments
 # against its 0% experiments (the delays the experiments insert, alone).
 awk -F'\t' '
-	$1 == "experiment" { for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
-		zero = f["speedup"] + 0 == 0; el = f["elapsed"]; all_t += el; if (zero) zero_t += el }
-	$1 == "throughput-point" { for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
-		all_v += f["delta"]; if (zero) zero_v += f["delta"] }
+	{ delete f; for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] } }
+	$1 == "experiment" { zero = f["speedup"] + 0 == 0; all_t += f["elapsed"]; if (zero) zero_t += f["elapsed"] }
+	$1 == "throughput-point" { all_v += f["delta"]; if (zero) zero_v += f["delta"] }
 	END { if (zero_t > 0 && zero_v > 0 && all_t > 0)
 		printf "progress rate over all experiments: %.0f%% of its 0%% experiments'"'"' (the delays alone)\n",
 			100 * (all_v / all_t) / (zero_v / zero_t) }' "$work/rdb.coz"
