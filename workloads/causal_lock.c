@@ -3,7 +3,7 @@
  * CS ms holding a mutex, then NC ms outside it. With CS > NC the mutex is
  * the bottleneck, so the line inside the critical section is the one worth
  * making faster; the line outside it buys little, and the waits for the
- * mutex (lock-wait samples) are no target at all.
+ * mutex (lock-wait samples) are the holder's time, not the lock line's.
  *
  * usage: causal_lock ITERATIONS [CS_MS=2] [NC_MS=1]
  * ITERATIONS per worker. Prints the time per iteration; run again with a

@@ -16,10 +16,11 @@
 //! `ThreadState::settle_wait`).
 //!
 //! Blocked samples (BCOZ): a blocked sample of weight w whose user stack
-//! contains L counts as w points of L (lock waits excepted: waiting is no
-//! fix). They reach the ring only when the blocked thread is switched back
-//! in, so a thread about to wake another first drains the ring: the wakee
-//! then skips the delay of the I/O it waited for instead of paying it twice.
+//! contains L counts as w points of L (of a lock wait, only the wait for a
+//! CPU after its wakeup: the wait itself is the holder's). They reach the
+//! ring only when the blocked thread is switched back in, so a thread about
+//! to wake another first drains the ring: the wakee then skips the delay of
+//! the I/O it waited for instead of paying it twice.
 //! A subclass target (`subclass:io`, `subclass:sched`) counts the io or
 //! runqueue points of every thread.
 

@@ -9,8 +9,8 @@ pub struct Points {
     pub line: u64,
     pub io: u64,
     pub sched: u64,
-    /// The wait of a lock wait (never a line's: waiting less is no fix of
-    /// the waiter's code), which only says that the lock it waits for is
+    /// The wait of a lock wait (never a line's: the holder's lines are
+    /// what make it shorter), which only says that the lock it waits for is
     /// worth an experiment.
     pub lock: u64,
 }
@@ -59,10 +59,12 @@ pub fn points_of(r: &SampleRec, from: u64) -> Points {
     Points {
         // For a line, a whole off-CPU interval counts: doing less I/O (or
         // sleeping less) also saves the wait for a CPU after each wakeup.
-        // A faster disk does not, so `io` has the blocked part only.
+        // A faster disk does not, so `io` has the blocked part only. Of a
+        // lock wait, the line has the wait for a CPU after the holder's
+        // wakeup: the handoff that each contended take pays (the blocked
+        // part is the holder's time, credited to the holder's lines).
         line: match r.class {
-            records::CLASS_LOCK => 0,
-            records::CLASS_SCHED => runq,
+            records::CLASS_LOCK | records::CLASS_SCHED => runq,
             _ => blocked + runq,
         },
         io: if r.class == records::CLASS_IO {
@@ -115,9 +117,11 @@ mod tests {
         // A short wait that the thread's clock gave a point keeps it whole.
         let short = rec(records::CLASS_IO, 1_000, 200_000, 250_000, 1, 0);
         assert_eq!(points_of(&short, 500).io, 1);
-        // Lock waits never count for lines.
+        // A lock wait counts for its line from the wakeup on only.
         let l = points_of(&rec(records::CLASS_LOCK, 1, 3_000_001, 3_000_001, 3, 0), 0);
         assert_eq!((l.line, l.io, l.sched, l.lock), (0, 0, 0, 3));
+        let handoff = points_of(&rec(records::CLASS_LOCK, 1, 3_000_001, 5_000_001, 3, 2), 0);
+        assert_eq!((handoff.line, handoff.sched, handoff.lock), (2, 2, 3));
         assert_eq!(all.lock, 0);
         // Preempted: runqueue throughout, and for the line it ran.
         let s = points_of(&rec(records::CLASS_SCHED, 1, 0, 2_000_001, 0, 2), 0);
