@@ -191,6 +191,20 @@ static __always_inline bool stack_budget_draw_early(struct thread_state *st, u64
 	return st->b_keep;
 }
 
+/* points * tau / drawn, rounded up with the odds of its remainder: a
+ * floor takes up to a point off each scaled part (1 blocked and 1
+ * runqueue point, kept at odds of 2 in 5, would weigh 2 + 2, not 5), a
+ * bias that adds up over many short waits. */
+static __always_inline u32 scale_points(u32 points, u32 tau, u32 drawn)
+{
+	u64 p = (u64)points * tau;
+	u64 q = p / drawn;
+
+	if (bpf_get_prandom_u32() % drawn < p % drawn)
+		q++;
+	return q > 0xffffffffULL ? 0xffffffff : q;
+}
+
 /* Whether the interval of `st` ending at `now` with `w` points of `class`
  * and `ws` runqueue points gets its stacks taken (drawn at its wakeup, or
  * now); if so its points are scaled by the inverse of the draw's odds. */
@@ -218,8 +232,8 @@ static __always_inline bool within_stack_budget(struct thread_state *st, u32 *w,
 	if (!keep)
 		return false;
 	if (drawn && drawn < tau) {
-		*w = (u64)*w * tau / drawn;
-		*ws = (u64)*ws * tau / drawn;
+		*w = scale_points(*w, tau, drawn);
+		*ws = scale_points(*ws, tau, drawn);
 	}
 	b->c.stacks++;
 	b->c.scaled[class & 7] += *w;
