@@ -327,9 +327,9 @@ impl Processor {
         if let Some(loc) = first {
             if !lines::is_progress_header(self.locs.name(loc)) {
                 // A wait for a lock makes the code that took it worth an
-                // experiment, as its own work does; only the work and the
-                // wait for a CPU after the wakeup are credited while one runs
-                // (`points_of`). That code is the innermost
+                // experiment, as its own work does; while one runs, only
+                // the work and the wait for a CPU after the wakeup are
+                // credited (`points_of`). That code is the innermost
                 // place of the scope, or its caller where the innermost
                 // is the program's own lock function (RocksDB's
                 // port::Mutex::Lock, called by the cache shard's Lookup

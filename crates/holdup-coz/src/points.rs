@@ -60,9 +60,9 @@ pub fn points_of(r: &SampleRec, from: u64) -> Points {
         // For a line, a whole off-CPU interval counts: doing less I/O (or
         // sleeping less) also saves the wait for a CPU after each wakeup.
         // A faster disk does not, so `io` has the blocked part only. Of a
-        // lock wait, the line has the wait for a CPU after the holder's
-        // wakeup: the handoff that each contended take pays (the blocked
-        // part is the holder's time, credited to the holder's lines).
+        // lock wait, the line has the wait for a CPU after it is woken,
+        // which each contended take pays and a shorter hold makes rarer
+        // (the blocked part is the holder's time, credited to its lines).
         line: match r.class {
             records::CLASS_LOCK | records::CLASS_SCHED => runq,
             _ => blocked + runq,
