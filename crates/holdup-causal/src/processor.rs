@@ -5,7 +5,7 @@ use crate::clock::{now_ns, seeded_rng, Rng};
 use crate::domain::Delays;
 use crate::lines::{self, LineTable, Locations, Place};
 use crate::modules::{Modules, Role};
-use crate::points::points_of;
+use crate::points::{points_of, Crowding};
 use crate::python::PythonLocs;
 use crate::source::Source;
 use crate::state::State;
@@ -60,6 +60,8 @@ pub struct Processor {
     pub counts: HashMap<u32, u64>,
     pub io_points: u64,
     pub sched_points: u64,
+    /// How much the program's runnable threads wait for a CPU.
+    pub(crate) crowd: Crowding,
     pub(crate) exp: Option<Experiment>,
     /// Weighted reservoir of candidate targets since the last experiment began.
     pub(crate) pick: Option<SpeedupTarget>,
@@ -100,6 +102,7 @@ impl Processor {
             counts: HashMap::new(),
             io_points: 0,
             sched_points: 0,
+            crowd: Crowding::default(),
             exp: None,
             pick: None,
             pick_total: 0,
@@ -205,10 +208,14 @@ impl Processor {
         if r.pid != rt.pid || r.tid as i32 == rt.profiler_tid.load(Ordering::Relaxed) {
             return;
         }
-        if r.flags & records::SF_USER_REGS == 0 || r.flags & records::SF_BLOCKED_TAIL != 0 {
+        if r.flags & records::SF_BLOCKED_TAIL != 0 {
             return;
         }
-        let all = points_of(&r, 0);
+        self.crowd.see(&r);
+        if r.flags & records::SF_USER_REGS == 0 {
+            return;
+        }
+        let all = points_of(&r, 0, &self.crowd);
         if all.line + all.io + all.sched + all.lock == 0 {
             return;
         }
@@ -299,7 +306,7 @@ impl Processor {
         self.sched_points += all.sched;
 
         if let Some(exp) = self.exp.as_mut() {
-            let p = points_of(&r, exp.start_ns);
+            let p = points_of(&r, exp.start_ns, &self.crowd);
             let credit = match exp.target {
                 SpeedupTarget::Code(_) if hit => p.line,
                 SpeedupTarget::Code(_) => 0,

@@ -17,7 +17,9 @@
 //!
 //! Blocked samples (BCOZ): a blocked sample of weight w whose user stack
 //! contains L counts as w points of L (of a lock wait, only the wait for a
-//! CPU after its wakeup: the wait itself is the holder's). They reach the
+//! CPU after its wakeup: the wait itself is the holder's; of that wait for a
+//! CPU, what the crowd of runnable threads would not make it wait anyway:
+//! `points::Crowding`). They reach the
 //! ring only when the blocked thread is switched back in, so a thread about
 //! to wake another first drains the ring: the wakee then skips the delay of
 //! the I/O it waited for instead of paying it twice.

@@ -25,7 +25,7 @@ use holdup_bpf::progress::Counted;
 use holdup_bpf::records::{RawRecord, RawSample, SF_BLOCKED_TAIL};
 use holdup_bpf::Recorder;
 use holdup_coz::experiment::{self, Rng, Window, COOL_OFF_NS};
-use holdup_coz::points::points_of;
+use holdup_coz::points::{points_of, Crowding};
 use holdup_coz::profile::{self, PointCounts};
 use holdup_coz::target::{Subclass, Target};
 use std::fs::File;
@@ -75,6 +75,8 @@ struct Run {
     out: File,
     verbose: bool,
     python: Interpreters,
+    /// How much the profiled threads wait for a CPU when runnable.
+    crowd: Crowding,
 }
 
 impl Run {
@@ -100,6 +102,7 @@ impl Run {
             out,
             verbose: cfg.verbose,
             python: Interpreters::default(),
+            crowd: Crowding::default(),
         }
     }
 
@@ -108,7 +111,8 @@ impl Run {
         if s.rec.flags & SF_BLOCKED_TAIL != 0 {
             return;
         }
-        let pts = points_of(&s.rec, 0);
+        self.crowd.see(&s.rec);
+        let pts = points_of(&s.rec, 0, &self.crowd);
         if pts.line + pts.io + pts.sched == 0 {
             return;
         }
