@@ -70,6 +70,14 @@ impl Window {
     }
 }
 
+/// SplitMix64's finalizer: a well-spread number from any 64 bits (a
+/// counter, a sample's identity).
+pub fn mix64(mut x: u64) -> u64 {
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
 /// xorshift64: fast, and good enough to draw targets and speedups.
 pub struct Rng(u64);
 

@@ -1,6 +1,7 @@
 //! Sample points of the recorder's samples: how much of one counts for a line, for io, for
 //! the runqueue, and how much falls inside an experiment.
 
+use crate::experiment::mix64;
 use holdup_bpf::records::{self, SampleRec};
 
 /// Points of one sample that can be charged to a line, to io, to runqueue.
@@ -57,16 +58,9 @@ impl Crowding {
             return runq;
         }
         let scaled = u128::from(runq) * u128::from(self.running);
-        let odds = u128::from(mix(r.start ^ u64::from(r.tid) << 32)) % all;
+        let odds = u128::from(mix64(r.start ^ u64::from(r.tid) << 32)) % all;
         (scaled / all + u128::from(scaled % all > odds)) as u64
     }
-}
-
-/// SplitMix64's finalizer: a well-spread number from a sample's identity.
-fn mix(mut x: u64) -> u64 {
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
 }
 
 /// The points of `r` at or after `from` (0: all of them), on CPUs as
@@ -210,9 +204,23 @@ mod tests {
         }
         assert_eq!(sched, 8000, "more cores still give all of it back");
         assert!((5800..6200).contains(&line), "{line} of 8000");
-        // The same sample, the same points, inside an experiment or not.
-        let r = rec(records::CLASS_IO, 1_000, 2_000_000, 3_000_000, 2, 1);
-        assert_eq!(points_of(&r, 0, &crowd).line, points_of(&r, 0, &crowd).line);
+        // The same sample, the same points, whole or from an experiment's
+        // start before it: the rounding draws on the sample, not on `from`.
+        for i in 0..100u64 {
+            let start = 1_000 + i * 7_000_003;
+            let r = rec(
+                records::CLASS_IO,
+                start,
+                start + 2_000_000,
+                start + 3_000_000,
+                2,
+                1,
+            );
+            assert_eq!(
+                points_of(&r, 0, &crowd).line,
+                points_of(&r, start - 1, &crowd).line
+            );
+        }
         // A preemption is the line's whole: it is the crowd.
         assert_eq!(
             points_of(&rec(records::CLASS_SCHED, 1, 0, 2_000_001, 0, 2), 0, &crowd).line,

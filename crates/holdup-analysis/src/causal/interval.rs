@@ -11,6 +11,7 @@
 //! showing the −26%.
 
 use super::{interpolate, Experiment, Tallies, TargetCurve};
+use holdup_coz::experiment::mix64;
 
 /// Draws of the experiments.
 const RESAMPLES: usize = 200;
@@ -29,11 +30,7 @@ struct Draws(u64);
 impl Draws {
     fn below(&mut self, n: usize) -> usize {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^= z >> 31;
-        ((z as u128 * n as u128) >> 64) as usize
+        ((mix64(self.0) as u128 * n as u128) >> 64) as usize
     }
 }
 
