@@ -222,7 +222,8 @@ fn barrier_odirect_reads_critical_once() {
     // The reads stay critical at half as many, by a wide margin, whatever
     // the drift between the profile and the timed runs: the measured
     // speedup is the reads' own.
-    let report = profile(&dir, &[], &[b, d, "2500", "20", "0.5"]);
+    let rounds = odirect_rounds(&bin, d);
+    let report = profile(&dir, &[], &[b, d, &rounds, "20", "0.5"]);
     let read = line_of("causal_odirect", "read");
     // The reads, as a line or as "a faster disk", rank first; COZ, which
     // sees on-CPU samples only, cannot see them at all.
@@ -972,6 +973,7 @@ fn attach_faster_disk_predicts_the_reads() {
     let bin = build("causal_odirect", &[]);
     let (b, d) = (bin.to_str().unwrap(), dir.to_str().unwrap());
     let progress = "round_done";
+    let rounds = odirect_rounds(&bin, d);
     let report = profile(
         &dir,
         &[
@@ -981,12 +983,22 @@ fn attach_faster_disk_predicts_the_reads() {
             "--progress",
             &format!("{b}:{progress}"),
         ],
-        &[b, d, "2500", "20", "0.5"],
+        &[b, d, &rounds, "20", "0.5"],
     );
     assert!(report["experiments"].as_u64().unwrap() >= 30, "{report}");
     check_prediction("faster disk, -a", &report, "subclass:io", || {
         faster_disk(&bin, d)
     });
+}
+
+/// Rounds of `causal_odirect` (20 reads of 256 KiB, 0.5 ms of compute) for
+/// about 17 s unprofiled: the same disk ran a round in 2 ms one minute and
+/// 7 ms the next, and 2 500 fixed rounds gave 26 experiments at 2 ms. At
+/// most 6 000, as the disk may slow down again between this timing and the
+/// profile.
+fn odirect_rounds(bin: &Path, dir: &str) -> String {
+    let round_ns = field(&run_workload(bin, &[dir, "100", "20", "0.5"]), "round_ns");
+    ((17e9 / round_ns) as u64).clamp(2_500, 6_000).to_string()
 }
 
 /// (disk speedup, program speedup) of `causal_odirect` on a disk twice as
