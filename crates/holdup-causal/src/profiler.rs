@@ -414,11 +414,13 @@ impl Profiler {
         self.experiments += 1;
         self.verbose(text.lines().next().unwrap_or(""));
         // Where the delay went: credited by the target's points, paid with
-        // sleeps, still owed by each thread (the rest was excused by waits).
-        let (paid, credited, runq) = (
+        // sleeps or draining, still owed by each thread (the rest was excused
+        // by waits).
+        let (paid, credited, runq, drained) = (
             rt.paid.swap(0, Ordering::Relaxed),
             rt.credited.swap(0, Ordering::Relaxed),
             rt.runq_after_sleeps.swap(0, Ordering::Relaxed),
+            rt.drained.swap(0, Ordering::Relaxed),
         );
         if rt.cfg.verbose {
             let per_thread: Vec<(i64, u64)> = rt
@@ -432,7 +434,7 @@ impl Profiler {
                 })
                 .collect();
             self.verbose(&format!(
-                "delay credited {credited} ns, paid with sleeps {paid} ns, waited for a CPU after them {runq} ns, (owed, paid) per thread {per_thread:?} ns"
+                "delay credited {credited} ns, paid with sleeps {paid} ns, waited for a CPU after them {runq} ns, paid draining samples before wakeups {drained} ns, (owed, paid) per thread {per_thread:?} ns"
             ));
         }
         // COZ's adaptive length: longer until progress points are seen

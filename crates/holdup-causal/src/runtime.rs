@@ -5,6 +5,7 @@
 //! runtime through [`get`]; nothing below this module calls back into it.
 //! See [`crate::state`] for COZ's accounting.
 
+use crate::clock::now_ns;
 use crate::config::Config;
 use crate::counter::THROUGHPUT;
 use crate::domain::Domain;
@@ -236,7 +237,9 @@ impl Runtime {
         }
         // A 0% experiment delays nobody: nothing to catch up on.
         if st.delays.delay(st.cfg.period_ns) > 0 && self.samples.pending() {
+            let (resets, t0) = (t.resets.load(Ordering::Acquire), now_ns());
             self.samples.process_pending(st);
+            st.paid_draining(t, now_ns() - t0, resets);
         }
         st.add_delays(t);
         t.busy.store(false, Ordering::Release);
